@@ -1,0 +1,55 @@
+"""Nox sessions: thin wrappers over `python -m suite`, sharing one install helper.
+
+The torch build is the user's choice (an unpinned `torch` on Linux x86-64 is the multi-GB CUDA
+build, which a CPU-only machine does not want):
+    MPSUITE_TORCH="torch==2.13.0" nox -s tests     # what .ci/run does
+    MPSUITE_TORCH="torch==2.11.0" nox -s h100_fp8   # a GPU user's pick
+MPSUITE_TORCHAO likewise ("" leaves torchao out). Arguments after `--` go to the command run.
+"""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.sessions = ["cpu"]
+nox.options.reuse_existing_virtualenvs = True
+
+TORCH = os.environ.get("MPSUITE_TORCH", "torch")
+TORCHAO = os.environ.get("MPSUITE_TORCHAO", "torchao")
+
+PRINT_VERSIONS = """
+import importlib.metadata as md, platform, torch
+names = ["torch", "torchao", "transformer_engine", "triton", "numpy", "pandas", "pyarrow", "matplotlib", "mpsuite"]
+found = {n: md.version(n) for n in names if n in {d.metadata["Name"].replace("-", "_").lower() for d in md.distributions()}}
+print("python", platform.python_version(), "|", " | ".join(f"{k} {v}" for k, v in found.items()),
+      "| cuda", torch.version.cuda, "| gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
+"""
+
+
+def install(session: nox.Session, extras: str = "") -> None:
+    """torch first (the chosen build), then torchao, then the suite; print what got installed."""
+    session.install(TORCH)
+    if TORCHAO:
+        session.install(TORCHAO)
+    session.install("-e", f".{extras}")
+    session.run("python", "-c", PRINT_VERSIONS)
+
+
+def run_scenario(session: nox.Session, scenario: str) -> None:
+    install(session)
+    session.run("python", "-m", "suite", "run", scenario, *session.posargs)
+
+
+@nox.session
+def cpu(session: nox.Session) -> None:
+    """The main job on any machine: scenarios/cpu.toml -> results/cpu/ -> reports/cpu/."""
+    run_scenario(session, "cpu")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite, on the CPU. Posargs go to pytest (e.g. `nox -s tests -- -k spec`)."""
+    install(session, "[test]")
+    session.run("pytest", *(session.posargs or ["-q"]))

@@ -1,0 +1,115 @@
+"""`mpsuite` / `python -m suite`: thin adapters from the command line to plain functions."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from suite.errors import UserError
+
+
+def cmd_run(args) -> int:
+    from suite import analysis, env, plan, report, runner, spec, store
+
+    scenario = spec.resolve(args.scenario, args.scenarios)
+    cases = plan.expand(scenario)
+    device = env.resolve_device(args.device or scenario.defaults.device)
+    if device.type == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError(f"scenario {scenario.name!r} asks for device 'cuda' but torch.cuda is not available")
+    run_id = store.new_run_id()
+    meta = {"run_id": run_id, **env.capture(device)}
+    print(f"mpsuite: {scenario.name}: {len(cases)} cases on {meta['device_name']} "
+          f"(torch {meta['torch_version']}), run {run_id}", file=sys.stderr)
+    progress = None if args.quiet else runner.Progress(len(cases))
+    records = list(runner.run(cases, device, meta, progress))
+    path = store.write_run(records, store.run_path(args.results, scenario.name, run_id))
+    print(f"mpsuite: wrote {path}", file=sys.stderr)
+    df = store.read_file(path)
+    print(analysis.summary(df).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    if not args.no_report:
+        written = report.render(df, Path(args.reports) / scenario.name)
+        print(f"mpsuite: report in {written[-1].parent}/ ({', '.join(p.name for p in written)})", file=sys.stderr)
+    failed = sum(r["status"] == "failed" for r in records)
+    if failed:
+        print(f"mpsuite: {failed} case(s) failed; see the 'reason' column", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_report(args) -> int:
+    from suite import analysis, report, store
+
+    df = store.read(args.results)
+    if not args.all_runs:
+        df = analysis.latest_runs(df)
+    scenarios = sorted(df["scenario"].unique())
+    for name in scenarios:
+        if args.out is None:
+            out = Path("reports") / name
+        else:
+            out = Path(args.out) / name if len(scenarios) > 1 else Path(args.out)
+        written = report.render(df[df["scenario"] == name], out)
+        print(f"mpsuite: report in {out}/ ({', '.join(p.name for p in written)})", file=sys.stderr)
+    return 0
+
+
+def cmd_list(args) -> int:
+    from suite import plan, spec
+
+    for name, (path, scenario) in spec.load_dir(args.scenarios).items():
+        print(f"{name:<16} {len(plan.expand(scenario)):>5} cases  {path}  {scenario.description}")
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from suite import plan, spec
+
+    scenario = spec.resolve(args.scenario, args.scenarios)
+    for case in plan.expand(scenario):
+        print(f"{case.case_id}  {case.label}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mpsuite", description="Mixed-precision benchmarks: speed and accuracy side by side.")
+    sub = p.add_subparsers(dest="command", required=True)
+    scen = argparse.ArgumentParser(add_help=False)
+    scen.add_argument("scenario", help="scenario name (from --scenarios) or path to a .toml file")
+    scen.add_argument("--scenarios", default="scenarios", help="folder of scenario files (default: scenarios)")
+
+    r = sub.add_parser("run", parents=[scen], help="run a scenario, store its records, render its report")
+    r.add_argument("--results", default="results", help="results folder (default: results)")
+    r.add_argument("--reports", default="reports", help="reports folder (default: reports)")
+    r.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override the scenario's device")
+    r.add_argument("--no-report", action="store_true", help="store records only")
+    r.add_argument("--quiet", action="store_true", help="no per-case progress lines")
+    r.set_defaults(func=cmd_run)
+
+    rep = sub.add_parser("report", help="render a report from stored results")
+    rep.add_argument("results", nargs="+", help="results files or folders (e.g. results/cpu)")
+    rep.add_argument("--out", help="output folder (default: reports/<scenario>)")
+    rep.add_argument("--all-runs", action="store_true", help="every run found, not only the newest per scenario")
+    rep.set_defaults(func=cmd_report)
+
+    ls = sub.add_parser("list", help="list the scenarios and their case counts")
+    ls.add_argument("--scenarios", default="scenarios")
+    ls.set_defaults(func=cmd_list)
+
+    pl = sub.add_parser("plan", parents=[scen], help="print a scenario's cases without running them")
+    pl.set_defaults(func=cmd_plan)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UserError as err:
+        print(f"mpsuite: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mpsuite: interrupted", file=sys.stderr)
+        return 130

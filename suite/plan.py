@@ -1,0 +1,120 @@
+"""Expand a scenario into cases: one case = one workload x precision x shape x parameter choice.
+
+`case_id` hashes only what defines the computation (workload, precision, shape, parameters), never
+the run, the machine or the versions, so the same case joins across all three.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+
+from suite.shapes import SHAPE_SETS
+from suite.spec import Scenario, Sweep
+from suite.timing import StopRule
+
+SHAPE_KEYS = ("m", "k", "n")
+
+
+def case_hash(workload: str, precision: str, m, k, n, params: dict) -> str:
+    key = {"workload": workload, "precision": precision, "m": m, "k": k, "n": n, "params": params}
+    text = json.dumps(key, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Case:
+    scenario: str
+    workload: str
+    precision: str
+    baseline: str | None
+    m: int | None
+    k: int | None
+    n: int | None
+    params: dict = field(hash=False)
+    seed: int
+    timing: StopRule = field(hash=False, compare=False)
+    device: str = "auto"
+
+    @property
+    def case_id(self) -> str:
+        return case_hash(self.workload, self.precision, self.m, self.k, self.n, self.params)
+
+    @property
+    def baseline_case_id(self) -> str | None:
+        if self.baseline is None:
+            return None
+        return case_hash(self.workload, self.baseline, self.m, self.k, self.n, self.params)
+
+    @property
+    def label(self) -> str:
+        shape = f" {self.m}x{self.k}x{self.n}" if self.m is not None else ""
+        extra = "".join(f" {k}={v}" for k, v in sorted(self.params.items()))
+        return f"{self.workload} {self.precision}{shape}{extra}"
+
+    def params_json(self) -> str:
+        return json.dumps(self.params, sort_keys=True)
+
+
+def _param_grid(params: dict) -> list[dict]:
+    keys = sorted(params)
+    values = [v if isinstance(v, list) else [v] for v in (params[k] for k in keys)]
+    return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+
+
+def _matches(rule: dict, precision: str, shape: tuple, params: dict) -> bool:
+    fields = {"precision": precision, **dict(zip(SHAPE_KEYS, shape)), **params}
+    return all(k in fields and fields[k] == v for k, v in rule.items())
+
+
+def _shapes(sweep: Sweep) -> list[tuple]:
+    shapes: list[tuple] = []
+    if sweep.shapes is not None:
+        shapes += SHAPE_SETS[sweep.shapes].triples(sweep.sizes, sweep.tokens)
+    if sweep.mkn is not None:
+        shapes += [tuple(t) for t in sweep.mkn]
+    return shapes or [(None, None, None)]
+
+
+def expand_sweep(scenario: Scenario, index: int) -> list[Case]:
+    sweep = scenario.sweep[index]
+    d = scenario.defaults
+    common = dict(
+        scenario=scenario.name,
+        workload=sweep.workload,
+        baseline=sweep.baseline or d.baseline,
+        seed=d.seed,
+        timing=sweep.timing or d.timing,
+        device=d.device,
+    )
+    combos = [
+        (precision, shape, params)
+        for shape in _shapes(sweep)
+        for params in _param_grid(sweep.params)
+        for precision in sweep.precisions
+    ]
+    for extra in sweep.include:
+        extra = dict(extra)
+        precision = str(extra.pop("precision", sweep.precisions[0]))
+        shape = tuple(extra.pop(k, None) for k in SHAPE_KEYS)
+        combos.append((precision, shape, {**_param_grid(sweep.params)[0], **extra}))
+    cases = []
+    for precision, shape, params in combos:
+        if any(_matches(rule, precision, shape, params) for rule in sweep.exclude):
+            continue
+        cases.append(Case(precision=precision, m=shape[0], k=shape[1], n=shape[2], params=params, **common))
+    return cases
+
+
+def expand(scenario: Scenario) -> list[Case]:
+    """All cases of a scenario, in file order, each case once (the first occurrence wins)."""
+    seen: set[str] = set()
+    out = []
+    for i in range(len(scenario.sweep)):
+        for case in expand_sweep(scenario, i):
+            if case.case_id not in seen:
+                seen.add(case.case_id)
+                out.append(case)
+    return out

@@ -1,0 +1,1 @@
+"""Precision recipes: one object per name in `suite.registry.PRECISIONS`."""

@@ -1,0 +1,40 @@
+"""What every precision recipe provides.
+
+A recipe says whether a device can run it (`unsupported`: a reason, or None), sets and restores the
+global state it needs (`active`), and knows how to run a GEMM in its format (`gemm`). Operand
+preparation (casting, quantizing weights) happens in `gemm`, outside the timed callable it returns.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    description: str
+    # dtype the operands are stored and multiplied in (for FP8: the dtype activations stay in)
+    dtype: torch.dtype
+
+    def unsupported(self, device: torch.device) -> str | None:
+        """Why this recipe cannot run on `device`, or None when it can."""
+        return None
+
+    def emulated(self, device: torch.device) -> bool:
+        """True when the numerics are real but the speed is not (e.g. FP8 on a CPU)."""
+        return False
+
+    @contextmanager
+    def active(self):
+        """Set every global flag the recipe needs, and restore each on exit."""
+        yield
+
+    def gemm(self, a: torch.Tensor, b: torch.Tensor, params: dict) -> Callable[[], torch.Tensor]:
+        """a: (M, K), b: (K, N), float32 on the target device. Returns the callable to time."""
+        a, b = a.to(self.dtype), b.to(self.dtype)
+        return lambda: torch.matmul(a, b)

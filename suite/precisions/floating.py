@@ -1,0 +1,58 @@
+"""IEEE-style formats PyTorch multiplies natively: fp32 (TF32 off), tf32, bf16, fp16."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from suite.precisions.base import Precision
+from suite.precisions.flags import float32_matmul
+
+
+@dataclass(frozen=True)
+class Float32(Precision):
+    tf32: bool = False
+
+    def unsupported(self, device):
+        if not self.tf32:
+            return None
+        if device.type != "cuda":
+            return f"TF32 is a CUDA tensor-core mode; device is {device.type}"
+        major, _ = torch.cuda.get_device_capability(device)
+        if major < 8:
+            return f"TF32 needs compute capability >= 8.0 (Ampere); this GPU is {major}.x"
+        return None
+
+    @contextmanager
+    def active(self):
+        with float32_matmul(tf32=self.tf32):
+            yield
+
+
+@dataclass(frozen=True)
+class Half(Precision):
+    def unsupported(self, device):
+        if device.type == "cuda" and self.dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+            return "this GPU has no bf16 support (needs compute capability >= 8.0)"
+        return None
+
+    @contextmanager
+    def active(self):
+        # Reductions inside half-precision matmuls may use lower-precision accumulation on CUDA
+        # unless forbidden; fix both flags to PyTorch's defaults so a user's setting cannot leak in.
+        m = torch.backends.cuda.matmul
+        saved = (m.allow_bf16_reduced_precision_reduction, m.allow_fp16_reduced_precision_reduction)
+        try:
+            m.allow_bf16_reduced_precision_reduction = True
+            m.allow_fp16_reduced_precision_reduction = True
+            yield
+        finally:
+            m.allow_bf16_reduced_precision_reduction, m.allow_fp16_reduced_precision_reduction = saved
+
+
+FP32 = Float32("fp32", "IEEE float32; TF32 explicitly off", torch.float32, tf32=False)
+TF32 = Float32("tf32", "float32 storage, TF32 tensor-core matmul (10-bit mantissa)", torch.float32, tf32=True)
+BF16 = Half("bf16", "bfloat16 operands, float32 accumulation", torch.bfloat16)
+FP16 = Half("fp16", "float16 operands, float32 accumulation", torch.float16)

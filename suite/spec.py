@@ -1,0 +1,208 @@
+"""Scenario files: TOML in, typed and validated objects out.
+
+A scenario is data only: it is parsed with `tomllib`, never executed. Every validation error is
+turned into one line that names the file, the field and what was expected (`ScenarioError`).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from suite import registry
+from suite.errors import UserError
+from suite.shapes import SHAPE_SETS
+from suite.timing import StopRule
+
+PositiveInt = Annotated[int, Field(gt=0)]
+Scalar = Union[bool, int, float, str]
+
+
+class ScenarioError(UserError):
+    pass
+
+
+def _known(kind: str, value: str, table) -> str:
+    if value not in table:
+        raise ValueError(f"unknown {kind} {value!r}; valid: {', '.join(sorted(table))}")
+    return value
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Defaults(Strict):
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    baseline: str | None = None
+    seed: int = 0
+    timing: StopRule = StopRule()
+
+    @field_validator("baseline")
+    @classmethod
+    def _baseline_known(cls, v):
+        return None if v is None else _known("precision", v, registry.PRECISIONS)
+
+
+class Sweep(Strict):
+    workload: str
+    precisions: Annotated[list[str], Field(min_length=1)]
+    baseline: str | None = None
+    shapes: str | None = None
+    sizes: list[PositiveInt] | None = None
+    tokens: PositiveInt | None = None
+    mkn: list[tuple[PositiveInt, PositiveInt, PositiveInt]] | None = None
+    # Workload parameters; a list value is swept (cartesian product with the other lists).
+    params: dict[str, Scalar | list[Scalar]] = {}
+    include: list[dict[str, Scalar]] = []
+    exclude: list[dict[str, Scalar]] = []
+    timing: StopRule | None = None
+
+    @field_validator("workload")
+    @classmethod
+    def _workload_known(cls, v):
+        return _known("workload", v, registry.WORKLOADS)
+
+    @field_validator("precisions")
+    @classmethod
+    def _precisions_known(cls, v):
+        for name in v:
+            _known("precision", name, registry.PRECISIONS)
+        if len(set(v)) != len(v):
+            raise ValueError("precisions are listed twice")
+        return v
+
+    @field_validator("baseline")
+    @classmethod
+    def _baseline_known(cls, v):
+        return None if v is None else _known("precision", v, registry.PRECISIONS)
+
+    @field_validator("shapes")
+    @classmethod
+    def _shapes_known(cls, v):
+        return None if v is None else _known("shape set", v, SHAPE_SETS)
+
+    @field_validator("params")
+    @classmethod
+    def _params_not_empty_lists(cls, v):
+        for key, value in v.items():
+            if isinstance(value, list) and not value:
+                raise ValueError(f"params.{key} is an empty list: nothing to sweep")
+        return v
+
+    @model_validator(mode="after")
+    def _shape_source(self):
+        shaped = self.workload in registry.SHAPED_WORKLOADS
+        has_shape = self.shapes is not None or self.mkn is not None
+        if shaped and not has_shape and not self.include:
+            raise ValueError(f"workload {self.workload!r} needs `shapes` (a named set) or `mkn` triples")
+        if not shaped and (has_shape or self.sizes):
+            raise ValueError(f"workload {self.workload!r} takes its shape from `params`, not shapes/mkn/sizes")
+        if self.sizes is not None and self.shapes is None:
+            raise ValueError("`sizes` needs `shapes` (e.g. shapes = \"square\")")
+        if self.shapes is not None:
+            SHAPE_SETS[self.shapes].check(self.sizes, self.tokens)
+        keys = {"precision", "m", "k", "n", *self.params}
+        for kind, rules in (("include", self.include), ("exclude", self.exclude)):
+            for i, rule in enumerate(rules):
+                unknown = sorted(set(rule) - keys)
+                if unknown:
+                    raise ValueError(f"{kind}[{i}]: unknown key {unknown[0]!r}; valid: {', '.join(sorted(keys))}")
+                if "precision" in rule:
+                    _known("precision", str(rule["precision"]), registry.PRECISIONS)
+                for dim in ("m", "k", "n"):
+                    if dim in rule and not (isinstance(rule[dim], int) and rule[dim] > 0):
+                        raise ValueError(f"{kind}[{i}].{dim}: expected a positive integer, got {rule[dim]!r}")
+            if kind == "include" and shaped:
+                for i, rule in enumerate(rules):
+                    missing = [d for d in ("m", "k", "n") if d not in rule]
+                    if missing:
+                        raise ValueError(f"include[{i}]: a {self.workload} case needs m, k and n; missing {missing}")
+        return self
+
+
+class Scenario(Strict):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
+    description: str = ""
+    defaults: Defaults = Defaults()
+    sweep: Annotated[list[Sweep], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _baselines_are_measured(self):
+        for i, sweep in enumerate(self.sweep):
+            baseline = sweep.baseline or self.defaults.baseline
+            if baseline is not None and baseline not in sweep.precisions:
+                raise ValueError(
+                    f"sweep[{i}]: baseline {baseline!r} is not among its precisions {sweep.precisions}"
+                )
+        return self
+
+
+def _where(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not str(part).startswith("function-") and "[" not in str(part):
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def _one_line(err: ValidationError) -> str:
+    errors = err.errors(include_url=False)
+    first = errors[0]
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        msg = "unknown field"
+    elif first["type"] == "missing":
+        msg = "required field is missing"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{_where(first['loc'])}: {msg}{more}"
+
+
+def parse(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as err:
+        raise ScenarioError(f"{source}: {_one_line(err)}") from None
+
+
+def load(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScenarioError(f"{path}: cannot read scenario file: {err}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(f"{path}: invalid TOML: {err}") from None
+    return parse(data, str(path))
+
+
+def load_dir(folder: str | Path) -> dict[str, tuple[Path, Scenario]]:
+    """Every scenario in a folder, by name; two files may not claim the same name."""
+    found: dict[str, tuple[Path, Scenario]] = {}
+    for path in sorted(Path(folder).glob("*.toml")):
+        scenario = load(path)
+        if scenario.name in found:
+            raise ScenarioError(
+                f"{path}: name: scenario name {scenario.name!r} is already used by {found[scenario.name][0]}"
+            )
+        found[scenario.name] = (path, scenario)
+    return found
+
+
+def resolve(name_or_path: str, folder: str | Path = "scenarios") -> Scenario:
+    """A scenario given as a file path or as a name from the scenarios folder."""
+    if name_or_path.endswith(".toml") or Path(name_or_path).is_file():
+        return load(name_or_path)
+    scenarios = load_dir(folder)
+    if name_or_path not in scenarios:
+        valid = ", ".join(sorted(scenarios)) or "(none)"
+        raise ScenarioError(f"unknown scenario {name_or_path!r} in {folder}/; valid: {valid}")
+    return scenarios[name_or_path][1]
+
