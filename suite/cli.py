@@ -10,33 +10,19 @@ from suite.errors import UserError
 
 
 def cmd_run(args) -> int:
-    from suite import analysis, env, plan, report, runner, spec, store
+    import pandas as pd
+
+    from suite import analysis, pipeline, spec
 
     scenario = spec.resolve(args.scenario, args.scenarios)
-    cases = plan.expand(scenario)
-    device = env.resolve_device(args.device or scenario.defaults.device)
-    if device.type == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise UserError(f"scenario {scenario.name!r} asks for device 'cuda' but torch.cuda is not available")
-    run_id = store.new_run_id()
-    meta = {"run_id": run_id, **env.capture(device)}
-    print(f"mpsuite: {scenario.name}: {len(cases)} cases on {meta['device_name']} "
-          f"(torch {meta['torch_version']}), run {run_id}", file=sys.stderr)
-    progress = None if args.quiet else runner.Progress(len(cases))
-    records = list(runner.run(cases, device, meta, progress))
-    path = store.write_run(records, store.run_path(args.results, scenario.name, run_id))
-    print(f"mpsuite: wrote {path}", file=sys.stderr)
-    df = store.read_file(path)
-    print(analysis.summary(df).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    if not args.no_report:
-        written = report.render(df, Path(args.reports) / scenario.name)
-        print(f"mpsuite: report in {written[-1].parent}/ ({', '.join(p.name for p in written)})", file=sys.stderr)
-    failed = sum(r["status"] == "failed" for r in records)
-    if failed:
-        print(f"mpsuite: {failed} case(s) failed; see the 'reason' column", file=sys.stderr)
-    return 1 if failed else 0
+    result = pipeline.run_scenario(
+        scenario, args.results, None if args.no_report else args.reports, args.device, not args.quiet
+    )
+    df = analysis.summary(pd.DataFrame(result.records))
+    print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    if result.failed:
+        print(f"mpsuite: {result.failed} case(s) failed; see the 'reason' column", file=sys.stderr)
+    return 1 if result.failed else 0
 
 
 def cmd_report(args) -> int:
@@ -113,3 +99,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mpsuite: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and closed early: not an error
+        sys.stderr.close()
+        return 0

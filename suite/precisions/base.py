@@ -3,11 +3,18 @@
 A recipe says whether a device can run it (`unsupported`: a reason, or None), sets and restores the
 global state it needs (`active`), and knows how to run a GEMM in its format (`gemm`). Operand
 preparation (casting, quantizing weights) happens in `gemm`, outside the timed callable it returns.
+
+For layers and models a recipe also says how to convert a module (`prepare_module`, e.g. swapping
+Linear layers for FP8 ones) and what to run the forward pass under (`autocast`). A training step is
+    model = precision.prepare_module(model, device)
+    with precision.active(), precision.autocast(device):
+        loss = model(x) ...
+and `grad_scaler` says whether the step needs a GradScaler (fp16).
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
@@ -33,6 +40,16 @@ class Precision:
     def active(self):
         """Set every global flag the recipe needs, and restore each on exit."""
         yield
+
+    def prepare_module(self, module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+        """The module converted for this recipe (in place or new), on `device`."""
+        return module.to(device)
+
+    def autocast(self, device: torch.device):
+        """Context for the forward pass: nothing for fp32/tf32, torch.autocast for half types."""
+        return nullcontext()
+
+    grad_scaler: bool = False
 
     def gemm(self, a: torch.Tensor, b: torch.Tensor, params: dict) -> Callable[[], torch.Tensor]:
         """a: (M, K), b: (K, N), float32 on the target device. Returns the callable to time."""

@@ -38,6 +38,11 @@ class Half(Precision):
             return "this GPU has no bf16 support (needs compute capability >= 8.0)"
         return None
 
+    def autocast(self, device):
+        # Autocast keeps precision-sensitive ops (softmax, losses, norms) in fp32; weights stay fp32
+        # masters. The op lists differ between CPU and CUDA (see the seeds' autocast chapter).
+        return torch.autocast(device_type=device.type, dtype=self.dtype)
+
     @contextmanager
     def active(self):
         # Reductions inside half-precision matmuls may use lower-precision accumulation on CUDA
@@ -55,4 +60,4 @@ class Half(Precision):
 FP32 = Float32("fp32", "IEEE float32; TF32 explicitly off", torch.float32, tf32=False)
 TF32 = Float32("tf32", "float32 storage, TF32 tensor-core matmul (10-bit mantissa)", torch.float32, tf32=True)
 BF16 = Half("bf16", "bfloat16 operands, float32 accumulation", torch.bfloat16)
-FP16 = Half("fp16", "float16 operands, float32 accumulation", torch.float16)
+FP16 = Half("fp16", "float16 operands, float32 accumulation", torch.float16, grad_scaler=True)
