@@ -49,6 +49,13 @@ def cpu(session: nox.Session) -> None:
 
 
 @nox.session
+def bench(session: nox.Session) -> None:
+    """What the harness itself costs (planning, parquet, reports), timed by pytest-benchmark."""
+    install(session, "[test]")
+    session.run("pytest", "benchmarks", "--benchmark-enable", *session.posargs)
+
+
+@nox.session
 def tests(session: nox.Session) -> None:
     """The test suite, on the CPU. Posargs go to pytest (e.g. `nox -s tests -- -k spec`)."""
     install(session, "[test]")

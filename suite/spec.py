@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from suite import registry
 from suite.errors import UserError
@@ -31,26 +31,24 @@ def _known(kind: str, value: str, table) -> str:
     return value
 
 
+PrecisionName = Annotated[str, AfterValidator(lambda v: _known("precision", v, registry.PRECISIONS))]
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Defaults(Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    baseline: str | None = None
+    baseline: PrecisionName | None = None
     seed: int = 0
     timing: StopRule = StopRule()
-
-    @field_validator("baseline")
-    @classmethod
-    def _baseline_known(cls, v):
-        return None if v is None else _known("precision", v, registry.PRECISIONS)
 
 
 class Sweep(Strict):
     workload: str
-    precisions: Annotated[list[str], Field(min_length=1)]
-    baseline: str | None = None
+    precisions: Annotated[list[PrecisionName], Field(min_length=1)]
+    baseline: PrecisionName | None = None
     shapes: str | None = None
     sizes: list[PositiveInt] | None = None
     tokens: PositiveInt | None = None
@@ -68,17 +66,10 @@ class Sweep(Strict):
 
     @field_validator("precisions")
     @classmethod
-    def _precisions_known(cls, v):
-        for name in v:
-            _known("precision", name, registry.PRECISIONS)
+    def _precisions_unique(cls, v):
         if len(set(v)) != len(v):
             raise ValueError("precisions are listed twice")
         return v
-
-    @field_validator("baseline")
-    @classmethod
-    def _baseline_known(cls, v):
-        return None if v is None else _known("precision", v, registry.PRECISIONS)
 
     @field_validator("shapes")
     @classmethod

@@ -32,10 +32,14 @@ def fmt(value, spec: str = ".3g", suffix: str = "") -> str:
     return f"{value:{spec}}{suffix}"
 
 
+# A table longer than this helps nobody; the full set is in the results parquet.
+MAX_CASE_ROWS = 2000
+
+
 def _case_rows(df: pd.DataFrame) -> list[dict]:
     rows = []
     emulated = analysis.is_emulated(df)
-    for idx, r in df.iterrows():
+    for idx, r in df.head(MAX_CASE_ROWS).iterrows():
         ok = r["status"] == "ok"
         emu = bool(emulated[idx])
         speed = ok and not emu
@@ -84,6 +88,7 @@ def build_view(df: pd.DataFrame) -> dict:
         "counts": dict(Counter(df["status"])),
         "summary": _summary_rows(df),
         "cases": _case_rows(df),
+        "cases_left_out": max(0, len(df) - MAX_CASE_ROWS),
         "reasons": [{"status": s, "reason": r, "count": n} for (s, r), n in reasons.most_common()],
         "baselines": sorted(df["baseline"].dropna().unique()),
         "plots": [],
@@ -115,11 +120,14 @@ CASE_COLUMNS = [
 
 def markdown(view: dict) -> str:
     counts = ", ".join(f"{n} {s}" for s, n in sorted(view["counts"].items()))
-    env = ", ".join(f"{k} {v}" for k, v in view["env"] if k in ("device_name", "torch_version", "cuda_version"))
+    env = dict(view["env"])
+    where = f"{env.get('device_name', 'unknown device')}, torch {env.get('torch_version', '?')}"
+    if env.get("cuda_version"):
+        where += f", CUDA {env['cuda_version']}"
     lines = [
         f"# mpsuite report: {view['scenario']}",
         "",
-        f"Run {', '.join(view['runs'])} ({counts}) on {env}. "
+        f"Run {', '.join(view['runs'])} ({counts}) on {where}. "
         f"Speedups are against the in-run baseline ({', '.join(view['baselines']) or 'none'}); "
         "relative error is against a float64 reference from the same inputs.",
         "",
@@ -134,6 +142,8 @@ def markdown(view: dict) -> str:
             [("status", "status"), ("count", "cases"), ("reason", "reason")],
         ), ""]
     lines += ["## Cases", "", _md_table(view["cases"], CASE_COLUMNS), ""]
+    if view["cases_left_out"]:
+        lines += [f"({view['cases_left_out']} more cases are in the results parquet, not listed here.)", ""]
     lines += [f"![{p['title']}]({p['file']})" for p in view["plots"]]
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,72 @@
+"""What the harness itself costs (pytest-benchmark): planning, storing, reading, reporting.
+
+`nox -s bench` runs these with timing; `nox -s tests` runs each once as a plain test (pytest's
+--benchmark-disable in pyproject), so they also guard that the harness works at scale.
+The records are synthetic: they measure the harness, not a GPU.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pandas as pd
+import pytest
+
+from suite import analysis, plan, report, spec, store
+
+PRECISIONS = ["fp32", "tf32", "bf16", "fp16"]
+
+
+def big_scenario(cases: int) -> spec.Scenario:
+    # 4 precisions x 25 sizes x (cases / 100) params values = `cases` cases.
+    sizes = list(range(16, 16 + 25 * 16, 16))
+    return spec.parse({
+        "name": "bench",
+        "defaults": {"baseline": "fp32"},
+        "sweep": [{"workload": "gemm", "precisions": PRECISIONS, "shapes": "square", "sizes": sizes,
+                   "params": {"variant": list(range(cases // 100))}}],
+    })
+
+
+def synthetic_records(n: int) -> list[dict]:
+    rng = random.Random(0)
+    out = []
+    for i in range(n):
+        precision = PRECISIONS[i % 4]
+        size = 64 * (1 + (i // 4) % 64)
+        samples = [rng.uniform(1.0, 1.1) for _ in range(10)]
+        out.append({
+            "schema_version": store.SCHEMA_VERSION, "run_id": "20260101T000000Z-bench0", "scenario": "bench",
+            "case_id": f"c{i}", "baseline_case_id": f"c{i - i % 4}", "workload": "gemm", "precision": precision,
+            "baseline": "fp32", "status": "ok", "reason": None, "m": size, "k": size, "n": size,
+            "params": f'{{"variant": {i // 256}}}', "time_ms_median": sorted(samples)[5], "time_ms_p10": samples[1],
+            "time_ms_p90": samples[9], "n_samples": 10, "samples_ms": samples, "tflops": rng.uniform(1, 900),
+            "peak_tflops": None, "rel_err": rng.uniform(1e-7, 1e-2), "max_abs_err": 0.1, "sqnr_db": 50.0,
+            "device": "cuda", "device_name": "synthetic", "torch_version": "2.13.0",
+        })
+    return out
+
+
+def test_plan_10k_cases(benchmark):
+    scenario = big_scenario(10_000)
+    cases = benchmark(plan.expand, scenario)
+    assert len(cases) == 10_000
+
+
+def test_write_and_read_100k_records(benchmark, tmp_path):
+    records = synthetic_records(100_000)
+
+    def roundtrip():
+        path = store.write_run(records, tmp_path / "bench" / "run.parquet")
+        return store.read_file(path)
+
+    df = benchmark.pedantic(roundtrip, rounds=2, iterations=1)
+    assert len(df) == 100_000 and df["samples_ms"].iloc[0] == pytest.approx(records[0]["samples_ms"])
+
+
+def test_report_from_100k_records(benchmark, tmp_path):
+    df = pd.DataFrame(synthetic_records(100_000))
+    written = benchmark.pedantic(report.render, args=(df, tmp_path), rounds=1, iterations=1)
+    assert (tmp_path / "index.html") in written
+    assert "more cases are in the results parquet" in (tmp_path / "report.md").read_text()
+    assert len(analysis.summary(df)) == 4

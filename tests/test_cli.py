@@ -1,0 +1,72 @@
+"""End to end through the command line: run -> results parquet -> report, and errors as one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from suite import cli, store
+from tests.conftest import TINY_SCENARIO
+
+
+@pytest.fixture
+def workdir(tmp_path, write_scenario):
+    write_scenario(TINY_SCENARIO, "tiny.toml")
+    return tmp_path
+
+
+def main(workdir, *args):
+    return cli.main([*args])
+
+
+def test_run_writes_results_and_report(workdir, capsys):
+    rc = cli.main([
+        "run", "tiny", "--scenarios", str(workdir / "scenarios"), "--results", str(workdir / "results"),
+        "--reports", str(workdir / "reports"), "--quiet",
+    ])
+    assert rc == 0
+    files = list((workdir / "results" / "tiny").glob("*.parquet"))
+    assert len(files) == 1
+    df = store.read_file(files[0])
+    assert len(df) == 8 and set(df["status"]) == {"ok", "skipped"}
+    assert df["run_id"].nunique() == 1 and files[0].stem == df["run_id"].iloc[0]
+    for name in ("index.html", "report.md", "throughput_gemm.png"):
+        assert (workdir / "reports" / "tiny" / name).is_file()
+    out = capsys.readouterr().out
+    assert "bf16" in out and "geomean_speedup" in out
+
+    # The report can be re-rendered from the results alone, elsewhere.
+    assert cli.main(["report", str(workdir / "results" / "tiny"), "--out", str(workdir / "again")]) == 0
+    assert (workdir / "again" / "report.md").read_text().startswith("# mpsuite report: tiny")
+
+
+def test_list_and_plan(workdir, capsys):
+    assert cli.main(["list", "--scenarios", str(workdir / "scenarios")]) == 0
+    assert "tiny" in capsys.readouterr().out
+    assert cli.main(["plan", "tiny", "--scenarios", str(workdir / "scenarios")]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 8
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["run", "nope"], "unknown scenario 'nope'"),
+        (["report", "/nonexistent/results"], "no such results file or folder"),
+    ],
+)
+def test_user_errors_are_one_line_exit_2(workdir, capsys, args, expected):
+    args = args + (["--scenarios", str(workdir / "scenarios")] if args[0] == "run" else [])
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mpsuite: error:") and expected in err and "\n" not in err
+
+
+def test_bad_scenario_file_from_a_real_process(write_scenario, tmp_path):
+    path = write_scenario('name = "x"\n[[sweep]]\nworkload = "gemm"\nprecisions = ["fp64"]\nmkn = [[1, 1, 1]]\n')
+    proc = subprocess.run([sys.executable, "-m", "suite", "plan", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0
+    assert f"{path}: sweep[0].precisions[0]: unknown precision 'fp64'" in proc.stderr

@@ -1,0 +1,81 @@
+"""Expanding scenarios into cases, and the stability of case ids."""
+
+from __future__ import annotations
+
+from suite import plan, spec
+from suite.shapes import SHAPE_SETS
+
+BASE = """
+name = "p"
+[defaults]
+baseline = "fp32"
+[[sweep]]
+workload = "gemm"
+precisions = ["fp32", "bf16", "fp16"]
+shapes = "square"
+sizes = [64, 128]
+"""
+
+
+def cases_of(write_scenario, text):
+    return plan.expand(spec.load(write_scenario(text)))
+
+
+def test_product_of_precisions_and_shapes(write_scenario):
+    cases = cases_of(write_scenario, BASE)
+    assert len(cases) == 3 * 2
+    assert {(c.precision, c.m) for c in cases} == {(p, s) for p in ("fp32", "bf16", "fp16") for s in (64, 128)}
+    assert all(c.m == c.k == c.n for c in cases)
+
+
+def test_params_lists_are_swept(write_scenario):
+    cases = cases_of(write_scenario, BASE + "params = {alpha = [1, 2], beta = \"x\"}\n")
+    assert len(cases) == 3 * 2 * 2
+    assert {c.params["alpha"] for c in cases} == {1, 2}
+    assert all(c.params["beta"] == "x" for c in cases)
+
+
+def test_exclude_and_include(write_scenario):
+    text = BASE + 'exclude = [{precision = "fp16", m = 128}]\ninclude = [{precision = "fp16", m = 8, k = 16, n = 24}]\n'
+    cases = cases_of(write_scenario, text)
+    assert ("fp16", 128) not in {(c.precision, c.m) for c in cases}
+    assert any((c.precision, c.m, c.k, c.n) == ("fp16", 8, 16, 24) for c in cases)
+    assert len(cases) == 6 - 1 + 1
+
+
+def test_explicit_mkn_and_named_llama_set(write_scenario):
+    text = BASE.replace('shapes = "square"\nsizes = [64, 128]', "mkn = [[16, 32, 48]]")
+    assert {(c.m, c.k, c.n) for c in cases_of(write_scenario, text)} == {(16, 32, 48)}
+    # Llama-3-8B: hidden 4096, intermediate 14336, 32 heads of 128, 8 KV heads -> QKV out 4096 + 2*1024.
+    assert SHAPE_SETS["llama3_8b"].triples(None, 1024) == [
+        (1024, 4096, 6144), (1024, 4096, 4096), (1024, 4096, 28672), (1024, 14336, 4096)
+    ]
+    assert SHAPE_SETS["llama3_70b"].triples(None, None)[0] == (16384, 8192, 10240)
+
+
+def test_duplicates_across_sweeps_are_kept_once(write_scenario):
+    text = BASE + BASE[BASE.index("[[sweep]]"):]
+    assert len(cases_of(write_scenario, text)) == 6
+
+
+def test_baseline_case_id_points_at_the_same_case_in_the_baseline_precision(write_scenario):
+    cases = cases_of(write_scenario, BASE)
+    by_id = {c.case_id: c for c in cases}
+    for case in cases:
+        base = by_id[case.baseline_case_id]
+        assert base.precision == "fp32" and (base.m, base.k, base.n) == (case.m, case.k, case.n)
+
+
+def test_case_id_depends_on_parameters_only(write_scenario):
+    a = cases_of(write_scenario, BASE)
+    other = BASE.replace('name = "p"', 'name = "q"\ndescription = "elsewhere"').replace(
+        "[defaults]", "[defaults]\nseed = 7\ndevice = \"cpu\""
+    )
+    b = cases_of(write_scenario, other)
+    assert [c.case_id for c in a] == [c.case_id for c in b]
+    assert len({c.case_id for c in a}) == len(a)
+
+
+def test_case_id_is_stable_across_versions():
+    # Pinned value: changing the hash breaks joins with every stored result, so it must be deliberate.
+    assert plan.case_hash("gemm", "bf16", 1024, 1024, 1024, {}) == "4764a82df1373e50"
