@@ -19,22 +19,13 @@ nox.options.reuse_existing_virtualenvs = True
 TORCH = os.environ.get("MPSUITE_TORCH", "torch")
 TORCHAO = os.environ.get("MPSUITE_TORCHAO", "torchao")
 
-PRINT_VERSIONS = """
-import importlib.metadata as md, platform, torch
-names = ["torch", "torchao", "transformer_engine", "triton", "numpy", "pandas", "pyarrow", "matplotlib", "mpsuite"]
-found = {n: md.version(n) for n in names if n in {d.metadata["Name"].replace("-", "_").lower() for d in md.distributions()}}
-print("python", platform.python_version(), "|", " | ".join(f"{k} {v}" for k, v in found.items()),
-      "| cuda", torch.version.cuda, "| gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
-"""
-
-
 def install(session: nox.Session, extras: str = "") -> None:
     """torch first (the chosen build), then torchao, then the suite; print what got installed."""
     session.install(TORCH)
     if TORCHAO:
         session.install(TORCHAO)
     session.install("-e", f".{extras}")
-    session.run("python", "-c", PRINT_VERSIONS)
+    session.run("python", "-m", "suite", "env")
 
 
 def run_scenario(session: nox.Session, scenario: str) -> None:
