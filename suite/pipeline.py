@@ -2,17 +2,39 @@
 
 The only module that ties runner (measure), store (results/) and report (reports/) together; the
 CLI and the nox sessions call `run_scenario`.
+
+How a run survives trouble:
+- every finished case is appended to the run's journal (`store.start_run`) before the next starts,
+  so a crash or kill loses at most the case that was running;
+- Ctrl-C or SIGTERM abandons the case that is running and raises `RunInterrupted`; every case
+  finished before it is already in the journal (no results file yet: a parquet is only written
+  for a complete run);
+- `resume=RUN_ID` reopens that run's journal and runs only the cases missing from it, on the same
+  kind of machine and software (`IDENTITY`), then writes the one complete parquet;
+- `isolate=True` runs each case in its own subprocess with a time limit (`suite.isolate`);
+- a scenario asking for CUDA on a machine without it records every case as skipped, with the reason.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
-from suite import env, plan, report, runner, store
+from suite import env, plan, runner, store
 from suite.errors import UserError
 from suite.spec import Scenario
+
+# What must be the same for the records of one run to be compared with each other (speedups are
+# computed within a run): a resumed run refuses to continue on anything else.
+IDENTITY = (
+    "device", "device_name", "compute_capability", "torch_version", "cuda_version",
+    "torchao_version", "te_version",
+)
 
 
 @dataclass
@@ -27,30 +49,152 @@ class RunResult:
         return sum(r["status"] == "failed" for r in self.records)
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during a run: the finished cases are safe in the journal, and
+    `--resume run_id` goes on. `signal` is the signal's number (exit status 128 + signal)."""
+
+    def __init__(self, scenario: str, run_id: str, done: int, total: int, journal: Path, signal: int):
+        super().__init__(f"run {run_id} interrupted after {done} of {total} cases")
+        self.scenario, self.run_id, self.done, self.total, self.journal = scenario, run_id, done, total, journal
+        self.signal = signal
+
+
+@contextmanager
+def _stop_signals():
+    """SIGTERM (a batch scheduler's or `timeout`'s polite kill) stops a run the way Ctrl-C does.
+    Yields a dict whose "signal" entry says which signal stopped the run."""
+    got = {"signal": signal.SIGINT}
+    if threading.current_thread() is not threading.main_thread():  # handlers live in the main thread
+        yield got
+        return
+
+    def stop(signum, _frame):
+        got["signal"] = signum
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_meta(device) -> dict:
+    """Run-level metadata. Without the requested GPU the device columns say so (no name, no
+    capability) while versions, host and code are still recorded."""
+    if runner.device_unavailable(device) is None:
+        return env.capture(device)
+    import torch
+
+    cpu = torch.device("cpu")
+    meta = env.capture(cpu)
+    meta.update({key: None for key in env.device_info(cpu)}, device=device.type)
+    return meta
+
+
+def _check_resumable(journal, order: list[str], meta: dict) -> None:
+    head = journal.header
+    planned, now = set(head.get("plan") or []), set(order)
+    if planned != now:
+        raise UserError(
+            f"scenario {head['scenario']!r} changed since run {head['run_id']} started "
+            f"({len(now - planned)} case(s) added, {len(planned - now)} removed); restore the scenario "
+            "file to resume, or start a new run"
+        )
+    then = head.get("identity") or {}
+    for key in IDENTITY:
+        if then.get(key) != meta.get(key):
+            raise UserError(
+                f"run {head['run_id']} was measured with {key} = {then.get(key)!r} and this machine has "
+                f"{meta.get(key)!r}; resume it where it started, or start a new run"
+            )
+    if head.get("code_hash") != meta.get("code_hash"):
+        print(f"mpsuite: note: the suite's code changed since run {head['run_id']} started "
+              f"(code_hash {head.get('code_hash')} -> {meta.get('code_hash')}); each record keeps its own",
+              file=sys.stderr)
+
+
 def run_scenario(
     scenario: Scenario,
     results_dir: str | Path = "results",
     reports_dir: str | Path | None = "reports",
     device: str | None = None,
     progress: bool = True,
+    *,
+    resume: str | None = None,
+    isolate: bool = False,
+    case_timeout: float | None = None,
 ) -> RunResult:
+    if case_timeout is not None and not isolate:
+        raise UserError("--case-timeout needs --isolate: only a case in its own process can be stopped")
     cases = plan.expand(scenario)
+    if not cases:
+        raise UserError(f"scenario {scenario.name!r} has no cases: its include/exclude rules leave none")
+    order = [case.case_id for case in cases]
     dev = env.resolve_device(device or scenario.defaults.device)
-    if dev.type == "cuda":
-        import torch
+    meta = {**run_meta(dev), "scenario_description": scenario.description}
 
-        if not torch.cuda.is_available():
-            raise UserError(f"scenario {scenario.name!r} asks for device 'cuda' but torch.cuda is not available")
-    run_id = store.new_run_id()
-    meta = {"run_id": run_id, **env.capture(dev)}
-    print(f"mpsuite: {scenario.name}: {len(cases)} cases on {meta['device_name']} "
-          f"(torch {meta['torch_version']}), run {run_id}", file=sys.stderr)
-    bar = runner.Progress(len(cases)) if progress else None
-    records = list(runner.run(cases, dev, meta, bar))
-    path = store.write_run(records, store.run_path(results_dir, scenario.name, run_id))
+    if resume is not None:
+        journal = store.continue_run(results_dir, scenario.name, resume)
+        try:
+            _check_resumable(journal, order, meta)
+        except BaseException:
+            journal.close()
+            raise
+    else:
+        header = {
+            "plan": order,
+            "identity": {key: meta.get(key) for key in IDENTITY},
+            "code_hash": meta.get("code_hash"),
+            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        journal = store.start_run(results_dir, scenario.name, store.new_run_id(), header)
+    run_id = journal.header["run_id"]
+    meta = {"run_id": run_id, **meta}
+    todo = [case for case in cases if case.case_id not in journal.case_ids]
+
+    where = meta["device_name"] or f"{dev.type} (not available)"
+    done = f", resuming with {len(journal)} done and {len(todo)} to run" if resume else ""
+    print(f"mpsuite: {scenario.name}: {len(cases)} cases on {where} (torch {meta['torch_version']}), "
+          f"run {run_id}{done}", file=sys.stderr)
+    unavailable = runner.device_unavailable(dev)
+    if unavailable:
+        print(f"mpsuite: {unavailable}: every case is recorded as skipped", file=sys.stderr)
+    bar = runner.Progress(len(cases), already_done=len(journal)) if progress else None
+    run_one = None
+    if isolate:
+        from suite import isolate as isolation
+
+        run_one = isolation.CaseProcess(dev, meta, case_timeout)
+    try:
+        with _stop_signals() as stopped_by:
+            for record in runner.run(todo, dev, meta, bar, run_one):
+                journal.append(record)
+            path = store.finish_run(journal, results_dir, order)
+    except KeyboardInterrupt:
+        journal.close()
+        if store.run_path(results_dir, scenario.name, run_id).exists():
+            raise  # the run was complete and stored before the signal came
+        raise RunInterrupted(scenario.name, run_id, len(journal), len(cases), journal.path,
+                             int(stopped_by["signal"])) from None
+    except UserError as err:
+        journal.close()
+        raise UserError(f"{err} (finished cases are kept: `--resume {run_id}` continues the run)") from None
+    except BaseException:
+        journal.close()
+        raise
     print(f"mpsuite: wrote {path}", file=sys.stderr)
+
+    records = store.read_file(path)
     written: list[Path] = []
     if reports_dir is not None:
-        written = report.render(store.read_file(path), Path(reports_dir) / scenario.name)
-        print(f"mpsuite: report in {Path(reports_dir) / scenario.name}/", file=sys.stderr)
-    return RunResult(run_id, path, records, written)
+        from suite import report  # matplotlib and jinja2: only paid for when a report is wanted
+
+        out = Path(reports_dir) / scenario.name
+        try:
+            written = report.render(records, out)
+        except OSError as err:
+            raise UserError(f"the run is stored in {path}, but its report cannot be written to {out}: {err} "
+                            f"(`python -m suite report {path}` renders it later)") from None
+        print(f"mpsuite: report in {out}/", file=sys.stderr)
+    return RunResult(run_id, path, records.to_dict("records"), written)

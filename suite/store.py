@@ -3,12 +3,17 @@
 Only this module writes `results/`. Files are written to a unique temporary name in the same folder,
 fsynced, then renamed into place, so a reader never sees half a file and two runs never collide.
 The schema version lives in the parquet key-value metadata; `read` migrates older files.
+
+While a run is going, its finished cases live in a journal next to where its parquet will be,
+`results/<scenario>/<run_id>.journal.jsonl` (format: `suite.journal`). `finish_run` turns the
+journal into the parquet and then deletes it, so a journal on disk always means "this run is not
+complete" and `--resume <run_id>` continues it.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import re
 import secrets
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +23,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from suite import journal
+from suite.atomic import atomic_write
 from suite.errors import UserError
 
 SCHEMA_VERSION = 1
@@ -37,55 +44,144 @@ CONTRACT = [
 MIGRATIONS: dict[int, callable] = {}
 
 
+# UTC start time (so ids sort by age) and 24 random bits (so two runs started in the same second
+# on one or many machines do not collide; creating the journal with O_EXCL catches the rest).
+RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{6}")
+JOURNAL_SUFFIX = ".journal.jsonl"
+
+
 def new_run_id(now: datetime | None = None) -> str:
     now = now or datetime.now(timezone.utc)
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
+def check_run_id(run_id: str) -> str:
+    """A run id as `new_run_id` makes them; anything else (a path, '..') is refused."""
+    if not RUN_ID.fullmatch(run_id):
+        raise UserError(f"{run_id!r} is not a run id (expected e.g. 20250101T120000Z-1a2b3c, "
+                        "as printed when the run started)")
+    return run_id
+
+
+def scenario_dir(results_dir: str | Path, scenario: str) -> Path:
+    """`results/<scenario>`; the name must be one plain path component (never '..' or a path)."""
+    if scenario in ("", ".", "..") or "/" in scenario or "\\" in scenario or "\0" in scenario:
+        raise UserError(f"scenario name {scenario!r} cannot name a results folder")
+    return Path(results_dir) / scenario
+
+
 def run_path(results_dir: str | Path, scenario: str, run_id: str) -> Path:
-    return Path(results_dir) / scenario / f"{run_id}.parquet"
+    return scenario_dir(results_dir, scenario) / f"{check_run_id(run_id)}.parquet"
+
+
+def journal_path(results_dir: str | Path, scenario: str, run_id: str) -> Path:
+    return scenario_dir(results_dir, scenario) / f"{check_run_id(run_id)}{JOURNAL_SUFFIX}"
+
+
+def _column(values: list) -> tuple[pa.Array, bool]:
+    """One column as an Arrow array; values of mixed types (a producer's bug, e.g. a number in
+    one record and a string in the next) become JSON text rather than costing the whole run."""
+    try:
+        return pa.array(values), False
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([None if v is None else json.dumps(v, default=str) for v in values], pa.string()), True
 
 
 def _table(records: list[dict]) -> pa.Table:
     columns = list(CONTRACT) + sorted({k for r in records for k in r} - set(CONTRACT))
-    rows = [{c: r.get(c) for c in columns} for r in records]
-    table = pa.Table.from_pylist(rows)
-    meta = {META_KEY: str(SCHEMA_VERSION).encode(), b"mpsuite.columns": json.dumps(CONTRACT).encode()}
+    arrays, as_text = [], []
+    for name in columns:
+        array, text = _column([r.get(name) for r in records])
+        arrays.append(array)
+        if text:
+            as_text.append(name)
+    table = pa.Table.from_arrays(arrays, names=columns)
+    meta = {META_KEY: str(SCHEMA_VERSION).encode(), b"mpsuite.columns": json.dumps(CONTRACT).encode(),
+            b"mpsuite.text_columns": json.dumps(as_text).encode()}
     return table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
-
-
-def atomic_write_bytes(path: Path, write) -> Path:
-    """Call write(tmp_path), fsync it, and rename it to `path` (unique tmp name: no collisions)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-    return path
 
 
 def write_run(records: list[dict], path: str | Path) -> Path:
     if not records:
         raise ValueError("a run with no records is not written")
     table = _table(records)
-    return atomic_write_bytes(Path(path), lambda tmp: pq.write_table(table, tmp))
+    return atomic_write(Path(path), lambda tmp: pq.write_table(table, tmp))
+
+
+def start_run(results_dir: str | Path, scenario: str, run_id: str, header: dict) -> journal.Journal:
+    """Create the journal of a new run; `header` holds what a resume must check (plan, machine)."""
+    header = {"run_id": run_id, "scenario": scenario, "schema_version": SCHEMA_VERSION, **header}
+    return journal.Journal.create(journal_path(results_dir, scenario, run_id), header)
+
+
+def incomplete_runs(results_dir: str | Path, scenario: str) -> list[str]:
+    """Run ids of this scenario that have a journal and no results file yet, oldest first."""
+    folder = scenario_dir(results_dir, scenario)
+    ids = [p.name[: -len(JOURNAL_SUFFIX)] for p in folder.glob(f"*{JOURNAL_SUFFIX}")]
+    return sorted(i for i in ids if RUN_ID.fullmatch(i) and not (folder / f"{i}.parquet").exists())
+
+
+def continue_run(results_dir: str | Path, scenario: str, run_id: str) -> journal.Journal:
+    """Reopen the journal of an interrupted run, locked, with its finished records loaded."""
+    done = run_path(results_dir, scenario, run_id)
+    path = journal_path(results_dir, scenario, run_id)
+
+    def refuse_if_complete():
+        if done.exists():
+            raise UserError(f"run {run_id} is already complete: {done}")
+
+    refuse_if_complete()
+    if not path.exists():
+        others = incomplete_runs(results_dir, scenario)
+        hint = f"; runs that can be resumed: {', '.join(others)}" if others else "; no run of it can be resumed"
+        raise UserError(f"no journal of run {run_id} for scenario {scenario!r} in {path.parent}{hint}")
+    opened = journal.Journal.resume(path)
+    try:
+        refuse_if_complete()  # it may have finished while we waited for the lock
+        head = opened.header
+        if head.get("run_id") != run_id or head.get("scenario") != scenario:
+            raise UserError(f"{path}: journal belongs to run {head.get('run_id')!r} of scenario "
+                            f"{head.get('scenario')!r}, not run {run_id} of {scenario!r}")
+        if head.get("schema_version") != SCHEMA_VERSION:
+            raise UserError(f"{path}: journal written with results schema version {head.get('schema_version')!r}; "
+                            f"this mpsuite writes version {SCHEMA_VERSION} and cannot mix them in one run; "
+                            "start a new run")
+    except BaseException:
+        opened.close()
+        raise
+    return opened
+
+
+def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) -> Path:
+    """Write the run's parquet (atomically) from its journal, records in `order` (case ids; any
+    others after), then delete the journal: the parquet now holds every record it had."""
+    head = run.header
+    rank = {case_id: i for i, case_id in enumerate(order)}
+    records = sorted(run.records, key=lambda r: rank.get(r["case_id"], len(rank)))
+    try:
+        try:
+            path = write_run(records, run_path(results_dir, head["scenario"], head["run_id"]))
+        except OSError as err:
+            raise UserError(f"cannot write the results of run {head['run_id']}: {err}; the journal "
+                            f"{run.path} still holds every finished case") from None
+        try:
+            run.path.unlink()
+            journal.fsync_dir(run.path.parent)
+        except OSError:
+            pass  # a journal next to its run's parquet is inert: never resumed, never read
+    finally:
+        run.close()
+    return path
 
 
 def schema_version_of(path: Path) -> int:
     meta = pq.read_schema(path).metadata or {}
     if META_KEY not in meta:
         raise UserError(f"{path}: not an mpsuite results file (no {META_KEY.decode()} metadata)")
-    return int(meta[META_KEY])
+    try:
+        return int(meta[META_KEY])
+    except ValueError:
+        raise UserError(f"{path}: results schema version {meta[META_KEY]!r} is not a number") from None
 
 
 def read_file(path: str | Path) -> pd.DataFrame:

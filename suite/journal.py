@@ -1,0 +1,231 @@
+"""The run journal: an append-only file of JSON lines, one per finished case, made durable as each
+case ends, so a crash, a kill or a power cut loses at most the case that was running.
+
+Layout (one JSON object per line, each line ending in a newline):
+    {"kind": "header", "format": 1, ...run facts...}      written when the run starts
+    {"kind": "case", "record": {...one record...}}         one per finished case, in finishing order
+
+Each line is written with a single `write` and fsynced before the next case starts. A process
+killed in the middle of a write leaves an unterminated (or unparsable) last line: readers ignore
+it, and reopening the journal to continue the run cuts it off first. Damage anywhere else is not
+something a crash can cause, so it is reported instead of guessed around.
+
+While a process appends to a journal it holds an exclusive `flock` on it; the kernel drops the
+lock when the process dies (even by SIGKILL), so a stale lock cannot outlive its run, and two
+processes can never append to the same run.
+
+This module knows the file format only. Where journals live and when they turn into a results file
+is `suite.store`'s business: the pipeline reaches journals through `store` alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from suite.errors import UserError
+
+try:  # POSIX; without it (Windows) a journal is simply not locked
+    import fcntl
+except ImportError:  # pragma: no cover - exercised only off POSIX
+    fcntl = None
+
+FORMAT = 1
+
+
+class JournalError(UserError):
+    """A journal that cannot be read, created or continued; the message names the file."""
+
+
+def _plain(value):
+    """JSON-safe form of a record value: numpy/torch scalars and arrays become Python values."""
+    if hasattr(value, "tolist"):  # numpy arrays and scalars, torch tensors
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)  # anything else is recorded as text rather than lost
+
+
+def encode(obj: dict) -> bytes:
+    """One journal line. NaN and +-inf are kept (Python's JSON reads them back as floats); ASCII
+    escapes keep any text, even an error message with undecodable bytes, encodable."""
+    return json.dumps(obj, default=_plain, separators=(",", ":")).encode() + b"\n"
+
+
+def decode(line: bytes) -> dict:
+    obj = json.loads(line)
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+@dataclass
+class Contents:
+    header: dict | None
+    records: list[dict] = field(default_factory=list)
+    valid_bytes: int = 0  # length of the intact prefix: everything after it is a torn last line
+    torn: bool = False
+
+
+def parse(data: bytes, path: Path | str = "<journal>") -> Contents:
+    """Header and case records of a journal's bytes; a torn last line is dropped, not an error."""
+    lines = data.split(b"\n")
+    # After the split, the last element is what follows the final newline: empty when intact.
+    complete, tail = lines[:-1], lines[-1]
+    out = Contents(header=None)
+    offset = 0
+    for number, line in enumerate(complete, start=1):
+        try:
+            obj = decode(line)
+        except (ValueError, UnicodeDecodeError) as err:
+            if number == len(complete) and not tail:
+                out.torn = True  # the last line was written but is garbage: killed mid-write
+                break
+            raise JournalError(f"{path}: line {number} is damaged ({err}); only the last line of a "
+                               "journal can be cut short by a crash, so this file was changed by hand") from None
+        kind = obj.get("kind")
+        if number == 1:
+            if kind != "header":
+                raise JournalError(f"{path}: not an mpsuite run journal (line 1 is not a header)")
+            if obj.get("format") != FORMAT:
+                raise JournalError(f"{path}: journal format {obj.get('format')!r}; this mpsuite reads format {FORMAT}")
+            out.header = obj
+        elif kind == "case" and isinstance(obj.get("record"), dict) and "case_id" in obj["record"]:
+            out.records.append(obj["record"])
+        else:
+            raise JournalError(f"{path}: line {number} is not a case record")
+        offset += len(line) + 1
+    out.valid_bytes = offset
+    out.torn = out.torn or bool(tail)
+    return out
+
+
+def read(path: str | Path) -> Contents:
+    """Read a journal without locking it (e.g. to watch a running run from another process)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise JournalError(f"{path}: cannot read run journal: {err}") from None
+    return parse(data, path)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a file's creation, rename or removal itself durable, not only its contents."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+class Journal:
+    """An open journal, locked for appending. Use `create` or `resume`, then `append`, `close`."""
+
+    def __init__(self, path: Path, fd: int, contents: Contents):
+        self.path, self._fd = path, fd
+        self.header: dict = contents.header or {}
+        self.records: list[dict] = list(contents.records)
+        self.case_ids: set[str] = {r["case_id"] for r in self.records}
+
+    @staticmethod
+    def _lock(fd: int, path: Path) -> None:
+        if fcntl is None:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise JournalError(f"{path}: another process is running this run right now") from None
+
+    @classmethod
+    def create(cls, path: str | Path, header: dict) -> "Journal":
+        """A new journal holding only `header`; fails if the file exists (run ids are unique)."""
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        except FileExistsError:
+            raise JournalError(f"{path}: a run journal with this run id already exists") from None
+        except OSError as err:
+            raise JournalError(f"{path}: cannot create run journal: {err}") from None
+        cls._lock(fd, path)
+        header = {"kind": "header", "format": FORMAT, **header}
+        journal = cls(path, fd, Contents(header=header))
+        try:
+            journal._append_line(encode(header))
+            fsync_dir(path.parent)
+        except BaseException:  # no half-made journal left behind to be mistaken for a resumable run
+            journal.close()
+            path.unlink(missing_ok=True)
+            raise
+        return journal
+
+    @classmethod
+    def resume(cls, path: str | Path) -> "Journal":
+        """Reopen an existing journal to append to it: the lock is taken first, then a torn last
+        line (left by a kill) is cut off so that the next record starts on a line of its own."""
+        path = Path(path)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:
+            raise JournalError(f"{path}: no such run journal") from None
+        except OSError as err:
+            raise JournalError(f"{path}: cannot open run journal: {err}") from None
+        cls._lock(fd, path)
+        try:
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            contents = parse(b"".join(chunks), path)
+            if contents.header is None:
+                raise JournalError(f"{path}: the run was stopped before its journal header was written; "
+                                   "start a new run")
+            if contents.torn:
+                os.ftruncate(fd, contents.valid_bytes)
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, contents)
+
+    def _append_line(self, line: bytes) -> None:
+        try:
+            _write_all(self._fd, line)
+            os.fsync(self._fd)
+        except OSError as err:
+            raise JournalError(f"{self.path}: cannot append to run journal: {err}") from None
+
+    def append(self, record: dict) -> None:
+        """Add one finished case, durably: when this returns, the record survives a crash."""
+        if record["case_id"] in self.case_ids:
+            raise ValueError(f"case {record['case_id']} is already in {self.path}")
+        self._append_line(encode({"kind": "case", "record": record}))
+        # Keep what a reader of the file would get back (JSON round trip), not the live object.
+        self.records.append(decode(encode(record)))
+        self.case_ids.add(record["case_id"])
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # also releases the flock
+            self._fd = -1
+
+    def __enter__(self) -> "Journal":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return len(self.records)
+

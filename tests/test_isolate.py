@@ -1,0 +1,146 @@
+"""`--isolate`: a case that segfaults, exits or hangs in its own process costs that case only; the
+parent records why, kills a hung case's whole process group, and the run goes on."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from suite import cli, isolate, plan, store
+from suite.timing import StopRule
+
+ROOT = Path(__file__).resolve().parent.parent
+META = {"run_id": "20260101T120000Z-abcdef", "device": "cpu", "device_name": "test cpu",
+        "torch_version": torch.__version__}
+FAST = StopRule(warmup_s=0.0, min_samples=3, budget_s=0.02)
+
+# A child that behaves like `python -m suite.isolate`, except for the modes a test asks for.
+CHILD = """
+import os, signal, subprocess, sys, time
+sys.path.insert(0, ROOT)
+mode = sys.argv[1]
+if mode == "hang":  # a deadlock, with a helper process of its own (like a compile worker)
+    helper = subprocess.Popen(["sleep", "300"])
+    open(sys.argv[2], "w").write(str(helper.pid))
+    time.sleep(300)
+if mode == "exit":
+    print("boom: the backend refused to start", file=sys.stderr)
+    sys.exit(3)
+if mode == "segv":  # a segfault inside the workload, after the case has started
+    from suite import registry
+
+    class Segfault:
+        def prepare(self, case, precision, device):
+            os.kill(os.getpid(), signal.SIGSEGV)
+
+    real = registry.workload
+    registry.workload = lambda name: Segfault() if name == "segfault" else real(name)
+from suite import isolate, journal
+if mode == "abort_at_exit":  # the case is done and its record sent, then a library's teardown crashes
+    case = isolate.case_from_json(journal.decode(sys.stdin.buffer.read())["case"])
+    sys.stdout.buffer.write(journal.encode({"case_id": case.case_id, "status": "ok", "n_samples": 3}))
+    sys.stdout.flush()
+    os.abort()
+sys.exit(isolate.main())
+"""
+
+
+def case(workload="gemm", precision="fp32", size=32) -> plan.Case:
+    shape = (size, size, size) if workload == "gemm" else (None, None, None)
+    return plan.Case("iso", workload, precision, "fp32", *shape, params={}, seed=0, timing=FAST, device="cpu")
+
+
+@pytest.fixture
+def child(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.replace("ROOT", repr(str(ROOT)), 1))
+    return lambda *args: [sys.executable, str(script), *map(str, args)]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A killed child of an exited parent is reaped by init; until then it is a zombie.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_segfault_is_one_failed_case(child):
+    record = isolate.CaseProcess("cpu", META, timeout_s=120, command=child("segv"))(case("segfault"))
+    assert record["status"] == "failed"
+    assert record["reason"] == "crashed: signal 11 (SIGSEGV)"
+    assert "Segmentation fault" in record["isolate_log"]  # faulthandler's dump from the child
+    assert record["case_id"] == case("segfault").case_id
+
+
+def test_an_exit_without_a_record_names_the_status_and_last_log_line(child):
+    record = isolate.CaseProcess("cpu", META, timeout_s=120, command=child("exit"))(case())
+    assert record["status"] == "failed"
+    assert record["reason"] == "crashed: exit status 3: boom: the backend refused to start"
+
+
+def test_a_crash_after_the_record_was_sent_keeps_the_record(child):
+    record = isolate.CaseProcess("cpu", META, timeout_s=120, command=child("abort_at_exit"))(case())
+    assert record["status"] == "ok" and record["n_samples"] >= 3
+    assert record["isolate_log"].startswith("exited with signal 6 (SIGABRT) after sending its record")
+
+
+def test_a_hang_times_out_and_its_whole_process_group_is_killed(child, tmp_path):
+    pid_file = tmp_path / "helper.pid"
+    start = time.monotonic()
+    record = isolate.CaseProcess("cpu", META, timeout_s=2, command=child("hang", pid_file))(case())
+    assert time.monotonic() - start < 60
+    assert record["status"] == "failed" and record["reason"] == "timed out after 2 s"
+    helper = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while alive(helper) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(helper)
+
+
+def test_isolate_from_the_command_line(write_scenario, tmp_path):
+    scenario = write_scenario("""
+        name = "iso"
+        [defaults]
+        device = "cpu"
+        [defaults.timing]
+        warmup_s = 0.0
+        min_samples = 3
+        budget_s = 0.02
+        [[sweep]]
+        workload = "gemm"
+        precisions = ["bf16"]
+        mkn = [[32, 64, 16]]
+    """)
+    results = tmp_path / "results"
+    rc = cli.main(["run", str(scenario), "--results", str(results), "--no-report", "--quiet",
+                   "--isolate", "--case-timeout", "300"])
+    assert rc == 0
+    (path,) = (results / "iso").glob("*.parquet")
+    df = store.read_file(path)
+    assert list(df["status"]) == ["ok"] and df["isolated"].all()
+    assert (df["n_samples"] >= 3).all() and set(df["run_id"]) == {path.stem}
+    # The child's numbers arrive intact: bf16 operands carry 8 significant bits (unit roundoff
+    # 2^-9 ~ 2e-3), so the GEMM's relative error against float64 is a few 1e-3 (it was 2.9e-3).
+    assert 1e-4 < df["rel_err"].iloc[0] < 2e-2
+
+
+def test_case_timeout_without_isolate_is_a_usage_error(write_scenario, capsys):
+    from tests.conftest import TINY_SCENARIO
+
+    scenario = write_scenario(TINY_SCENARIO)
+    assert cli.main(["run", str(scenario), "--case-timeout", "5", "--no-report"]) == 2
+    assert "--case-timeout needs --isolate" in capsys.readouterr().err
+    for bad in ("0", "-1", "nan", "inf", "soon"):
+        with pytest.raises(SystemExit) as stop:
+            cli.main(["run", str(scenario), "--isolate", "--case-timeout", bad])
+        assert stop.value.code == 2

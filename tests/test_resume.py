@@ -1,0 +1,187 @@
+"""A real run killed midway (SIGKILL) or stopped with Ctrl-C (SIGINT) loses only the case that was
+running, and `--resume RUN_ID` turns what is left into one complete run: every case exactly once,
+the finished ones untouched, nothing half-written."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from suite import cli, journal, plan, registry, spec, store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Four measured cases of about 0.2 s each (the warm-up time dominates), so a poller checking every
+# 10 ms has over half a second to catch the run between its first and its last case.
+SLOW = """
+name = "slow"
+
+[defaults]
+device = "cpu"
+baseline = "fp32"
+
+[defaults.timing]
+warmup_s = 0.2
+min_samples = 3
+budget_s = 0.02
+
+[[sweep]]
+workload = "gemm"
+precisions = ["fp32", "bf16"]
+shapes = "square"
+sizes = [32, 64]
+"""
+
+
+@pytest.fixture
+def slow(write_scenario, tmp_path):
+    path = write_scenario(SLOW, "slow.toml")
+    return path, tmp_path / "results", [c.case_id for c in plan.expand(spec.load(path))]
+
+
+def start_run(scenario: Path, results: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "suite", "run", str(scenario), "--results", str(results), "--no-report", "--quiet"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def wait_for_some_cases(proc: subprocess.Popen, folder: Path, total: int) -> tuple[Path, int]:
+    """Poll the run's journal (read without its lock) until 1 <= finished cases < total."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        for path in folder.glob(f"*{store.JOURNAL_SUFFIX}"):
+            done = len(journal.read(path).records)
+            if 1 <= done < total:
+                return path, done
+            assert done < total, "the run finished before it could be interrupted"
+        time.sleep(0.01)
+    proc.kill()
+    pytest.fail("the run never wrote a case to its journal")
+
+
+def resume(scenario: Path, results: Path, run_id: str) -> int:
+    return cli.main(["run", str(scenario), "--resume", run_id, "--results", str(results), "--no-report", "--quiet"])
+
+
+def test_sigkill_midway_then_resume_gives_one_complete_run(slow):
+    scenario, results, case_ids = slow
+    proc = start_run(scenario, results)
+    journal_file, _ = wait_for_some_cases(proc, results / "slow", len(case_ids))
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    run_id = journal_file.name.removesuffix(store.JOURNAL_SUFFIX)
+
+    before = journal.read(journal_file).records
+    assert 1 <= len(before) < len(case_ids)
+    assert not list((results / "slow").glob("*.parquet")) and not list((results / "slow").glob(".*"))
+    # The kill may also land inside a write: leave a half record behind the last whole line.
+    with open(journal_file, "ab") as f:
+        f.write(b'{"kind":"case","record":{"case_id":"' + case_ids[-1].encode())
+
+    assert resume(scenario, results, run_id) == 0
+
+    files = list((results / "slow").iterdir())
+    assert [f.name for f in files] == [f"{run_id}.parquet"]  # no journal, no temp file left
+    df = store.read_file(files[0])
+    assert list(df["case_id"]) == case_ids  # every case exactly once, in plan order
+    assert set(df["run_id"]) == {run_id}
+    assert set(df["status"]) == {"ok"}
+    for old in before:  # what finished before the kill was kept, not measured again
+        row = df[df["case_id"] == old["case_id"]].iloc[0]
+        assert list(row["samples_ms"]) == old["samples_ms"] and row["started_at"] == old["started_at"]
+    rerun = df[~df["case_id"].isin([r["case_id"] for r in before])]
+    assert len(rerun) == len(case_ids) - len(before) and (rerun["n_samples"] >= 3).all()
+
+
+def test_ctrl_c_keeps_finished_cases_and_prints_the_resume_command(slow):
+    scenario, results, case_ids = slow
+    proc = start_run(scenario, results)
+    journal_file, _ = wait_for_some_cases(proc, results / "slow", len(case_ids))
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    run_id = journal_file.name.removesuffix(store.JOURNAL_SUFFIX)
+
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert not list((results / "slow").glob("*.parquet"))  # a parquet is only written for a whole run
+    kept = journal.read(journal_file)
+    assert 1 <= len(kept.records) < len(case_ids) and not kept.torn
+    assert f"interrupted after {len(kept.records)} of {len(case_ids)} cases" in err
+    line = next(line for line in err.splitlines() if "--resume" in line)
+    command = line[line.index("python -m suite"):]
+    argv = shlex.split(command)
+    assert argv[:4] == ["python", "-m", "suite", "run"] and run_id in argv
+
+    assert cli.main(argv[3:]) == 0  # the printed command finishes the run
+    df = store.read_file(store.run_path(results, "slow", run_id))
+    assert sorted(df["case_id"]) == sorted(case_ids) and df["case_id"].is_unique
+
+
+def test_resume_refuses_a_changed_scenario_or_another_machine(slow, capsys, monkeypatch):
+    from suite import pipeline
+
+    scenario, results, _ = slow
+    scn = spec.load(scenario)
+    run_id = store.new_run_id()
+    meta = pipeline.run_meta(pipeline.env.resolve_device("cpu"))
+    header = {"plan": ["not-a-case"], "identity": {k: meta.get(k) for k in pipeline.IDENTITY}}
+    store.start_run(results, scn.name, run_id, header).close()
+    assert resume(scenario, results, run_id) == 2
+    assert "changed since run" in capsys.readouterr().err
+
+    run_id = store.new_run_id()
+    other = {**header["identity"], "torch_version": "1.0.0"}
+    store.start_run(results, scn.name, run_id, {**header, "plan": [c.case_id for c in plan.expand(scn)],
+                                                "identity": other}).close()
+    assert resume(scenario, results, run_id) == 2
+    err = capsys.readouterr().err
+    assert "torch_version = '1.0.0'" in err and err.count("\n") == 1
+
+
+class Terminate:
+    """A workload whose case receives SIGTERM (as from a batch scheduler) while it runs."""
+
+    def prepare(self, case, precision, device):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the signal arrives first
+        raise AssertionError("SIGTERM did not stop the run")
+
+
+TERMINATE = Terminate()
+
+
+def test_sigterm_stops_a_run_like_ctrl_c(write_scenario, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(registry.WORKLOADS, "terminate", f"{__name__}:TERMINATE")
+    scenario = write_scenario("""
+        name = "term"
+        [defaults]
+        device = "cpu"
+        [defaults.timing]
+        warmup_s = 0.0
+        min_samples = 3
+        budget_s = 0.02
+        [[sweep]]
+        workload = "gemm"
+        precisions = ["fp32"]
+        mkn = [[16, 16, 16]]
+        [[sweep]]
+        workload = "terminate"
+        precisions = ["fp32"]
+    """)
+    before = signal.getsignal(signal.SIGTERM)
+    rc = cli.main(["run", str(scenario), "--results", str(tmp_path / "results"), "--no-report", "--quiet"])
+    assert rc == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is the caller's again
+    assert "interrupted after 1 of 2 cases" in capsys.readouterr().err
+    (journal_file,) = (tmp_path / "results" / "term").glob(f"*{store.JOURNAL_SUFFIX}")
+    assert [r["workload"] for r in journal.read(journal_file).records] == ["gemm"]

@@ -1,0 +1,214 @@
+"""The results store and the run journal: durable appends, torn tails, locks, atomic parquet, and
+reading files of other schema versions (migrate or say which version it is)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from suite import journal, store
+from suite.errors import UserError
+
+RUN = "20260101T120000Z-abcdef"
+
+
+def rec(case_id: str, **extra) -> dict:
+    return {"case_id": case_id, "scenario": "s", "run_id": RUN, "status": "ok", "reason": None, **extra}
+
+
+def start(tmp_path, plan=("a", "b", "c")) -> journal.Journal:
+    return store.start_run(tmp_path, "s", RUN, {"plan": list(plan)})
+
+
+# --- journal format ---------------------------------------------------------------------------
+
+
+def test_records_round_trip_exactly(tmp_path):
+    values = rec("a", time_ms_median=0.1 + 0.2, sqnr_db=math.inf, rel_err=float("nan"), samples_ms=[1.5, 2.25],
+                 n_samples=np.int64(2), flops=np.float32(3.0), m=None, note="<tab>\t\"quoted\" ü \udcff")
+    with start(tmp_path) as run:
+        run.append(values)
+    back = journal.read(store.journal_path(tmp_path, "s", RUN))
+    (r,) = back.records
+    assert r["time_ms_median"] == 0.1 + 0.2  # repr round trip: bit-exact floats
+    assert r["sqnr_db"] == math.inf and math.isnan(r["rel_err"])
+    assert r["samples_ms"] == [1.5, 2.25] and r["n_samples"] == 2 and r["flops"] == 3.0 and r["m"] is None
+    assert r["note"] == values["note"]
+    assert back.header["plan"] == ["a", "b", "c"] and back.header["run_id"] == RUN and not back.torn
+
+
+def test_values_json_cannot_name_are_kept_as_text():
+    # The journal and the --isolate child protocol share this encoder.
+    line = journal.encode({"case_id": "a", "path": Path("x"), "nested": {"t": (1, 2)}, "s": {3}})
+    assert json.loads(line) == {"case_id": "a", "path": "x", "nested": {"t": [1, 2]}, "s": [3]}
+
+
+@pytest.mark.parametrize("tail", [b'{"kind":"case","record":{"case_id":"c"', b"\x00\x00\x00", b'{"kind":"ca\n'])
+def test_a_torn_last_line_is_ignored_and_cut_off_on_resume(tmp_path, tail):
+    with start(tmp_path) as run:
+        run.append(rec("a"))
+        run.append(rec("b"))
+    path = run.path
+    intact = path.read_bytes()
+    path.write_bytes(intact + tail)  # what a kill in the middle of a write leaves behind
+
+    seen = journal.read(path)
+    assert [r["case_id"] for r in seen.records] == ["a", "b"] and seen.torn
+
+    with store.continue_run(tmp_path, "s", RUN) as again:
+        assert path.read_bytes() == intact  # the torn tail is gone before anything is appended
+        again.append(rec("c"))
+    after = journal.read(path)
+    assert [r["case_id"] for r in after.records] == ["a", "b", "c"] and not after.torn
+
+
+def test_damage_before_the_last_line_is_an_error_naming_the_line(tmp_path):
+    with start(tmp_path) as run:
+        run.append(rec("a"))
+        run.append(rec("b"))
+    lines = run.path.read_bytes().split(b"\n")
+    lines[1] = b"garbage"
+    run.path.write_bytes(b"\n".join(lines))
+    with pytest.raises(journal.JournalError, match="line 2 is damaged"):
+        journal.read(run.path)
+
+
+def test_a_file_that_is_not_a_journal_is_refused(tmp_path):
+    path = tmp_path / "x.journal.jsonl"
+    path.write_text('{"kind": "case", "record": {"case_id": "a"}}\n')
+    with pytest.raises(journal.JournalError, match="not an mpsuite run journal"):
+        journal.read(path)
+    path.write_text('{"kind": "header", "format": 99}\n')
+    with pytest.raises(journal.JournalError, match="format 99"):
+        journal.read(path)
+
+
+def test_a_run_killed_before_its_header_cannot_be_resumed(tmp_path):
+    path = store.journal_path(tmp_path, "s", RUN)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"kind":"hea')
+    with pytest.raises(UserError, match="before its journal header"):
+        store.continue_run(tmp_path, "s", RUN)
+
+
+def test_one_run_has_one_writer(tmp_path):
+    with start(tmp_path) as run:
+        with pytest.raises(UserError, match="already exists"):
+            start(tmp_path)
+        with pytest.raises(UserError, match="another process is running this run"):
+            store.continue_run(tmp_path, "s", RUN)
+        run.append(rec("a"))
+        with pytest.raises(ValueError, match="already in"):
+            run.append(rec("a"))
+    with store.continue_run(tmp_path, "s", RUN) as again:  # the lock died with the first writer
+        assert again.case_ids == {"a"}
+
+
+# --- run lifecycle --------------------------------------------------------------------------------
+
+
+def test_finish_writes_the_parquet_in_plan_order_and_removes_the_journal(tmp_path):
+    run = start(tmp_path)
+    for case_id in ("c", "a", "b"):
+        run.append(rec(case_id, time_ms_median=1.0))
+    path = store.finish_run(run, tmp_path, order=["a", "b", "c"])
+    assert path == store.run_path(tmp_path, "s", RUN)
+    assert list(store.read_file(path)["case_id"]) == ["a", "b", "c"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no journal, no temp file
+    with pytest.raises(UserError, match="already complete"):
+        store.continue_run(tmp_path, "s", RUN)
+
+
+def test_resuming_an_unknown_run_lists_the_runs_that_can_be(tmp_path):
+    start(tmp_path).close()
+    with pytest.raises(UserError, match=f"runs that can be resumed: {RUN}"):
+        store.continue_run(tmp_path, "s", "20260101T120000Z-000000")
+
+
+@pytest.mark.parametrize("bad", ["../../etc/passwd", "", "latest", RUN + "/..", RUN.upper()])
+def test_run_ids_are_never_paths(tmp_path, bad):
+    with pytest.raises(UserError, match="is not a run id"):
+        store.journal_path(tmp_path, "s", bad)
+
+
+@pytest.mark.parametrize("bad", ["..", ".", "", "a/b"])
+def test_scenario_names_are_one_folder(tmp_path, bad):
+    with pytest.raises(UserError, match="cannot name a results folder"):
+        store.run_path(tmp_path, bad, RUN)
+
+
+def test_a_journal_of_another_schema_version_is_not_continued(tmp_path, monkeypatch):
+    start(tmp_path).close()
+    monkeypatch.setattr(store, "SCHEMA_VERSION", store.SCHEMA_VERSION + 1)
+    with pytest.raises(UserError, match=f"schema version {store.SCHEMA_VERSION - 1}"):
+        store.continue_run(tmp_path, "s", RUN)
+
+
+# --- schema versions ------------------------------------------------------------------------------
+
+
+def write_version(path, version: bytes, columns: dict) -> None:
+    table = pa.table(columns).replace_schema_metadata({store.META_KEY: version})
+    pq.write_table(table, path)
+
+
+# A made-up "version 0" layout: the median was called `time_ms` and there was no `reason` column.
+V0 = {"run_id": [RUN], "case_id": ["a"], "status": ["ok"], "time_ms": [1.25]}
+
+
+def test_a_version_0_file_without_a_migration_names_its_version(tmp_path):
+    path = tmp_path / "old.parquet"
+    write_version(path, b"0", V0)
+    with pytest.raises(UserError, match=r"schema version 0 has no migration to 1"):
+        store.read_file(path)
+
+
+def test_a_version_0_file_is_read_through_the_migration_chain(tmp_path, monkeypatch):
+    path = tmp_path / "old.parquet"
+    write_version(path, b"0", V0)
+
+    def v0_to_v1(df: pd.DataFrame) -> pd.DataFrame:
+        return df.rename(columns={"time_ms": "time_ms_median"}).assign(reason=None)
+
+    monkeypatch.setitem(store.MIGRATIONS, 0, v0_to_v1)
+    df = store.read_file(path)
+    assert df["time_ms_median"].tolist() == [1.25] and "time_ms" not in df
+    assert df["schema_version"].tolist() == [store.SCHEMA_VERSION]
+
+
+@pytest.mark.parametrize("version, message", [
+    (b"99", "schema version 99, newer than"),
+    (b"v2", "schema version b'v2' is not a number"),
+])
+def test_unreadable_versions_are_named(tmp_path, version, message):
+    path = tmp_path / "x.parquet"
+    write_version(path, version, V0)
+    with pytest.raises(UserError, match=message):
+        store.read_file(path)
+
+
+def test_foreign_and_broken_files_are_one_line_errors(tmp_path):
+    foreign = tmp_path / "foreign.parquet"
+    pq.write_table(pa.table({"a": [1]}), foreign)
+    with pytest.raises(UserError, match="not an mpsuite results file"):
+        store.read_file(foreign)
+    good = tmp_path / "good.parquet"
+    store.write_run([rec("a")], good)
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(good.read_bytes()[:-100])
+    with pytest.raises(UserError, match="cannot read results file"):
+        store.read_file(cut)
+
+
+def test_a_column_of_mixed_types_is_kept_as_text_not_lost(tmp_path):
+    path = store.write_run([rec("a", extra=1, flops=2.0), rec("b", extra="n/a", flops=3)], tmp_path / "x.parquet")
+    df = store.read_file(path)
+    assert list(df["extra"]) == ["1", '"n/a"'] and list(df["flops"]) == [2.0, 3.0]
+    assert json.loads(pq.read_schema(path).metadata[b"mpsuite.text_columns"]) == ["extra"]
