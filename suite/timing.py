@@ -1,14 +1,20 @@
 """The one timing loop of the suite.
 
-`measure(fn, clock, rule)` warms `fn` up, then times it in batches until the median is known well
-enough (the stopping rule below) or the time budget is spent. Every repetition's time is kept.
+`measure(fn, clock, rule)` warms `fn` up until its speed has settled, then times it in batches until
+the median is known well enough, the time budget is spent or enough samples are taken (`StopRule`).
+Every repetition's time is kept, with the wall-clock window of the batch it belongs to, so samples
+can be matched with telemetry readings (`suite.telemetry`: clocks, throttling).
 
 Two clocks share the loop:
-- `CpuClock`: `time.perf_counter` around each call.
-- `CudaClock`: CUDA events around each call, one synchronize per batch (never a host clock alone),
-  and the L2 cache flushed before every repetition by writing a buffer twice the L2's size, so each
-  repetition starts cold the way one step of a real model does (triton's do_bench and nvbench flush
-  too; see flush_bytes).
+- `CpuClock`: `time.perf_counter` around each call. Warm cache by default; `cache = "cold"` reads
+  (and rewrites) a buffer twice the last-level cache before every repetition, outside the timing.
+- `CudaClock`: CUDA events around each call, one synchronize per batch (never a host clock alone).
+  `cache = "cold"` (the default on CUDA) zeroes a buffer twice the L2's size before every repetition,
+  outside the events, so each repetition starts cold the way one step of a real model does (triton's
+  do_bench and nvbench flush too; see flush_bytes). `mode = "cuda_graph"` captures the callable in a
+  CUDA graph once and times its replays: the host's launch overhead is out of the numbers.
+  The device parts (events, synchronize, graph capture, buffers) sit behind `TorchCudaApi`, so the
+  loop's logic is tested on a CPU with a fake.
 
 torch is imported lazily so that `suite.spec` can reuse `StopRule` without importing torch.
 """
@@ -19,23 +25,73 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from pathlib import Path
+from typing import Callable, Literal, NamedTuple, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+# The warm-up's time limit unless a scenario sets warmup_max_s (a default, not a measurement): long
+# enough for a GPU's boost clock to leave idle (an H200 read 345 MHz idle, 1980 MHz after a few
+# GEMMs); the GPU scenarios allow 2 s, mamf-finder warms for seconds.
+DEFAULT_WARMUP_CAP_S = 1.0
 
 
 class StopRule(BaseModel):
-    """When to stop repeating. Scenario files set it under `[defaults.timing]` or `[sweep.timing]`."""
+    """How a case is timed and when to stop repeating. Scenario files set it under
+    `[defaults.timing]` or `[sweep.timing]`; every field has a default."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # inf warm-up never ends
 
-    warmup_s: float = Field(0.05, ge=0, description="time spent calling fn before measuring")
-    min_warmup: int = Field(2, ge=1, description="warm-up calls at least (first call compiles, allocates)")
+    # Warm-up: run until consecutive batch medians agree (clocks ramped, caches and allocator
+    # settled), at least `warmup_s` and `min_warmup` calls, at most `warmup_max_s`.
+    warmup_s: float = Field(0.1, ge=0, description="warm up at least this long (seconds)")
+    min_warmup: int = Field(2, ge=1, description="calls in the first warm-up batch (first call compiles, allocates)")
+    warmup_max_s: float | None = Field(
+        None, ge=0, description="warm up at most this long, even if not settled (default: 1 s or warmup_s)"
+    )
+    warmup_tol: float = Field(0.03, gt=0, description="batch medians (and the SM clock) agree within this fraction")
+    warmup_agree: int = Field(1, ge=1, description="consecutive agreeing batch pairs that end the warm-up")
+    # Measurement: stop when the first of these holds (checked after each batch).
     min_samples: int = Field(5, ge=1)
     max_samples: int = Field(1000, ge=1)
     # Stop once the 95% confidence interval of the median is this narrow, relative to the median.
     target_rel_ci: float = Field(0.01, gt=0)
     budget_s: float = Field(1.0, gt=0, description="time for the measured repetitions of one case")
+    # What one repetition is.
+    mode: Literal["eager", "cuda_graph"] = Field(
+        "eager", description="cuda_graph: capture once, time replays (launch overhead excluded)"
+    )
+    cache: Literal["auto", "cold", "warm"] = Field(
+        "auto", description="cold: flush the cache before each repetition; auto: cold on CUDA, warm on CPU"
+    )
+    graph_calls: int = Field(1, ge=1, description="calls captured per graph replay (cuda_graph, warm cache)")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.max_samples < self.min_samples:
+            raise ValueError(f"max_samples ({self.max_samples}) is below min_samples ({self.min_samples})")
+        if self.warmup_max_s is not None and self.warmup_max_s < self.warmup_s:
+            raise ValueError(f"warmup_max_s ({self.warmup_max_s}) is below warmup_s ({self.warmup_s})")
+        if self.graph_calls > 1 and self.mode != "cuda_graph":
+            raise ValueError("graph_calls > 1 needs mode = \"cuda_graph\"")
+        if self.graph_calls > 1 and self.cache != "warm":
+            # a flush before each replay would make only its first call cold
+            raise ValueError("graph_calls > 1 needs cache = \"warm\"")
+        return self
+
+    @property
+    def warmup_cap_s(self) -> float:
+        """The warm-up's time limit (a scenario giving only warmup_s = 2 warms up 2 s at most too)."""
+        return self.warmup_max_s if self.warmup_max_s is not None else max(DEFAULT_WARMUP_CAP_S, self.warmup_s)
+
+
+class TimingUnsupported(Exception):
+    """This timing setting cannot be used on this device; the message is the skip reason."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Statistics
 
 
 def quantile(sorted_xs: list[float], q: float) -> float:
@@ -46,21 +102,32 @@ def quantile(sorted_xs: list[float], q: float) -> float:
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 
 
-def rel_ci_of_median(samples: list[float]) -> float:
-    """Half-width of the 95% CI of the median over the median: 1.57 * IQR / sqrt(n) (McGill, Tukey
-    and Larsen 1978, the notch of a box plot). Shrinks with more samples, unlike the spread itself."""
+def rel_spread(samples: list[float]) -> float:
+    """Interquartile range over the median: the spread of single repetitions (does not shrink
+    with more samples)."""
     if len(samples) < 2:
         return math.inf
     xs = sorted(samples)
     median = quantile(xs, 0.5)
     if median <= 0:
         return math.inf
-    iqr = quantile(xs, 0.75) - quantile(xs, 0.25)
-    return 1.57 * iqr / math.sqrt(len(xs)) / median
+    return (quantile(xs, 0.75) - quantile(xs, 0.25)) / median
+
+
+def rel_ci_of_median(samples: list[float]) -> float:
+    """Half-width of the 95% CI of the median over the median: 1.57 * IQR / sqrt(n) (McGill, Tukey
+    and Larsen 1978, the notch of a box plot). Shrinks with more samples, unlike the spread itself."""
+    if len(samples) < 2:
+        return math.inf
+    return 1.57 * rel_spread(samples) / math.sqrt(len(samples))
+
+
+# ---------------------------------------------------------------------------------------------
+# The rules
 
 
 def stop_reason(samples: list[float], spent_s: float, rule: StopRule) -> str | None:
-    """Why to stop now, or None to keep going. Checked after each batch."""
+    """Why to stop measuring now, or None to keep going. Checked after each batch."""
     n = len(samples)
     if n >= rule.max_samples:
         return "max_samples"
@@ -84,8 +151,65 @@ def next_batch(samples: list[float], spent_s: float, rule: StopRule) -> int:
     return max(1, min(want, rule.max_samples - n))
 
 
+# Each warm-up batch after the first lasts about this fraction of warmup_s and has at least this many
+# calls, so its median is not one noisy call, unless that would overrun the warm-up's time limit.
+WARMUP_BATCH_FRACTION = 0.25
+WARMUP_BATCH_MIN_CALLS = 5
+
+
+def warmup_batch(last_median_ms: float, spent_s: float, rule: StopRule) -> int:
+    """Calls in the next warm-up batch."""
+    if last_median_ms <= 0:
+        return WARMUP_BATCH_MIN_CALLS
+    want = max(WARMUP_BATCH_MIN_CALLS, int(WARMUP_BATCH_FRACTION * rule.warmup_s * 1e3 / last_median_ms))
+    fits = int((rule.warmup_cap_s - spent_s) * 1e3 / last_median_ms)
+    return max(1, min(want, fits))
+
+
+def _agree(a: float, b: float, tol: float) -> bool:
+    return b > 0 and abs(a - b) <= tol * b
+
+
+def warmup_done(
+    medians_ms: list[float], sm_clocks_mhz: list[float | None], spent_s: float, calls: int, rule: StopRule
+) -> str | None:
+    """Why the warm-up ends now, or None to keep warming. `medians_ms[i]` is batch i's median and
+    `sm_clocks_mhz[i]` the SM clock read after it (None where there is no sensor, e.g. on a CPU).
+
+    Batch 0 (compile, allocate) never counts. Settled means: the last `warmup_agree` pairs of
+    consecutive batch medians agree within `warmup_tol`, and the SM clock did not rise by more than
+    `warmup_tol` across them (a ramping clock speeds the kernel up later)."""
+    if spent_s >= rule.warmup_cap_s:
+        return "cap"
+    if spent_s < rule.warmup_s or calls < rule.min_warmup:
+        return None
+    need = rule.warmup_agree + 1
+    recent = medians_ms[1:][-need:]
+    if len(recent) < need:
+        return None
+    if not all(_agree(b, a, rule.warmup_tol) for a, b in zip(recent, recent[1:])):
+        return None
+    clocks = [c for c in sm_clocks_mhz[1:][-need:] if c is not None]
+    if any(b > a * (1 + rule.warmup_tol) for a, b in zip(clocks, clocks[1:])):
+        return None
+    return "settled"
+
+
+# ---------------------------------------------------------------------------------------------
+# Clocks
+
+
 class Clock(Protocol):
     name: str
+    timing_mode: str  # "eager" or "cuda_graph"
+    cache: str  # "cold" or "warm": what was actually done
+
+    def for_rule(self, rule: StopRule) -> "Clock":
+        """A clock set up for this rule's mode and cache (sharing buffers); raises
+        TimingUnsupported when the device cannot do what the rule asks."""
+
+    def prepare(self, fn: Callable[[], object]) -> Callable[[], object]:
+        """What one repetition runs (fn itself, or a captured graph's replay)."""
 
     def time_batch(self, fn: Callable[[], object], reps: int) -> list[float]:
         """Run fn `reps` times; return each call's time in milliseconds."""
@@ -93,12 +217,95 @@ class Clock(Protocol):
     def sync(self) -> None: ...
 
 
+def flush_bytes(cache_bytes: int | None) -> int:
+    """Size of the buffer written between repetitions to evict a cache (the GPU's L2 or the CPU's
+    last level): twice its size, since replacement is not strictly LRU (nvbench and triton flush at
+    least the whole L2; triton uses 256 MiB whatever the card). Unknown size: 256 MiB, more than any
+    current GPU's L2 (H100: 50 MiB)."""
+    if not cache_bytes or cache_bytes <= 0:
+        return 256 * 2**20
+    return 2 * cache_bytes
+
+
+def _parse_cache_size(text: str) -> int | None:
+    """'307200K' / '32M' / '1024' (sysfs cache size) -> bytes."""
+    text = text.strip().upper()
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    try:
+        if text and text[-1] in units:
+            return int(text[:-1]) * units[text[-1]]
+        return int(text)
+    except ValueError:
+        return None
+
+
+def cpu_llc_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
+    """Size of the CPU's last-level cache from sysfs (Linux), or None."""
+    best: tuple[int, int] | None = None
+    for index in sysfs.glob("index*"):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = _parse_cache_size((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind in ("Unified", "Data") and size and (best is None or level > best[0]):
+            best = (level, size)
+    return best[1] if best else None
+
+
+class _Flush:
+    """A lazily allocated flush buffer shared by the clocks derived from one clock."""
+
+    def __init__(self, make: Callable[[], object]):
+        self.make, self.buffer = make, None
+
+    def get(self):
+        if self.buffer is None:
+            self.buffer = self.make()
+        return self.buffer
+
+
+def _cpu_flush_buffer(nbytes: int):
+    import torch
+
+    return torch.ones(nbytes, dtype=torch.uint8)
+
+
+def resolved_cache(rule: StopRule, device_type: str) -> str:
+    """The cache mode a rule means on a device: `auto` is cold on CUDA (flushing the L2 is cheap)
+    and warm on a CPU (its last-level cache is often hundreds of MiB, and streaming twice that
+    through memory before every repetition costs more than most cases take)."""
+    if rule.cache != "auto":
+        return rule.cache
+    return "cold" if device_type == "cuda" else "warm"
+
+
 class CpuClock:
     name = "perf_counter"
+    timing_mode = "eager"
+
+    def __init__(self, cache: str = "warm", flush: _Flush | None = None):
+        if cache not in ("cold", "warm"):
+            raise ValueError(f"cache must be 'cold' or 'warm', got {cache!r}")
+        self.cache = cache
+        self._flush = flush or _Flush(lambda: _cpu_flush_buffer(flush_bytes(cpu_llc_bytes())))
+
+    def for_rule(self, rule: StopRule) -> "CpuClock":
+        if rule.mode == "cuda_graph":
+            raise TimingUnsupported("timing mode cuda_graph needs a CUDA device")
+        return CpuClock(resolved_cache(rule, "cpu"), self._flush)
+
+    def prepare(self, fn):
+        return fn
 
     def time_batch(self, fn, reps):
         out = []
+        buffer = self._flush.get() if self.cache == "cold" else None
         for _ in range(reps):
+            if buffer is not None:
+                # read and write every line: plain stores (memset) may bypass the cache
+                buffer.add_(1)
             start = time.perf_counter()
             fn()
             out.append((time.perf_counter() - start) * 1e3)
@@ -108,51 +315,113 @@ class CpuClock:
         pass
 
 
-def flush_bytes(l2_bytes: int | None) -> int:
-    """Size of the buffer written between repetitions to evict the L2: twice its size, since
-    replacement is not strictly LRU (nvbench and triton flush at least the whole L2; triton uses
-    256 MiB whatever the card). Unknown L2: 256 MiB, more than any current GPU's (H100: 50 MiB)."""
-    if not l2_bytes or l2_bytes <= 0:
-        return 256 * 2**20
-    return 2 * l2_bytes
+class TorchCudaApi:
+    """The device side of CudaClock, the only part that needs a GPU."""
+
+    # Calls on a side stream before capture, as the CUDA-graph docs ask (lazy init, workspaces).
+    CAPTURE_WARMUP_CALLS = 3
+
+    def __init__(self, device=None):
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(device or "cuda")
+
+    def event(self):
+        return self.torch.cuda.Event(enable_timing=True)
+
+    def synchronize(self) -> None:
+        self.torch.cuda.synchronize(self.device)
+
+    def l2_bytes(self) -> int | None:
+        props = self.torch.cuda.get_device_properties(self.device)
+        return getattr(props, "L2_cache_size", None)
+
+    def buffer(self, nbytes: int):
+        return self.torch.empty(nbytes, dtype=self.torch.uint8, device=self.device)
+
+    def capture(self, fn: Callable[[], object], calls: int) -> Callable[[], object]:
+        torch = self.torch
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            for _ in range(self.CAPTURE_WARMUP_CALLS):
+                fn()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph):
+                for _ in range(calls):
+                    fn()
+        except Exception as err:
+            raise RuntimeError(f"CUDA graph capture failed ({type(err).__name__}: {err}); "
+                               "time this case with mode = \"eager\"") from err
+        torch.cuda.synchronize(self.device)
+        return graph.replay  # the bound method keeps the graph alive
 
 
 class CudaClock:
     name = "cuda_event"
 
-    def __init__(self, device=None, flush: bool = True):
-        import torch
+    def __init__(
+        self,
+        device=None,
+        cache: str = "cold",
+        mode: str = "eager",
+        graph_calls: int = 1,
+        api=None,
+        flush: _Flush | None = None,
+    ):
+        if cache not in ("cold", "warm"):
+            raise ValueError(f"cache must be 'cold' or 'warm', got {cache!r}")
+        self.api = api or TorchCudaApi(device)
+        self.cache, self.timing_mode, self.graph_calls = cache, mode, graph_calls
+        self._flush = flush or _Flush(lambda: self.api.buffer(flush_bytes(self.api.l2_bytes())))
 
-        self.torch = torch
-        self.device = torch.device(device or "cuda")
-        props = torch.cuda.get_device_properties(self.device)
-        l2 = getattr(props, "L2_cache_size", None)
-        self.flush_buffer = (
-            torch.empty(flush_bytes(l2), dtype=torch.uint8, device=self.device) if flush else None
-        )
+    def for_rule(self, rule: StopRule) -> "CudaClock":
+        cache = resolved_cache(rule, "cuda")
+        return CudaClock(cache=cache, mode=rule.mode, graph_calls=rule.graph_calls, api=self.api, flush=self._flush)
+
+    def prepare(self, fn):
+        if self.timing_mode == "cuda_graph":
+            return self.api.capture(fn, self.graph_calls)
+        return fn
 
     def time_batch(self, fn, reps):
-        torch = self.torch
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        starts = [self.api.event() for _ in range(reps)]
+        ends = [self.api.event() for _ in range(reps)]
+        buffer = self._flush.get() if self.cache == "cold" else None
         for start, end in zip(starts, ends):
-            if self.flush_buffer is not None:
-                self.flush_buffer.zero_()  # outside the events: the flush is not timed
+            if buffer is not None:
+                buffer.zero_()  # before the start event: the flush is not timed
             start.record()
             fn()
             end.record()
-        torch.cuda.synchronize(self.device)
-        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        self.api.synchronize()
+        return [s.elapsed_time(e) / self.graph_calls for s, e in zip(starts, ends)]
 
     def sync(self):
-        self.torch.cuda.synchronize(self.device)
+        self.api.synchronize()
 
 
-def clock_for(device) -> Clock:
+def clock_for(device, rule: StopRule | None = None) -> Clock:
     import torch
 
     device = torch.device(device)
-    return CudaClock(device) if device.type == "cuda" else CpuClock()
+    clock: Clock = CudaClock(device) if device.type == "cuda" else CpuClock()
+    return clock.for_rule(rule) if rule is not None else clock
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+
+
+class Batch(NamedTuple):
+    """A batch of repetitions: wall-clock window (time.perf_counter seconds) and size."""
+
+    start_s: float
+    end_s: float
+    reps: int
 
 
 @dataclass
@@ -162,10 +431,16 @@ class Measurement:
     warmup_calls: int
     warmup_s: float
     clock: str
+    warmup_reason: str = ""
+    timing_mode: str = "eager"
+    cache: str = "warm"
+    batches: list[Batch] = field(default_factory=list)
+    warmup_medians_ms: list[float] = field(default_factory=list)
     median_ms: float = field(init=False)
     p10_ms: float = field(init=False)
     p90_ms: float = field(init=False)
     rel_ci: float = field(init=False)
+    rel_spread: float = field(init=False)
 
     def __post_init__(self):
         xs = sorted(self.samples_ms)
@@ -173,23 +448,66 @@ class Measurement:
         self.p10_ms = quantile(xs, 0.1)
         self.p90_ms = quantile(xs, 0.9)
         self.rel_ci = rel_ci_of_median(xs)
+        self.rel_spread = rel_spread(xs)
+
+    @property
+    def window(self) -> tuple[float, float] | None:
+        """Wall-clock span of the measured repetitions (warm-up excluded)."""
+        return (self.batches[0].start_s, self.batches[-1].end_s) if self.batches else None
 
 
-def measure(fn: Callable[[], object], clock: Clock, rule: StopRule = StopRule()) -> Measurement:
-    warm_calls, warm_start = 0, time.perf_counter()
-    while warm_calls < rule.min_warmup or time.perf_counter() - warm_start < rule.warmup_s:
-        fn()
-        warm_calls += 1
-        if warm_calls % 8 == 0 or warm_calls >= rule.min_warmup:
-            clock.sync()  # so queued GPU work counts towards the warm-up time
-    clock.sync()
-    warm_s = time.perf_counter() - warm_start
+def measure(
+    fn: Callable[[], object],
+    clock: Clock,
+    rule: StopRule = StopRule(),
+    *,
+    sm_clock_mhz: Callable[[], float | None] | None = None,
+    wall: Callable[[], float] = time.perf_counter,
+) -> Measurement:
+    """Warm fn up until settled, then time it until `rule` says stop.
+
+    sm_clock_mhz: the GPU's current SM clock (telemetry), read after each warm-up batch.
+    wall: the host clock for budgets and batch windows (a fake in tests)."""
+    run = clock.prepare(fn)
+
+    warm_start = wall()
+    medians: list[float] = []
+    clocks: list[float | None] = []
+    calls, reps = 0, rule.min_warmup
+    while True:
+        times = clock.time_batch(run, reps)
+        calls += reps
+        medians.append(statistics.median(times))
+        clocks.append(sm_clock_mhz() if sm_clock_mhz else None)
+        warm_reason = warmup_done(medians, clocks, wall() - warm_start, calls, rule)
+        if warm_reason:
+            break
+        reps = warmup_batch(medians[-1], wall() - warm_start, rule)
+    warm_s = wall() - warm_start
 
     samples: list[float] = []
-    start = time.perf_counter()
+    batches: list[Batch] = []
+    start = wall()
     while True:
-        reason = stop_reason(samples, time.perf_counter() - start, rule) if samples else None
+        reason = stop_reason(samples, wall() - start, rule) if samples else None
         if reason:
             break
-        samples += clock.time_batch(fn, next_batch(samples, time.perf_counter() - start, rule))
-    return Measurement(samples, reason, warm_calls, warm_s, clock.name)
+        b_start = wall()
+        times = clock.time_batch(run, next_batch(samples, wall() - start, rule))
+        batches.append(Batch(b_start, wall(), len(times)))
+        samples += times
+    return Measurement(
+        samples, reason, calls, warm_s, clock.name,
+        warmup_reason=warm_reason, timing_mode=clock.timing_mode, cache=clock.cache,
+        batches=batches, warmup_medians_ms=medians,
+    )
+
+
+def time_once(fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> float:
+    """Wall-clock seconds of a single call, synchronised before and after: for a cost paid once
+    (torch.compile's first call, which compiles) and recorded apart from `measure`'s samples."""
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - start

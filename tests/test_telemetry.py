@@ -1,0 +1,213 @@
+"""NVML telemetry: reason decoding (new and old pynvml names), throttle flagging of timing samples,
+per-case summaries, and graceful absence. NVML itself is replaced by a fake `pynvml` module."""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+
+import pytest
+import torch
+
+from suite import telemetry
+from suite.telemetry import Reading, Sampler, flag_samples, reason_bits, summarize, throttling
+from suite.timing import Batch, Measurement
+
+# Bit values as in nvml.h / pynvml (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*).
+BITS = {"GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowerCap": 0x4, "HwSlowdown": 0x8, "SyncBoost": 0x10,
+        "SwThermalSlowdown": 0x20, "HwThermalSlowdown": 0x40, "HwPowerBrakeSlowdown": 0x80,
+        "DisplayClockSetting": 0x100}
+IDLE, APP = BITS["GpuIdle"], BITS["ApplicationsClocksSetting"]
+POWER, THERMAL = BITS["SwPowerCap"], BITS["SwThermalSlowdown"]
+
+
+def fake_nvml(readings, old_names=False, power_fails=False):
+    """A pynvml stand-in whose queries return the next of `readings` (sm, mem, power mW, temp, reasons)."""
+    prefix = "nvmlClocksThrottleReason" if old_names else "nvmlClocksEventReason"
+    mod = types.SimpleNamespace(**{prefix + k: v for k, v in BITS.items()})
+    mod.NVML_CLOCK_SM, mod.NVML_CLOCK_MEM, mod.NVML_TEMPERATURE_GPU = 1, 2, 0
+    state = {"i": 0, "init": 0}
+    current = lambda: readings[min(state["i"], len(readings) - 1)]
+
+    def clock(h, kind):
+        return current()[0] if kind == 1 else current()[1]
+
+    def power(h):
+        if power_fails:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return current()[2]
+
+    def reasons(h):
+        value = current()[4]
+        state["i"] += 1  # the last query of a reading advances the script
+        return value
+
+    mod.nvmlInit = lambda: state.__setitem__("init", state["init"] + 1)
+    mod.nvmlDeviceGetHandleByIndex = lambda i: f"handle{i}"
+    mod.nvmlDeviceGetHandleByUUID = lambda u: "handle-uuid" if u == "GPU-1234" else (_ for _ in ()).throw(KeyError(u))
+    mod.nvmlDeviceGetClockInfo = clock
+    mod.nvmlDeviceGetMaxClockInfo = lambda h, kind: 1980
+    mod.nvmlDeviceGetEnforcedPowerLimit = lambda h: 700_000
+    mod.nvmlDeviceGetPowerUsage = power
+    mod.nvmlDeviceGetTemperature = lambda h, sensor: current()[3]
+    setattr(mod, "nvmlDeviceGetCurrentClocksThrottleReasons" if old_names else "nvmlDeviceGetCurrentClocksEventReasons",
+            reasons)
+    mod.state = state
+    return mod
+
+
+# --- reasons ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("old_names", [False, True])
+def test_reason_bits_from_new_and_old_names(old_names):
+    assert reason_bits(fake_nvml([], old_names=old_names)) == BITS
+
+
+def test_what_counts_as_throttling():
+    assert throttling(IDLE, BITS) is False  # idle between launches: ignored while measuring
+    assert throttling(APP | BITS["SyncBoost"] | BITS["DisplayClockSetting"], BITS) is False  # configured limits
+    assert throttling(POWER, BITS) and throttling(THERMAL | IDLE, BITS) and throttling(BITS["HwSlowdown"], BITS)
+    assert throttling(0x800, BITS)  # a bit this code does not know is not assumed harmless
+    assert telemetry.reason_names(0x800 | POWER, BITS) == ["SwPowerCap", "0x800"]
+    assert throttling(None, BITS) is None
+
+
+# --- flags and summaries ----------------------------------------------------------------------
+
+
+READINGS = [
+    Reading(0.5, 345, 3201, 90.0, 30, IDLE),  # before the measurement window
+    Reading(1.1, 1500, 2619, 690.0, 71, POWER),
+    Reading(1.5, 1980, 2619, 650.0, 72, 0),
+    Reading(1.9, 1980, 2619, 640.0, 74, IDLE),
+]
+
+
+def test_samples_are_flagged_by_the_batch_they_ran_in():
+    batches = [Batch(1.0, 1.2, 3), Batch(1.2, 1.6, 2), Batch(1.6, 1.65, 4)]
+    # batch 3 has no reading inside: the latest before its end (1.5, not throttled) is in force
+    assert flag_samples(READINGS, batches, BITS) == [True] * 3 + [False] * 2 + [False] * 4
+    hot_then_quiet = [Reading(1.1, reasons=POWER), Reading(2.0, reasons=0)]
+    assert flag_samples(hot_then_quiet, [Batch(1.2, 1.3, 2)], BITS) == [True, True]
+
+
+def test_summary_over_the_measurement_window():
+    s = summarize(READINGS, (1.0, 2.0), [Batch(1.0, 2.0, 10)], BITS)
+    assert s["telemetry_readings"] == 3
+    assert s["sm_clock_mhz_mean"] == pytest.approx((1500 + 1980 + 1980) / 3) and s["sm_clock_mhz_min"] == 1500
+    assert s["power_w_max"] == 690.0 and s["temp_c_max"] == 74
+    assert s["throttled_fraction"] == pytest.approx(1 / 3) and s["throttled"] is True
+    assert s["throttle_reasons"] == "SwPowerCap"  # GpuIdle is not listed
+    assert s["samples_throttled"] == [True] * 10 and s["n_samples_throttled"] == 10
+
+
+def test_a_cool_run_is_not_throttled():
+    quiet = [Reading(t, 1980, 2619, 500.0, 60, IDLE if t > 1.5 else 0) for t in (1.0, 1.5, 2.0)]
+    s = summarize(quiet, (1.0, 2.0), [Batch(1.0, 2.0, 4)], BITS)
+    assert s["throttled"] is False and s["throttled_fraction"] == 0 and s["throttle_reasons"] == ""
+    assert s["n_samples_throttled"] == 0
+
+
+def test_sampler_columns_from_a_measurement():
+    device = telemetry.NvmlDevice(fake_nvml([(1980, 2619, 500_000, 60, 0)]), "h")
+    sampler = Sampler(device)
+    sampler.readings = list(READINGS)
+    m = Measurement([1.0] * 5, "budget", 3, 0.1, "cuda_event", batches=[Batch(1.0, 1.2, 2), Batch(1.4, 1.6, 3)])
+    cols = sampler.columns(m)
+    assert set(cols) == set(telemetry.COLUMNS)
+    assert cols["telemetry"] == "nvml" and cols["sm_clock_max_mhz"] == 1980 and cols["power_limit_w"] == 700.0
+    assert cols["samples_throttled"] == [True, True, False, False, False]
+
+
+# --- the NVML device and the sampling thread --------------------------------------------------
+
+
+@pytest.mark.parametrize("old_names", [False, True])
+def test_device_reads_units_and_reasons(old_names):
+    nvml = fake_nvml([(1755, 2619, 612_345, 66, POWER | IDLE)], old_names=old_names)
+    r = telemetry.NvmlDevice(nvml, "h").read(lambda: 42.0)
+    assert r == Reading(42.0, 1755, 2619, 612.345, 66, POWER | IDLE)
+
+
+def test_an_unsupported_query_is_null_not_an_error():
+    nvml = fake_nvml([(1755, 2619, 0, 66, 0)], power_fails=True)
+    r = telemetry.NvmlDevice(nvml, "h").read()
+    assert r.power_w is None and r.sm_mhz == 1755
+
+
+def test_sampler_thread_reads_until_the_block_ends():
+    nvml = fake_nvml([(1000 + 10 * i, 2619, 500_000, 60, 0) for i in range(1000)])
+    sampler = Sampler(telemetry.NvmlDevice(nvml, "h"), interval_s=0.001)
+    with sampler:
+        time.sleep(0.05)
+        assert sampler.sm_clock_mhz() is not None
+    n = len(sampler.readings)
+    assert n >= 3 and sampler._thread is None
+    time.sleep(0.01)
+    assert len(sampler.readings) == n  # stopped for good
+    assert [r.t for r in sampler.readings] == sorted(r.t for r in sampler.readings)
+
+
+def test_a_broken_sensor_stops_sampling_without_breaking_the_case():
+    class Broken:
+        bits, sm_clock_max_mhz, power_limit_w = BITS, None, None
+
+        def read(self, now):
+            raise OSError("GPU is lost")
+
+    sampler = Sampler(Broken(), interval_s=0.001)
+    with sampler:
+        time.sleep(0.01)
+    cols = sampler.columns(None)
+    assert "GPU is lost" in cols["telemetry_note"] and cols["telemetry_readings"] == 0
+
+
+def test_no_telemetry_means_null_columns():
+    with Sampler.for_device(torch.device("cpu")) as sampler:
+        assert sampler.sm_clock_mhz() is None
+    cols = sampler.columns(None)
+    assert cols == telemetry.NULL_COLUMNS
+
+
+def test_open_nvml_reasons_for_absence(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails as if not installed
+    device, note = telemetry.open_nvml(0)
+    assert device is None and "nvidia-ml-py" in note
+
+    broken = fake_nvml([])
+    broken.nvmlInit = lambda: (_ for _ in ()).throw(RuntimeError("Driver Not Loaded"))
+    device, note = telemetry.open_nvml(0, nvml=broken)
+    assert device is None and "Driver Not Loaded" in note
+
+
+def test_open_nvml_prefers_the_uuid_and_maps_visible_devices(monkeypatch):
+    nvml = fake_nvml([(1980, 2619, 1, 1, 0)])
+    device, note = telemetry.open_nvml(0, uuid="1234", nvml=nvml)
+    assert note is None and device.handle == "handle-uuid"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    device, _ = telemetry.open_nvml(1, uuid="not-a-gpu", nvml=nvml)
+    assert device.handle == "handle1"  # torch's cuda:1 is NVML's GPU 1 of "3,1"
+    device, _ = telemetry.open_nvml(0, nvml=nvml)
+    assert device.handle == "handle3"
+
+
+def test_reports_mark_throttled_cases(tmp_path):
+    import pandas as pd
+
+    from suite import report, runner
+    from suite.plan import Case
+    from suite.timing import CpuClock, StopRule
+
+    rule = StopRule(warmup_s=0.0, warmup_max_s=0.1, min_samples=3, budget_s=0.01)
+    meta = {"run_id": "r", "scenario": "t", "device": "cpu", "device_name": "cpu"}
+    records = [runner.run_case(Case("t", "gemm", p, None, 16, 16, 16, {}, seed=0, timing=rule), torch.device("cpu"),
+                               CpuClock(), meta) for p in ("fp32", "bf16")]
+    records[1].update(throttled_fraction=0.35, throttled=True, throttle_reasons="SwPowerCap, HwSlowdown")
+    written = report.render(pd.DataFrame(records), tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    html = (tmp_path / "index.html").read_text()
+    assert "ok (throttled 35%: SwPowerCap, HwSlowdown)" in md and md.count("throttled") == 1
+    assert '<tr class="ok throttled">' in html and html.count("ok throttled") == 1
+    assert "stopped by" in md and tmp_path / "index.html" in written

@@ -1,0 +1,351 @@
+"""The timing loop: stopping rule, warm-up rule, flush sizing and the CUDA clock's logic, all on
+synthetic sample streams with a fake clock (virtual time: nothing here depends on this machine's
+speed), and the CUDA device parts replaced by a fake event/graph/buffer API."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from suite import timing
+from suite.timing import (
+    CpuClock, CudaClock, StopRule, TimingUnsupported, flush_bytes, measure, rel_ci_of_median, rel_spread,
+    warmup_done,
+)
+
+MiB = 2**20
+
+
+class FakeClock:
+    """Each call takes `ms(call_index, now_s)` milliseconds of virtual time."""
+
+    name, timing_mode, cache = "fake", "eager", "warm"
+
+    def __init__(self, ms):
+        self.ms, self.now, self.calls, self.batches = ms, 0.0, 0, 0
+
+    def prepare(self, fn):
+        return fn
+
+    def time_batch(self, fn, reps):
+        out = []
+        self.batches += 1
+        for _ in range(reps):
+            t = self.ms(self.calls, self.now)
+            self.calls += 1
+            self.now += t / 1e3
+            out.append(t)
+        return out
+
+    def sync(self):
+        pass
+
+    def wall(self):
+        return self.now
+
+
+def run(ms, rule=StopRule(), **kw):
+    clock = FakeClock(ms)
+    return measure(lambda: None, clock, rule, wall=clock.wall, **kw), clock
+
+
+# --- statistics -------------------------------------------------------------------------------
+
+
+def test_spread_and_ci_of_the_median_by_hand():
+    xs = [5.0, 1.0, 4.0, 2.0, 3.0]  # quartiles 2 and 4 (linear interpolation), median 3
+    assert rel_spread(xs) == pytest.approx(2 / 3)
+    assert rel_ci_of_median(xs) == pytest.approx(1.57 * (2 / 3) / math.sqrt(5))
+    assert rel_ci_of_median([1.0]) == math.inf
+
+
+# --- stopping rule ----------------------------------------------------------------------------
+
+
+def test_a_steady_stream_converges():
+    m, _ = run(lambda i, now: 1.0)
+    assert m.stop_reason == "converged"
+    assert m.rel_ci == 0 and m.median_ms == 1.0
+    assert len(m.samples_ms) >= StopRule().min_samples
+
+
+def test_a_noisy_stream_stops_on_the_budget():
+    # alternating 1 ms / 2 ms: IQR/median = 2/3, so the CI would need ~11000 samples to reach 1%
+    rule = StopRule(budget_s=0.5, max_samples=5000)
+    m, clock = run(lambda i, now: 1.0 + i % 2, rule)
+    assert m.stop_reason == "budget"
+    spent = m.batches[-1].end_s - m.batches[0].start_s
+    # stops at the first check past the budget; a batch is ~10% of the budget
+    assert rule.budget_s <= spent <= 1.2 * rule.budget_s
+    assert m.rel_ci > rule.target_rel_ci
+
+
+def test_max_samples_caps_the_count_exactly():
+    rule = StopRule(budget_s=100.0, max_samples=200)
+    m, _ = run(lambda i, now: 1.0 + i % 2, rule)
+    assert m.stop_reason == "max_samples" and len(m.samples_ms) == 200
+
+
+def test_min_samples_are_taken_even_past_the_budget():
+    rule = StopRule(budget_s=0.001, min_samples=20, warmup_s=0.0)
+    m, _ = run(lambda i, now: 50.0 + i % 3, rule)  # 50 ms calls: one call already spends the budget
+    assert len(m.samples_ms) >= 20 and m.stop_reason == "budget"
+
+
+def test_a_tighter_target_takes_more_samples():
+    noisy = lambda i, now: 1.0 + 0.1 * ((i * 7919) % 13) / 13  # deterministic spread of ~10%
+    loose, _ = run(noisy, StopRule(target_rel_ci=0.05, budget_s=10))
+    tight, _ = run(noisy, StopRule(target_rel_ci=0.002, budget_s=10, max_samples=100000))
+    assert loose.stop_reason == tight.stop_reason == "converged"
+    assert loose.rel_ci <= 0.05 and tight.rel_ci <= 0.002
+    assert len(tight.samples_ms) > len(loose.samples_ms)
+
+
+def test_batches_cover_every_sample_in_time_order():
+    m, _ = run(lambda i, now: 1.0 + i % 2, StopRule(budget_s=0.3))
+    assert sum(b.reps for b in m.batches) == len(m.samples_ms)
+    ends = [(b.start_s, b.end_s) for b in m.batches]
+    assert all(s <= e for s, e in ends) and all(e1 <= s2 for (_, e1), (s2, _) in zip(ends, ends[1:]))
+    assert m.window == (m.batches[0].start_s, m.batches[-1].end_s)
+    assert m.warmup_s <= m.batches[0].start_s + 1e-12  # the warm-up is not measured
+
+
+# --- warm-up rule -----------------------------------------------------------------------------
+
+
+def test_warm_up_lasts_until_a_ramp_ends():
+    # 50 ms first call (compile), then 2 ms falling linearly to 1 ms over 0.3 s (a clock ramping up)
+    def ramp(i, now):
+        return 50.0 if i == 0 else 1.0 + max(0.0, 0.3 - now) / 0.3
+
+    m, _ = run(ramp, StopRule(warmup_max_s=5.0))
+    assert m.warmup_reason == "settled"
+    # settled means two consecutive batches within 3%: at most ~3% of ramp left, i.e. now >= ~0.29 s
+    assert m.warmup_s >= 0.28
+    assert m.median_ms == pytest.approx(1.0, rel=0.01)
+
+
+def test_a_fixed_count_warm_up_would_have_measured_the_ramp():
+    # the same stream with the rule's minimums only: the median would be off by tens of percent
+    ramp = lambda i, now: 1.0 + max(0.0, 0.3 - now) / 0.3
+    m, _ = run(ramp, StopRule(warmup_s=0.0, warmup_max_s=0.0, min_warmup=2, budget_s=0.05))
+    assert m.warmup_reason == "cap" and m.median_ms > 1.3
+
+
+def test_warm_up_stops_at_the_cap_when_never_settled():
+    # batch medians alternate between 1 and 2 ms
+    rule = StopRule(warmup_max_s=0.5)
+    clock = FakeClock(None)
+    clock.ms = lambda i, now: 1.0 + clock.batches % 2
+    m = measure(lambda: None, clock, rule, wall=clock.wall)
+    assert m.warmup_reason == "cap"
+    assert rule.warmup_max_s <= m.warmup_s <= rule.warmup_max_s + 0.05  # one batch is ~25 ms
+
+
+def test_a_rising_sm_clock_keeps_the_warm_up_going():
+    reads = iter([1000, 1200, 1400, 1600, 1800, 1980, 1980, 1980, 1980, 1980] + [1980] * 100)
+    seen = []
+
+    def sm_clock():
+        seen.append(next(reads))
+        return seen[-1]
+
+    m, _ = run(lambda i, now: 1.0, StopRule(warmup_s=0.0), sm_clock_mhz=sm_clock)
+    assert m.warmup_reason == "settled"
+    assert len(seen) >= 7 and seen[-1] == seen[-2] == 1980  # only once the clock stopped rising
+    # the same steady stream without a sensor settles after batch 0 and two agreeing batches
+    m2, _ = run(lambda i, now: 1.0, StopRule(warmup_s=0.0))
+    assert len(m2.warmup_medians_ms) == 3
+
+
+def test_slow_calls_warm_up_in_smaller_batches_near_the_cap():
+    rule = StopRule()  # 0.1 s minimum, 1 s cap
+    assert timing.warmup_batch(0.01, 0.0, rule) == 2500  # a quarter of warmup_s
+    assert timing.warmup_batch(10.0, 0.0, rule) == 5  # at least 5 calls ...
+    assert timing.warmup_batch(300.0, 0.2, rule) == 2  # ... unless the cap comes first
+    assert timing.warmup_batch(300.0, 0.9, rule) == 1
+    m, _ = run(lambda i, now: 300.0 + 30 * (i % 2))  # 0.3 s calls that never settle within 10%
+    assert m.warmup_reason == "cap" and m.warmup_s < 1.0 + 0.35
+
+
+def test_warmup_done_ignores_the_first_batch_and_honours_the_minimum_time():
+    rule = StopRule(warmup_s=0.1, warmup_tol=0.03, warmup_agree=1)
+    none = [None] * 3
+    assert warmup_done([50.0, 1.0, 1.01], none, 0.2, 12, rule) == "settled"
+    assert warmup_done([1.0, 1.0], none[:2], 0.2, 7, rule) is None  # batch 0 does not count
+    assert warmup_done([50.0, 1.0, 1.01], none, 0.05, 12, rule) is None  # below warmup_s
+    assert warmup_done([50.0, 1.0, 1.05], none, 0.2, 12, rule) is None  # 5% apart
+    assert warmup_done([50.0, 1.0, 1.05], none, rule.warmup_cap_s, 12, rule) == "cap"
+    assert warmup_done([50.0, 1.0, 1.0], [None, 1500.0, 1700.0], 0.2, 12, rule) is None  # clock rising
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [
+    {"graph_calls": 4},  # needs cuda_graph
+    {"graph_calls": 4, "mode": "cuda_graph", "cache": "cold"},  # a flush per replay: only call 1 cold
+    {"min_samples": 10, "max_samples": 5},
+    {"warmup_s": 2.0, "warmup_max_s": 1.0},
+    {"cache": "lukewarm"},
+    {"mode": "graph"},
+])
+def test_inconsistent_timing_settings_are_rejected(bad):
+    with pytest.raises(ValidationError):
+        StopRule(**bad)
+
+
+def test_the_warm_up_cap_defaults_to_one_second_or_warmup_s():
+    assert StopRule().warmup_cap_s == timing.DEFAULT_WARMUP_CAP_S == 1.0
+    assert StopRule(warmup_s=2.0).warmup_cap_s == 2.0  # a longer minimum is never cut short
+    assert StopRule(warmup_s=0.5, warmup_max_s=3.0).warmup_cap_s == 3.0
+
+
+def test_cache_auto_is_cold_on_cuda_and_warm_on_cpu():
+    assert timing.resolved_cache(StopRule(), "cuda") == "cold"
+    assert timing.resolved_cache(StopRule(), "cpu") == "warm"
+    assert timing.resolved_cache(StopRule(cache="warm"), "cuda") == "warm"
+
+
+# --- flush sizing -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("l2_mib", [6, 40, 50, 60, 96, 126])  # T4/A100 40 MiB/H100 50/H200 60 (props)
+def test_flush_is_at_least_the_l2(l2_mib):
+    assert flush_bytes(l2_mib * MiB) >= l2_mib * MiB
+
+
+@given(st.integers(min_value=1, max_value=2**40))
+def test_flush_is_never_smaller_than_the_cache(cache_bytes):
+    assert flush_bytes(cache_bytes) >= cache_bytes
+
+
+def test_unknown_l2_flushes_256_mib():
+    assert flush_bytes(None) == flush_bytes(0) == 256 * MiB
+
+
+def test_llc_size_from_sysfs(tmp_path):
+    for i, (level, kind, size) in enumerate([(1, "Data", "48K"), (1, "Instruction", "32K"), (2, "Unified", "2048K"),
+                                             (3, "Unified", "300M")]):
+        d = tmp_path / f"index{i}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "type").write_text(f"{kind}\n")
+        (d / "size").write_text(f"{size}\n")
+    assert timing.cpu_llc_bytes(tmp_path) == 300 * MiB
+    assert timing.cpu_llc_bytes(tmp_path / "missing") is None
+
+
+# --- clocks -----------------------------------------------------------------------------------
+
+
+def test_cpu_clock_cold_cache_touches_the_flush_buffer_each_repetition():
+    buffer = torch.zeros(4096, dtype=torch.uint8)
+    clock = CpuClock(cache="cold", flush=timing._Flush(lambda: buffer))
+    samples = clock.time_batch(lambda: None, 3)
+    assert len(samples) == 3 and int(buffer[0]) == 3 and int(buffer[-1]) == 3
+
+
+def test_cpu_clock_warm_cache_allocates_nothing():
+    made = []
+    clock = CpuClock(cache="warm", flush=timing._Flush(lambda: made.append(1)))
+    clock.time_batch(lambda: None, 3)
+    assert made == []
+
+
+def test_cpu_clock_refuses_cuda_graphs():
+    with pytest.raises(TimingUnsupported, match="CUDA"):
+        CpuClock().for_rule(StopRule(mode="cuda_graph"))
+    assert CpuClock().for_rule(StopRule()).cache == "warm"
+
+
+class FakeCudaApi:
+    """Events read a virtual GPU timeline (ms); a flush costs 7 ms of it, a call 1 ms."""
+
+    FLUSH_MS, CALL_MS = 7.0, 1.0
+
+    def __init__(self, l2=50 * MiB):
+        self.t, self.l2 = 0.0, l2
+        self.syncs = self.flushes = self.captures = 0
+        self.buffers: list[int] = []
+
+    def fn(self):
+        self.t += self.CALL_MS
+
+    def event(self):
+        api = self
+
+        class Event:
+            def record(self):
+                self.t = api.t
+
+            def elapsed_time(self, end):
+                return end.t - self.t
+
+        return Event()
+
+    def synchronize(self):
+        self.syncs += 1
+
+    def l2_bytes(self):
+        return self.l2
+
+    def buffer(self, nbytes):
+        self.buffers.append(nbytes)
+        api = self
+
+        class Buffer:
+            def zero_(self):
+                api.t += api.FLUSH_MS
+                api.flushes += 1
+
+        return Buffer()
+
+    def capture(self, fn, calls):
+        self.captures += 1
+
+        def replay():
+            for _ in range(calls):
+                fn()
+
+        return replay
+
+
+def test_cuda_clock_flushes_outside_the_events():
+    api = FakeCudaApi()
+    clock = CudaClock(api=api).for_rule(StopRule())  # auto -> cold on CUDA
+    assert clock.cache == "cold"
+    samples = clock.time_batch(api.fn, 5)
+    assert samples == [1.0] * 5  # the 7 ms flushes are not in the samples
+    assert api.flushes == 5 and api.syncs == 1  # one synchronize per batch, not per call
+    assert api.buffers == [2 * 50 * MiB]
+
+
+def test_cuda_clock_warm_cache_never_flushes():
+    api = FakeCudaApi()
+    clock = CudaClock(api=api).for_rule(StopRule(cache="warm"))
+    assert clock.time_batch(api.fn, 4) == [1.0] * 4
+    assert api.flushes == 0 and api.buffers == []
+
+
+def test_cuda_graph_is_captured_once_and_replays_are_divided_by_its_calls():
+    api = FakeCudaApi()
+    rule = StopRule(mode="cuda_graph", cache="warm", graph_calls=4, budget_s=0.01, warmup_s=0.0)
+    clock = CudaClock(api=api).for_rule(rule)
+    m = measure(api.fn, clock, rule)
+    assert api.captures == 1
+    assert m.timing_mode == "cuda_graph" and m.cache == "warm"
+    assert set(m.samples_ms) == {1.0}  # 4 ms per replay / 4 calls
+
+
+def test_derived_clocks_share_one_flush_buffer():
+    api = FakeCudaApi()
+    base = CudaClock(api=api)
+    for rule in (StopRule(), StopRule(budget_s=0.5)):
+        base.for_rule(rule).time_batch(api.fn, 2)
+    assert len(api.buffers) == 1
