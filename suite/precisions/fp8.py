@@ -1,0 +1,279 @@
+"""FP8 recipes on PyTorch's own kernels: `torch._scaled_mm` for GEMMs, torchao for layers.
+
+- `fp8_tensorwise`, `fp8_rowwise`, `fp8_rowwise_gw_hp`: torchao's three float8 training recipes
+  (`Float8LinearConfig.from_recipe_name`). A GEMM case runs the recipe's forward GEMM with
+  `torch._scaled_mm`: e4m3 operands, one scale per tensor (tensorwise) or per row of A and per
+  column of B (rowwise; `rowwise_with_gw_hp` differs from `rowwise` only in its backward GEMMs).
+  Rowwise scales are rounded down to powers of two, as torchao's rowwise recipes do.
+- `fp8_block`: 1x128 activation / 128x128 weight block scaling (DeepSeek-V3, TE's
+  Float8BlockScaling) quantized for real but multiplied by dequantizing into a float32 GEMM, on
+  every device: its numerics are real, its timing never is (`emulated` is always True). Block
+  scaling's speed is measured by `te_block`.
+
+Layers (`prepare_module`): torchao's `convert_to_float8_training` swaps every nn.Linear but a
+model's `high_precision_modules` for a Float8Linear of the recipe; weights stay fp32 masters and the
+forward runs under bf16 autocast, exactly as with the bf16 recipe. `pad = true` sets torchao's
+`pad_inner_dim`; without it a Linear whose dims are not multiples of 16 skips the case.
+
+FP8 tensor cores need compute capability >= 8.9 (Ada, Hopper). On a CPU, `torch._scaled_mm` and
+torchao's `emulate=True` give the same FP8 numerics; those timings are emulation, not FP8 speed.
+
+GEMM case parameters (`params` in a scenario):
+- `quantize`: "pre" (default) quantizes the operands before timing, so the time is the FP8 kernel's;
+  "inline" times amax + scale + cast + GEMM, what one training-step GEMM pays.
+- `use_fast_accum` (default false): cuBLASLt's fast FP8 accumulation (torchao uses it for the
+  forward GEMM, not for the two gradient GEMMs).
+- `pad` (default false): K or N not a multiple of 16 is skipped unless `pad = true`, which pads
+  with zeros (inside the timed call when quantize = "inline", as torchao's `pad_inner_dim` does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from suite import fp8_numerics as q
+from suite.errors import UserError
+from suite.precisions.base import Precision
+from suite.workloads.base import Unsupported
+
+QUANTIZE_MODES = ("pre", "inline")
+
+
+def bool_param(params: dict, key: str, default: bool) -> bool:
+    value = params.get(key, default)
+    if not isinstance(value, bool):
+        raise UserError(f"params.{key}: expected true or false, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class GemmOptions:
+    quantize: str = "pre"
+    use_fast_accum: bool = False
+    pad: bool = False
+
+    @classmethod
+    def from_params(cls, params: dict) -> "GemmOptions":
+        quantize = params.get("quantize", "pre")
+        if quantize not in QUANTIZE_MODES:
+            raise UserError(f"params.quantize: expected one of {', '.join(QUANTIZE_MODES)}, got {quantize!r}")
+        return cls(quantize, bool_param(params, "use_fast_accum", False), bool_param(params, "pad", False))
+
+
+def fp8_device_reason(device: torch.device) -> str | None:
+    """Why `device` cannot run FP8 GEMMs, or None. CPUs can (emulation: real numerics)."""
+    missing = q.missing_fp8_support()
+    if missing:
+        return missing
+    if device.type == "cpu":
+        return None
+    if device.type != "cuda":
+        return f"FP8 recipes run on CUDA GPUs (or emulated on the CPU); device is {device.type}"
+    if torch.version.hip:
+        return "FP8 recipes here use NVIDIA's float8_e4m3fn; ROCm GPUs use the e4m3fnuz variant"
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) < (8, 9):
+        return f"FP8 tensor cores need compute capability >= 8.9 (Ada, Hopper); this GPU is {major}.{minor}"
+    return None
+
+
+def _pad2d(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    if x.shape == (rows, cols):
+        return x
+    return F.pad(x, (0, cols - x.shape[1], 0, rows - x.shape[0]))
+
+
+def _torchao_float8():
+    """torchao.float8, or Unsupported with the import error (torchao is an optional dependency)."""
+    try:
+        import torchao.float8 as ao_float8
+    except Exception as err:  # ImportError, or a torchao built against another torch
+        raise Unsupported(f"torchao is not importable: {type(err).__name__}: {err}") from None
+    return ao_float8
+
+
+@dataclass(frozen=True)
+class ScaledFloat8(Precision):
+    """An FP8 recipe whose forward GEMM is one `torch._scaled_mm` call."""
+
+    granularity: str = "tensorwise"  # of both forward GEMM operands
+    pow2_scales: bool = False
+    torchao_recipe: str | None = None  # Float8LinearRecipeName value used for layers
+    pad: bool = False  # layers: torchao's pad_inner_dim (from params via `configured`)
+
+    def unsupported(self, device):
+        return fp8_device_reason(device)
+
+    def emulated(self, device):
+        return device.type != "cuda"
+
+    def configured(self, params):
+        return dataclasses.replace(self, pad=bool_param(params, "pad", False))
+
+    def operand_bytes(self):
+        return 1  # float8 operands; the bf16 output is counted at the precision's dtype
+
+    # --- GEMM level -----------------------------------------------------------------------------
+
+    def _quantize(self, a_hp: torch.Tensor, w_hp: torch.Tensor) -> tuple[q.Quantized, q.Quantized]:
+        """A (M, K) and the weight W (N, K) = B^T, each scaled along K: per row for rowwise."""
+        return (
+            q.quantize(a_hp, self.granularity, q.E4M3, self.pow2_scales, q.ACTIVATION_BLOCK),
+            q.quantize(w_hp, self.granularity, q.E4M3, self.pow2_scales, q.WEIGHT_BLOCK),
+        )
+
+    def _matmul(self, qa: q.Quantized, qw: q.Quantized, use_fast_accum: bool) -> torch.Tensor:
+        # b must be column-major: W (N, K) is row-major, so W^T is the (K, N) column-major view.
+        # Rowwise scales: (M, 1) for A and (1, N) for B; tensorwise: 0-d. Both are inverse scales.
+        scale_a = qa.inv_scale
+        scale_b = qw.inv_scale.t().contiguous() if qw.inv_scale.dim() == 2 else qw.inv_scale
+        if qa.data.device.type == "cpu" and scale_a.dim() == 0:
+            # torch 2.13's CPU tensorwise kernel is a slow reference loop (1.5 s for 256x512x384,
+            # ~500x its rowwise kernel on the same operands), so on the CPU the one scale is
+            # broadcast to every row and column: the same quantized operands and fp32-accumulated
+            # product (tests check it against the tensorwise kernel). CPU timings are emulation.
+            scale_a = scale_a.expand(qa.data.shape[0], 1).contiguous()
+            scale_b = scale_b.expand(1, qw.data.shape[0]).contiguous()
+        return torch._scaled_mm(
+            qa.data, qw.data.t(), scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=use_fast_accum
+        )
+
+    def check_alignment(self, k: int, n: int, pad: bool) -> None:
+        reason = q.alignment_reason(k, n)
+        if reason and not pad:
+            raise Unsupported(f"{reason}; set pad = true to pad with zeros")
+
+    def gemm(self, a, b, params) -> Callable[[], torch.Tensor]:
+        opts = GemmOptions.from_params(params)
+        m, k = a.shape
+        n = b.shape[1]
+        self.check_alignment(k, n, opts.pad)
+        kp, np_ = (q.round_up(k, 16), q.round_up(n, 16)) if opts.pad else (k, n)
+        # Operands start where a training step has them: bf16 activations and weights, the weight
+        # stored (N, K) like nn.Linear's. Padding with zeros changes no amax.
+        a_hp = a.to(self.dtype)
+        w_hp = b.t().contiguous().to(self.dtype)
+        fast = opts.use_fast_accum
+
+        if opts.quantize == "pre":
+            qa, qw = self._quantize(_pad2d(a_hp, m, kp), _pad2d(w_hp, np_, kp))
+            if np_ == n:
+                return lambda: self._matmul(qa, qw, fast)
+            return lambda: self._matmul(qa, qw, fast)[:, :n]
+
+        def quantize_and_multiply():
+            qa, qw = self._quantize(_pad2d(a_hp, m, kp), _pad2d(w_hp, np_, kp))
+            out = self._matmul(qa, qw, fast)
+            return out if np_ == n else out[:, :n]
+
+        return quantize_and_multiply
+
+    # --- layer level (torchao) ------------------------------------------------------------------
+
+    def prepare_module(self, module, device):
+        if self.torchao_recipe is None:
+            raise Unsupported(f"{self.name} is a GEMM-level recipe only (no torchao layer for it)")
+        ao = _torchao_float8()
+        try:
+            config = ao.Float8LinearConfig.from_recipe_name(self.torchao_recipe)
+        except (AttributeError, AssertionError, ValueError) as err:
+            version = _dist_version("torchao")
+            raise Unsupported(
+                f"torchao {version} has no float8 recipe {self.torchao_recipe!r}: {type(err).__name__}: {err}"
+            ) from None
+        # emulate=True: torchao's CPU path (real FP8 casts, float32 matmul); CUDA uses _scaled_mm.
+        config = dataclasses.replace(config, emulate=device.type != "cuda", pad_inner_dim=self.pad)
+        linears = fp8_linears(module)
+        for name in sorted(linears):
+            mod = module.get_submodule(name)
+            self.check_alignment(mod.in_features, mod.out_features, self.pad)
+        # fp32 master weights under torch.autocast(bf16) (see `autocast`), as torchtitan trains
+        # without FSDP and as the bf16 recipe here does: FP8 and bf16 then differ only in the Linear
+        # GEMMs. Float8Linear casts its input to the CUDA autocast dtype, so its output is bf16.
+        module = module.to(device)
+        return ao.convert_to_float8_training(
+            module, config=config, module_filter_fn=lambda mod, fqn: fqn in linears
+        )
+
+    def autocast(self, device):
+        # Everything outside the converted Linears (norms, attention, activations) runs as under
+        # the bf16 recipe. On a CPU, Float8Linear reads only the CUDA autocast state, so its input
+        # keeps the dtype it arrives in: same FP8 quantization, output rounded at the end or not.
+        return torch.autocast(device_type=device.type, dtype=self.dtype)
+
+
+def fp8_linears(module: torch.nn.Module) -> set[str]:
+    """Names of the nn.Linear layers an FP8 recipe converts: all but those under the model's
+    `high_precision_modules` (e.g. an lm_head, which training recipes keep in bf16)."""
+    keep = tuple(getattr(module, "high_precision_modules", ()))
+    names = {
+        name for name, mod in module.named_modules()
+        if isinstance(mod, torch.nn.Linear) and not any(name == k or name.startswith(k + ".") for k in keep)
+    }
+    if not names:
+        raise Unsupported("the module has no nn.Linear for an FP8 recipe to convert")
+    return names
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "(version unknown)"
+
+
+@dataclass(frozen=True)
+class EmulatedBlockFloat8(ScaledFloat8):
+    """Block-scaled FP8 quantization with a float32 GEMM of the dequantized operands."""
+
+    def unsupported(self, device):
+        return q.missing_fp8_support()
+
+    def emulated(self, device):
+        return True  # the GEMM runs in float32 everywhere: never FP8 speed
+
+    def check_alignment(self, k, n, pad):
+        return None  # dequantized operands have no FP8 kernel's shape constraints
+
+    def _matmul(self, qa, qw, use_fast_accum):
+        # Per-block scales applied before a float32 GEMM: what a block-scaled kernel computes up
+        # to summation order (it applies the scales to each 128-wide partial sum in float32).
+        return (qa.dequantize() @ qw.dequantize().t()).to(torch.bfloat16)
+
+
+FP8_TENSORWISE = ScaledFloat8(
+    "fp8_tensorwise",
+    "torchao tensorwise recipe: e4m3 forward operands, one dynamic scale per tensor (e5m2 gradients)",
+    torch.bfloat16,
+    granularity="tensorwise",
+    torchao_recipe="tensorwise",
+)
+FP8_ROWWISE = ScaledFloat8(
+    "fp8_rowwise",
+    "torchao rowwise recipe: e4m3 everywhere, one power-of-two scale per row of A and column of B",
+    torch.bfloat16,
+    granularity="rowwise",
+    pow2_scales=True,
+    torchao_recipe="rowwise",
+)
+FP8_ROWWISE_GW_HP = ScaledFloat8(
+    "fp8_rowwise_gw_hp",
+    "torchao rowwise_with_gw_hp: rowwise forward, grad-weight GEMM kept in bf16",
+    torch.bfloat16,
+    granularity="rowwise",
+    pow2_scales=True,
+    torchao_recipe="rowwise_with_gw_hp",
+)
+FP8_BLOCK = EmulatedBlockFloat8(
+    "fp8_block",
+    "1x128 activation / 128x128 weight block-scaled e4m3 (power-of-two scales), emulated GEMM",
+    torch.bfloat16,
+    granularity="block",
+    pow2_scales=True,
+)

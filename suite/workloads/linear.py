@@ -1,0 +1,145 @@
+"""One training step of a Linear layer: forward and backward, the three GEMMs of training.
+
+- `linear`: y = x W^T (bias-free), x (M, K), W (N, K): M tokens, K input and N output features.
+- `ln_linear`: LayerNorm -> Linear -> Sigmoid, the block torchao's float8 roofline measures (the
+  norm and the activation are where eager FP8 pays for its separate cast kernels).
+
+The timed call is forward (under the recipe's autocast) plus backward with a fixed upstream
+gradient; FLOPs count the three GEMMs, 6 * M * N * K (output, grad input, grad weight; the norm
+and the sigmoid are not counted). Inputs enter in the recipe's dtype (`precision.dtype`).
+
+Accuracy: SQNR (and relative error) of the output, of the input gradient and of the Linear's
+weight gradient, against a float32 run (TF32 off) of the same layer on the same float32 inputs.
+
+Params: `compile` (default false) runs the layer through `torch.compile` with `compile_backend`
+(default "inductor"); the first, compiling step's wall time is the `compile_s` column and is never
+part of the timed samples.
+"""
+
+from __future__ import annotations
+
+import copy
+import weakref
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from suite import timing
+from suite.accuracy import error_metrics
+from suite.errors import UserError
+from suite.precisions import flags
+from suite.workloads.base import Prepared, Unsupported, Workload, compile_unsupported
+
+
+@dataclass(frozen=True)
+class LinearParams:
+    compile: bool = False
+    compile_backend: str = "inductor"
+
+    @classmethod
+    def from_params(cls, params: dict) -> "LinearParams":
+        compiled = params.get("compile", False)
+        if not isinstance(compiled, bool):
+            raise UserError(f"params.compile: expected true or false, got {compiled!r}")
+        backend = params.get("compile_backend", "inductor")
+        if not isinstance(backend, str) or not backend:
+            raise UserError(f"params.compile_backend: expected a torch.compile backend name, got {backend!r}")
+        return cls(compiled, backend)
+
+
+def build_layer(layernorm: bool, k: int, n: int, seed: int) -> nn.Module:
+    """float32 on the CPU, weights ~ N(0, 1/K) so outputs have unit scale (same numbers on every
+    device for the same seed)."""
+    gen = torch.Generator().manual_seed(seed)
+    linear = nn.Linear(k, n, bias=False)
+    with torch.no_grad():
+        linear.weight.copy_(torch.randn(n, k, generator=gen) / k**0.5)
+    if not layernorm:
+        return linear
+    return nn.Sequential(nn.LayerNorm(k), linear, nn.Sigmoid())
+
+
+def _sync(device: torch.device):
+    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+
+
+class LinearStep(Workload):
+    def __init__(self, name: str, layernorm: bool):
+        self.name = name
+        self.layernorm = layernorm
+        self.linear_path = "1" if layernorm else ""  # where the Linear sits in the module
+
+    def prepare(self, case, precision, device):
+        opts = LinearParams.from_params(case.params)
+        reason = compile_unsupported(device, opts.compile_backend) if opts.compile else None
+        if reason:
+            raise Unsupported(reason)
+        m, k, n = case.m, case.k, case.n
+
+        reference_cpu = build_layer(self.layernorm, k, n, case.seed)
+        gen = torch.Generator().manual_seed(case.seed + 1)
+        x_cpu = torch.randn(m, k, generator=gen)
+        grad_cpu = torch.randn(m, n, generator=gen)
+
+        model = precision.prepare_module(copy.deepcopy(reference_cpu), device)
+        weight = model.get_submodule(self.linear_path).weight
+        params = [p for p in model.parameters() if p.requires_grad]
+        x = x_cpu.to(device=device, dtype=precision.dtype).requires_grad_()
+
+        if opts.compile:
+            torch._dynamo.reset()  # a cold start: compile time does not depend on earlier cases
+            forward = torch.compile(model, backend=opts.compile_backend)
+            # Compiled code stays cached in dynamo until reset; drop it when the case is released.
+            weakref.finalize(forward, torch._dynamo.reset)
+        else:
+            forward = model
+
+        upstream: dict[torch.dtype, torch.Tensor] = {}
+
+        def step() -> torch.Tensor:
+            x.grad = None
+            for p in params:
+                p.grad = None
+            with precision.autocast(device):
+                y = forward(x)
+            g = upstream.get(y.dtype)
+            if g is None:  # once, on the first call: the output dtype is the recipe's choice
+                g = upstream[y.dtype] = grad_cpu.to(device=device, dtype=y.dtype)
+            y.backward(g)  # outside autocast, as torch.autocast and TE's autocast both document
+            return y
+
+        sync = _sync(device)
+        first_s = timing.time_once(step, sync)
+        # A second step before anything is checked or timed: TE's delayed scaling starts from
+        # scale 1 and derives its scales from the amax history the first step recorded.
+        step()
+
+        def check() -> dict:
+            with flags.float32_matmul(tf32=False):
+                ref = copy.deepcopy(reference_cpu).to(device)
+                x_ref = x_cpu.to(device).requires_grad_()
+                y_ref = ref(x_ref)
+                y_ref.backward(grad_cpu.to(device))
+            y = step()
+            out = error_metrics(y, y_ref)
+            for what, got, want in (
+                ("grad_input", x.grad, x_ref.grad),
+                ("grad_weight", weight.grad, ref.get_submodule(self.linear_path).weight.grad),
+            ):
+                metrics = error_metrics(got, want)
+                out[f"sqnr_{what}_db"] = metrics["sqnr_db"]
+                out[f"rel_err_{what}"] = metrics["rel_err"]
+            return out
+
+        return Prepared(
+            fn=step,
+            flops=6.0 * m * n * k,
+            bytes_moved=None,
+            check=check,
+            extra={"compile_s": first_s if opts.compile else None},
+        )
+
+
+LINEAR = LinearStep("linear", layernorm=False)
+LN_LINEAR = LinearStep("ln_linear", layernorm=True)

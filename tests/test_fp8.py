@@ -1,0 +1,275 @@
+"""FP8 numerics (suite.fp8_numerics) and the torchao / torch._scaled_mm recipes (suite.precisions.fp8).
+
+Tolerances come from the formats. e4m3 keeps 3 mantissa bits: round-to-nearest moves a normal value
+by at most half an ulp, 2^-4 of the value (relative), and a subnormal one by at most half the
+smallest step, 2^-10 (absolute, in scaled units). The noise power of one quantization of standard
+normal data is (2^-3)^2 / 12 * E[1/m^2] with m the significand in [1, 2) (log-uniform:
+E[1/m^2] = 3 / (8 ln 2) = 0.541), i.e. 7.0e-4 of the signal: 31.5 dB. A GEMM of two independently
+quantized operands adds both: 1.4e-3, 28.5 dB, so FP8 GEMM SQNR on random normal inputs lies in
+25-32 dB. bf16 (7 mantissa bits) is 24 dB better per quantization: above 45 dB.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+import torch
+
+from suite import fp8_numerics as q
+from suite import pipeline, spec
+from suite.accuracy import error_metrics
+from suite.errors import UserError
+from suite.precisions import fp8
+from suite.precisions.fp8 import FP8_BLOCK, FP8_ROWWISE, FP8_ROWWISE_GW_HP, FP8_TENSORWISE
+from suite.precisions.floating import BF16
+from suite.workloads.base import Unsupported
+from suite.workloads.gemm import random_operands
+
+CPU = torch.device("cpu")
+FP8_BAND = (25.0, 32.0)  # dB, FP8 GEMM on random normal operands (derivation in the module doc)
+BF16_FLOOR = 45.0  # dB
+
+
+def sqnr_of(precision, m, k, n, params=None, seed=0):
+    a, b = random_operands(m, k, n, seed, CPU)
+    out = precision.gemm(a, b, params or {})()
+    return error_metrics(out, a.double() @ b.double())["sqnr_db"], out
+
+
+# --- quantization ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("granularity", q.GRANULARITIES)
+@pytest.mark.parametrize("pow2", [False, True])
+def test_quantization_error_is_within_half_an_e4m3_ulp(granularity, pow2):
+    x = torch.randn(96, 300, generator=torch.Generator().manual_seed(1)) * 3
+    qx = q.quantize(x, granularity, pow2=pow2)
+    assert qx.data.dtype == torch.float8_e4m3fn
+    err = (qx.dequantize() - x).abs()
+    # half an ulp: 2^-4 relative for normals; 2^-10 absolute (scaled units) for subnormals
+    if granularity == "block":
+        step = qx.inv_scale.repeat_interleave(1, 0).repeat_interleave(128, 1)[:, : x.shape[1]]
+    else:
+        step = qx.inv_scale.expand_as(x)
+    bound = torch.maximum(x.abs() * 2**-4, step * 2**-10) * (1 + 1e-6)
+    assert bool((err <= bound).all())
+
+
+def test_scale_maps_amax_onto_the_largest_e4m3_value():
+    x = torch.randn(8, 64, generator=torch.Generator().manual_seed(2))
+    fmax = torch.finfo(torch.float8_e4m3fn).max  # 448
+    tensorwise = q.quantize(x, "tensorwise")
+    assert tensorwise.inv_scale.dim() == 0
+    assert float(tensorwise.data.float().abs().max()) == fmax
+    rowwise = q.quantize(x, "rowwise")
+    assert rowwise.inv_scale.shape == (8, 1)
+    assert torch.equal(rowwise.data.float().abs().amax(dim=1), torch.full((8,), fmax))
+
+
+def test_pow2_scales_are_powers_of_two_rounded_down():
+    x = torch.randn(16, 64, generator=torch.Generator().manual_seed(3))
+    exact = 1 / q.quantize(x, "rowwise").inv_scale
+    pow2 = 1 / q.quantize(x, "rowwise", pow2=True).inv_scale
+    assert torch.equal(torch.log2(pow2), torch.log2(pow2).round())
+    assert bool(((pow2 <= exact) & (pow2 > exact / 2)).all())
+
+
+def test_zeros_and_overflow_stay_finite():
+    zeros = q.quantize(torch.zeros(4, 32), "rowwise")
+    assert torch.equal(zeros.dequantize(), torch.zeros(4, 32))
+    # a value past the format's range saturates at +-448 instead of becoming NaN
+    cast = q.saturated_cast(torch.tensor([1e6, -1e6]), torch.tensor(1.0), torch.float8_e4m3fn)
+    assert cast.float().tolist() == [448.0, -448.0]
+
+
+def test_block_scales_are_local():
+    x = torch.randn(4, 300, generator=torch.Generator().manual_seed(4))
+    before = q.quantize(x, "block", block=(1, 128))
+    assert before.inv_scale.shape == (4, 3)  # ceil(300 / 128) blocks per row, the last partial
+    x[2, 130] = 1e4
+    after = q.quantize(x, "block", block=(1, 128))
+    changed = before.inv_scale != after.inv_scale
+    assert changed[2, 1] and int(changed.sum()) == 1
+    weight = q.quantize(torch.randn(256, 256), "block", block=q.WEIGHT_BLOCK)
+    assert weight.inv_scale.shape == (2, 2)
+
+
+def test_alignment_rule():
+    assert q.alignment_reason(4096, 4096) is None
+    reason = q.alignment_reason(4104, 4095)
+    assert "K=4104" in reason and "N=4095" in reason
+
+
+def test_missing_fp8_dtypes_give_a_reason(monkeypatch):
+    monkeypatch.setattr(q, "E4M3", None)
+    assert "float8" in q.missing_fp8_support()
+    assert "float8" in FP8_TENSORWISE.unsupported(CPU)
+
+
+# --- GEMM level --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("precision", [FP8_TENSORWISE, FP8_ROWWISE, FP8_ROWWISE_GW_HP, FP8_BLOCK])
+@pytest.mark.parametrize("quantize", ["pre", "inline"])
+def test_fp8_gemm_sqnr_is_in_the_e4m3_band(precision, quantize):
+    sqnr, out = sqnr_of(precision, 128, 256, 96, {"quantize": quantize})
+    assert out.dtype == torch.bfloat16 and out.shape == (128, 96)
+    assert FP8_BAND[0] <= sqnr <= FP8_BAND[1]
+
+
+def test_bf16_gemm_is_far_more_accurate_than_fp8():
+    assert sqnr_of(BF16, 128, 256, 96)[0] > BF16_FLOOR
+
+
+def test_pre_and_inline_quantization_compute_the_same_numbers():
+    a, b = random_operands(64, 128, 32, 0, CPU)
+    for precision in (FP8_TENSORWISE, FP8_ROWWISE):
+        pre = precision.gemm(a, b, {"quantize": "pre"})()
+        inline = precision.gemm(a, b, {"quantize": "inline", "use_fast_accum": True})()
+        assert torch.equal(pre, inline)
+
+
+def test_cpu_tensorwise_path_matches_the_tensorwise_kernel():
+    # suite broadcasts the single scale on the CPU (the tensorwise CPU kernel is a slow loop); the
+    # result must be the tensorwise kernel's, up to one bf16 rounding (2^-8 relative)
+    a, b = random_operands(32, 64, 48, 0, CPU)
+    qa, qw = FP8_TENSORWISE._quantize(a.bfloat16(), b.t().contiguous().bfloat16())
+    ours = FP8_TENSORWISE._matmul(qa, qw, use_fast_accum=False).float()
+    kernel = torch._scaled_mm(qa.data, qw.data.t(), qa.inv_scale, qw.inv_scale, out_dtype=torch.bfloat16).float()
+    assert torch.allclose(ours, kernel, rtol=2**-8, atol=0)
+
+
+def test_unaligned_dims_are_skipped_unless_padded():
+    a, b = random_operands(64, 136 + 4, 48, 0, CPU)  # K = 140: not a multiple of 16
+    with pytest.raises(Unsupported, match=r"K=140.*pad = true"):
+        FP8_TENSORWISE.gemm(a, b, {})
+    ref = a.double() @ b.double()
+    for quantize in ("pre", "inline"):
+        out = FP8_TENSORWISE.gemm(a, b, {"pad": True, "quantize": quantize})()
+        assert out.shape == (64, 48)
+        assert FP8_BAND[0] <= error_metrics(out, ref)["sqnr_db"] <= FP8_BAND[1]
+    assert FP8_BLOCK.gemm(a, b, {})().shape == (64, 48)  # emulation has no alignment rule
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"quantize": "later"}, "params.quantize"),
+    ({"use_fast_accum": "yes"}, "params.use_fast_accum"),
+    ({"pad": 1}, "params.pad"),
+])
+def test_bad_gemm_params_are_one_line_errors(params, match):
+    a, b = random_operands(16, 32, 16, 0, CPU)
+    with pytest.raises(UserError, match=match):
+        FP8_ROWWISE.gemm(a, b, params)
+
+
+def test_capability_and_emulation(monkeypatch):
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    assert "8.9" in FP8_ROWWISE.unsupported(cuda) and "8.0" in FP8_ROWWISE.unsupported(cuda)
+    for capability in ((8, 9), (9, 0), (10, 0)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None, c=capability: c)
+        assert FP8_ROWWISE.unsupported(cuda) is None
+    assert FP8_TENSORWISE.unsupported(CPU) is None
+    assert FP8_TENSORWISE.emulated(CPU) and not FP8_TENSORWISE.emulated(cuda)
+    assert FP8_BLOCK.emulated(CPU) and FP8_BLOCK.emulated(cuda)  # float32 GEMM everywhere
+
+
+# --- layer level (torchao) -------------------------------------------------------------------------
+
+def test_torchao_recipes_convert_linears_with_emulation_on_cpu():
+    torchao_float8 = pytest.importorskip("torchao.float8")
+    for precision, recipe in ((FP8_TENSORWISE, "tensorwise"), (FP8_ROWWISE, "rowwise"),
+                              (FP8_ROWWISE_GW_HP, "rowwise_with_gw_hp")):
+        model = precision.configured({}).prepare_module(torch.nn.Sequential(torch.nn.Linear(64, 32)), CPU)
+        layer = model[0]
+        assert type(layer).__name__ == "Float8Linear"
+        assert layer.weight.dtype == torch.float32  # master weights; bf16 comes from autocast
+        assert layer.config.emulate and not layer.config.pad_inner_dim
+        expected = torchao_float8.Float8LinearConfig.from_recipe_name(recipe)
+        assert layer.config.cast_config_input == expected.cast_config_input
+        assert layer.config.cast_config_input_for_grad_weight == expected.cast_config_input_for_grad_weight
+
+
+def test_high_precision_modules_are_left_alone():
+    pytest.importorskip("torchao.float8")
+
+    class TinyLM(torch.nn.Module):
+        high_precision_modules = ("lm_head",)
+
+        def __init__(self):
+            super().__init__()
+            self.block = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32))
+            self.lm_head = torch.nn.Linear(32, 50257)  # vocab not a multiple of 16: must stay as it is
+
+        def forward(self, x):
+            return self.lm_head(self.block(x))
+
+    assert fp8.fp8_linears(TinyLM()) == {"block.0", "block.2"}
+    model = FP8_ROWWISE.configured({}).prepare_module(TinyLM(), CPU)
+    assert [type(m).__name__ for m in (model.block[0], model.block[2], model.lm_head)] == [
+        "Float8Linear", "Float8Linear", "Linear"]
+    with FP8_ROWWISE.autocast(CPU):
+        assert model(torch.randn(4, 32)).shape == (4, 50257)
+
+
+def test_torchao_unaligned_layer_needs_pad():
+    pytest.importorskip("torchao.float8")
+    with pytest.raises(Unsupported, match="K=40"):
+        FP8_TENSORWISE.configured({}).prepare_module(torch.nn.Linear(40, 32), CPU)
+    padded = FP8_TENSORWISE.configured({"pad": True}).prepare_module(torch.nn.Linear(40, 32), CPU)
+    assert padded.config.pad_inner_dim
+    with FP8_TENSORWISE.autocast(CPU):
+        y = padded(torch.randn(16, 40, dtype=torch.bfloat16))
+    assert y.shape == (16, 32) and bool(torch.isfinite(y).all())
+
+
+def test_missing_torchao_is_a_skip_with_the_import_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torchao.float8", None)  # makes `import torchao.float8` fail
+    with pytest.raises(Unsupported, match="torchao is not importable: .*Error"):
+        FP8_TENSORWISE.prepare_module(torch.nn.Linear(32, 32), CPU)
+    with pytest.raises(Unsupported, match="GEMM-level"):
+        FP8_BLOCK.prepare_module(torch.nn.Linear(32, 32), CPU)
+    with pytest.raises(Unsupported, match="no nn.Linear"):
+        fp8.fp8_linears(torch.nn.LayerNorm(32))
+
+
+# --- the cpu_fp8 scenario end to end ------------------------------------------------------------
+
+@pytest.mark.slow
+def test_cpu_fp8_scenario_end_to_end(tmp_path):
+    scenario = spec.load("scenarios/cpu_fp8.toml")
+    result = pipeline.run_scenario(scenario, tmp_path / "results", tmp_path / "reports", progress=False)
+    records = result.records
+    assert result.failed == 0 and result.path.exists()
+    by = {}
+    for r in records:
+        by.setdefault((r["workload"], r["precision"]), []).append(r)
+
+    # random normal GEMMs and Linear outputs: the e4m3 band (derivation in the module doc)
+    for workload in ("gemm", "linear"):
+        for precision in ("fp8_tensorwise", "fp8_rowwise"):
+            ok = [r for r in by[(workload, precision)] if r["status"] == "ok"]
+            assert ok and all(FP8_BAND[0] <= r["sqnr_db"] <= FP8_BAND[1] for r in ok)
+            assert all(r["emulated"] for r in ok)
+    assert all(r["sqnr_db"] > BF16_FLOOR for r in by[("gemm", "bf16")])
+
+    # outlier rows: tensorwise collapses at 1e6 (all untouched values flush to zero), rowwise does not
+    rows = by[("outlier", "fp8_tensorwise")] + by[("outlier", "fp8_rowwise")]
+    outlier = {(r["precision"], r["outlier"]): r for r in rows}
+    assert outlier[("fp8_tensorwise", 1e6)]["sqnr_db"] < 3.0
+    assert all(abs(outlier[("fp8_rowwise", m)]["sqnr_drop_db"]) < 0.1 for m in (1e2, 1e4, 1e6))
+
+    unaligned = [r for r in by[("gemm", "fp8_tensorwise")] if r["k"] == 520]
+    assert {r["status"] for r in unaligned} == {"ok", "skipped"}
+    assert all(r["reason"] and r["reason"].startswith("Transformer Engine") for r in by[("gemm", "te_current")])
+
+    # the report never presents emulated FP8 timings as speed
+    report = (tmp_path / "reports" / "cpu_fp8" / "report.md").read_text()
+    fp8_rows = [line for line in report.splitlines() if "| fp8_" in line and "emulated: timing" in line]
+    assert fp8_rows
+    for line in fp8_rows:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert not any(c.endswith("x") and c[:-1].replace(".", "").isdigit() for c in cells)  # no speedup
+    assert (tmp_path / "reports" / "cpu_fp8" / "outlier_sqnr_outlier.png").exists()
+    assert not math.isnan(outlier[("fp8_tensorwise", 1e5)]["sqnr_drop_db"])

@@ -1,0 +1,105 @@
+"""The `linear` and `ln_linear` workloads: one training step, accuracy of output and gradients.
+
+Bands (dB, random normal data; derivation in tests/test_fp8.py): one e4m3 quantization costs 31.5 dB
+of SQNR, a product of two quantized operands 28.5 dB: FP8 outputs and e4m3 gradients in 25-32 dB.
+e5m2 has 2 mantissa bits, 4x the e4m3 noise power per quantization, so torchao tensorwise
+gradients (e5m2 grad_output times an e4m3 operand: 2.8e-3 + 0.7e-3 of the signal) sit near
+24.5 dB: band 22-27. bf16 (7 mantissa bits) is above 45 dB, and so is the grad-weight GEMM that
+rowwise_with_gw_hp keeps in bf16.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from suite.errors import UserError
+from suite.plan import Case
+from suite.precisions import flags
+from suite.precisions.floating import BF16, FP32
+from suite.precisions.fp8 import FP8_BLOCK, FP8_ROWWISE, FP8_ROWWISE_GW_HP, FP8_TENSORWISE
+from suite.timing import StopRule
+from suite.workloads.base import Unsupported
+from suite.workloads.linear import LINEAR, LN_LINEAR
+
+CPU = torch.device("cpu")
+E4M3_BAND = (25.0, 32.0)
+E5M2_GRAD_BAND = (22.0, 27.0)
+BF16_FLOOR = 45.0
+M, K, N = 64, 128, 96
+
+
+def run(workload, precision, **params):
+    case = Case("t", workload.name, precision.name, None, M, K, N, params, 0, StopRule())
+    with precision.active():
+        prepared = workload.prepare(case, precision, CPU)
+        return prepared, prepared.check()
+
+
+def within(value, band):
+    return band[0] <= value <= band[1]
+
+
+def test_bf16_step_is_accurate_and_counts_three_gemms():
+    prepared, metrics = run(LINEAR, BF16)
+    assert prepared.flops == 6.0 * M * N * K
+    assert prepared.extra["compile_s"] is None
+    for key in ("sqnr_db", "sqnr_grad_input_db", "sqnr_grad_weight_db"):
+        assert metrics[key] > BF16_FLOOR
+
+
+def test_fp32_step_matches_its_fp32_reference():
+    _, metrics = run(LINEAR, FP32)
+    assert metrics["rel_err"] < 1e-6 and metrics["rel_err_grad_weight"] < 1e-6
+
+
+def test_torchao_tensorwise_has_e5m2_gradients():
+    pytest.importorskip("torchao.float8")
+    _, metrics = run(LINEAR, FP8_TENSORWISE)
+    assert within(metrics["sqnr_db"], E4M3_BAND)
+    assert within(metrics["sqnr_grad_input_db"], E5M2_GRAD_BAND)
+    assert within(metrics["sqnr_grad_weight_db"], E5M2_GRAD_BAND)
+
+
+def test_torchao_rowwise_recipes_differ_only_in_grad_weight():
+    pytest.importorskip("torchao.float8")
+    _, rowwise = run(LINEAR, FP8_ROWWISE)
+    _, gw_hp = run(LINEAR, FP8_ROWWISE_GW_HP)
+    for metrics in (rowwise, gw_hp):
+        assert within(metrics["sqnr_db"], E4M3_BAND)
+        assert within(metrics["sqnr_grad_input_db"], E4M3_BAND)
+    assert within(rowwise["sqnr_grad_weight_db"], E4M3_BAND)
+    assert gw_hp["sqnr_grad_weight_db"] > BF16_FLOOR
+
+
+def test_ln_linear_step_runs_under_each_kind_of_recipe():
+    pytest.importorskip("torchao.float8")
+    _, bf16 = run(LN_LINEAR, BF16)
+    _, fp8 = run(LN_LINEAR, FP8_ROWWISE)
+    assert bf16["sqnr_db"] > BF16_FLOOR
+    # the sigmoid compresses the output error, so only its ordering is format-bound here
+    assert 25.0 <= fp8["sqnr_db"] < bf16["sqnr_db"]
+    assert within(fp8["sqnr_grad_weight_db"], E4M3_BAND)
+
+
+def test_compiled_step_records_compile_time_and_same_numerics():
+    pytest.importorskip("torchao.float8")
+    before = flags.snapshot()
+    eager, eager_metrics = run(LINEAR, FP8_ROWWISE)
+    # aot_eager: the dynamo + AOT autograd path of torch.compile without inductor's C++ build time
+    compiled, compiled_metrics = run(LINEAR, FP8_ROWWISE, compile=True, compile_backend="aot_eager")
+    assert compiled.extra["compile_s"] > 0 and eager.extra["compile_s"] is None
+    assert compiled_metrics["sqnr_db"] == pytest.approx(eager_metrics["sqnr_db"], abs=0.5)
+    assert compiled_metrics["sqnr_grad_weight_db"] == pytest.approx(eager_metrics["sqnr_grad_weight_db"], abs=0.5)
+    y = compiled.fn()
+    assert y.shape == (M, N)
+    assert flags.snapshot() == before
+    del compiled
+    torch._dynamo.reset()
+
+
+def test_bad_params_and_layer_level_limits():
+    with pytest.raises(UserError, match="params.compile"):
+        run(LINEAR, BF16, compile="yes")
+    with pytest.raises(Unsupported, match="GEMM-level"):
+        run(LINEAR, FP8_BLOCK)
