@@ -1,0 +1,291 @@
+"""pytest-benchmark JSON, both ways.
+
+`export(df, out)` writes each run as a pytest-benchmark JSON file, so `pytest-benchmark compare
+a.json b.json` (and its --histogram, --csv) works on mpsuite runs. Only measured cases can be
+expressed there; skipped and failed ones go into a top-level "mpsuite" key that pytest-benchmark
+ignores, with each benchmark's mpsuite identity in its `extra_info`, so importing an exported file
+gives back the same case ids.
+
+`import_file(path, results_dir)` reads a pytest-benchmark JSON file (`--benchmark-json`, or one
+saved by `--benchmark-autosave`) and stores it through `suite.store` as one run. Per-round times
+(`stats.data`, saved unless --benchmark-save-data is off in autosave) become `samples_ms`, so
+`compare` can bootstrap them; without them a comparison has no interval and says `noisy`.
+
+Format: pytest-benchmark 5.x (checked against 5.2.3): top-level machine_info, commit_info,
+benchmarks, datetime, version; per benchmark group, name, fullname, params, param, extra_info,
+options, stats (seconds) with its quartiles computed the way pytest_benchmark.stats.Stats does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from bisect import bisect_left, bisect_right
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from suite import analysis, plan, store
+from suite.atomic import atomic_write_text
+from suite.errors import UserError
+
+FORMAT_VERSION = "5.2.3"  # the pytest-benchmark release whose JSON layout this follows
+IMPORTED_WORKLOAD = "pytest-benchmark"
+IMPORTED_PRECISION = "default"
+# Record columns carried in extra_info so that an exported run imports back as the same cases.
+IDENTITY = ["case_id", "baseline_case_id", "workload", "precision", "baseline", "m", "k", "n", "params", "seed"]
+CARRIED = ["speedup", "tflops", "gbps", "peak_tflops", "rel_err", "max_abs_err", "sqnr_db", "emulated", "flops",
+           "bytes_moved", "stop_reason", "warmup_calls", "timer", "rel_ci"]
+SUMMARY = ["time_ms_median", "time_ms_p10", "time_ms_p90", "n_samples"]
+RUN_FIELDS = ["run_id", "scenario", "torch_version", "torch_git_version", "cuda_version", "cudnn_version",
+              "torchao_version", "te_version", "triton_version", "numpy_version", "device", "device_name",
+              "compute_capability", "driver_version", "cpu_model", "cpu_threads", "code_hash", "suite_version",
+              "git_sha", "git_dirty", "host", "python_version", "os", "label"]
+
+
+def _plain(value):
+    """A JSON-safe Python value (numpy scalars unwrapped, NaN and NA as null)."""
+    if value is None:
+        return None
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value
+
+
+# --- the statistics pytest-benchmark stores, computed its way (pytest_benchmark/stats.py) --------
+
+
+def _quartiles(xs: list[float]) -> tuple[float, float]:
+    """Q1 and Q3 as pytest-benchmark computes them (Wikipedia's methods 3 and 2)."""
+    n = len(xs)
+    if n == 1:
+        return xs[0], xs[0]
+    if n % 2:
+        i, r = n // 4, n % 4
+        if r == 1:
+            return 0.25 * xs[i - 1] + 0.75 * xs[i], 0.75 * xs[3 * i] + 0.25 * xs[3 * i + 1]
+        return 0.75 * xs[i] + 0.25 * xs[i + 1], 0.25 * xs[3 * i + 1] + 0.75 * xs[3 * i + 2]
+    return statistics.median(xs[: n // 2]), statistics.median(xs[n // 2:])
+
+
+def benchmark_stats(samples_s: list[float]) -> dict:
+    """pytest-benchmark's `stats` dict for these per-round times (seconds, one iteration each)."""
+    data = [float(x) for x in samples_s]
+    xs = sorted(data)
+    n = len(xs)
+    mean = statistics.fmean(xs)
+    stddev = statistics.stdev(xs) if n > 1 else 0.0
+    q1, q3 = _quartiles(xs)
+    iqr = q3 - q1
+    low, high = q1 - 1.5 * iqr, q3 + 1.5 * iqr
+    hd = bisect_right(xs, high)
+    stddev_out = sum(1 for x in xs if x < mean - stddev or x > mean + stddev)
+    iqr_out = sum(1 for x in xs if x < low or x > high)
+    total = sum(xs)
+    return {
+        "min": xs[0], "max": xs[-1], "mean": mean, "stddev": stddev, "rounds": n,
+        "median": statistics.median(xs), "iqr": iqr, "q1": q1, "q3": q3,
+        "iqr_outliers": iqr_out, "stddev_outliers": stddev_out, "outliers": f"{stddev_out};{iqr_out}",
+        "ld15iqr": xs[0] if n == 1 else xs[bisect_left(xs, low)],
+        "hd15iqr": xs[0] if n == 1 else (xs[-1] if hd == n else xs[hd]),
+        "ops": n / total if total else 0, "total": total, "data": data, "iterations": 1,
+    }
+
+
+# --- export ---------------------------------------------------------------------------------------
+
+
+def _benchmark(row, scenario: str) -> dict:
+    shape = analysis.shape_label(row)
+    params = json.loads(row["params"]) if isinstance(row.get("params"), str) else {}
+    name = f"{row['workload']}[{row['precision']}-{shape.replace(' ', '-')}]"
+    return {
+        "group": f"{row['workload']} {shape}",
+        "name": name,
+        "fullname": f"{scenario}::{name}",
+        "params": {"precision": row["precision"], **{k: _plain(row.get(k)) for k in ("m", "k", "n")}, **params},
+        "param": f"{row['precision']}-{shape.replace(' ', '-')}",
+        "extra_info": {"mpsuite": {c: _plain(row.get(c)) for c in IDENTITY + CARRIED if c in row}},
+        "options": {"timer": _plain(row.get("timer")), "warmup": bool(_plain(row.get("warmup_calls")))},
+        "stats": benchmark_stats([x / 1e3 for x in row["samples_ms"]]),
+    }
+
+
+def to_pytest_benchmark(run: pd.DataFrame) -> dict:
+    """One run's records as a pytest-benchmark JSON document."""
+    if run["run_id"].nunique() != 1:
+        raise ValueError("to_pytest_benchmark takes the records of exactly one run")
+    run = analysis.with_speedups(run)
+    first = run.iloc[0]
+    scenario = str(first["scenario"])
+    measured = run[(run["status"] == "ok") & run["samples_ms"].map(lambda s: s is not None and len(s) > 0)]
+    others = run.drop(measured.index)
+    return {
+        "machine_info": {
+            "node": _plain(first.get("host")),
+            "processor": _plain(first.get("cpu_model")),
+            "machine": _plain(first.get("device_name")),
+            "python_implementation": "CPython",
+            "python_version": _plain(first.get("python_version")),
+            "system": _plain(first.get("os")),
+            "cpu": {"brand_raw": _plain(first.get("cpu_model")), "count": _plain(first.get("cpu_threads"))},
+        },
+        "commit_info": {
+            "id": _plain(first.get("git_sha")) or "unversioned",
+            "time": _plain(first.get("started_at")),
+            "dirty": bool(_plain(first.get("git_dirty"))),
+            "project": "mpsuite",
+            "branch": None,
+        },
+        "benchmarks": [_benchmark(row, scenario) for _, row in measured.iterrows()],
+        "datetime": _plain(first.get("started_at")),
+        "version": FORMAT_VERSION,
+        "mpsuite": {
+            "schema_version": store.SCHEMA_VERSION,
+            "run": {c: _plain(first.get(c)) for c in RUN_FIELDS if c in run},
+            # skipped and failed cases, and any measured without per-repetition samples (which
+            # pytest-benchmark cannot express), with what they have
+            "not_measured": [
+                {**{c: _plain(row.get(c)) for c in IDENTITY + SUMMARY if c in row}, "status": row["status"],
+                 "reason": _plain(row.get("reason"))}
+                for _, row in others.iterrows()
+            ],
+        },
+    }
+
+
+def export(df: pd.DataFrame, out: str | Path) -> list[Path]:
+    """Write every run in df as pytest-benchmark JSON: to `out` if it ends in .json (one run only),
+    else into the folder `out` as NNNN_<run_id>.json (pytest-benchmark's storage naming, oldest
+    run first, so `pytest-benchmark compare --storage file://OUT 0001 0002` works too)."""
+    out = Path(out)
+    run_ids = sorted(df["run_id"].unique())
+    if not run_ids:
+        raise UserError("no runs to export")
+    if out.suffix == ".json":
+        if len(run_ids) > 1:
+            raise UserError(f"{len(run_ids)} runs selected but {out} is one file; give a folder instead")
+        targets = [(run_ids[0], out)]
+    else:
+        targets = [(rid, out / f"{i:04d}_{rid}.json") for i, rid in enumerate(run_ids, start=1)]
+    written = []
+    for run_id, path in targets:
+        doc = to_pytest_benchmark(df[df["run_id"] == run_id])
+        text = json.dumps(doc, indent=2, ensure_ascii=True)
+        written.append(atomic_write_text(path, text))
+    return written
+
+
+# --- import ---------------------------------------------------------------------------------------
+
+
+def _started(doc: dict) -> datetime:
+    text = doc.get("datetime") or (doc.get("commit_info") or {}).get("time")
+    try:
+        when = datetime.fromisoformat(str(text))
+    except ValueError:
+        return datetime.now(timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def _foreign_identity(bench: dict) -> dict:
+    """Identity of a benchmark written by pytest-benchmark itself: the test's full name is the case."""
+    params = {"test": bench.get("fullname") or bench.get("name")}
+    precision = str((bench.get("params") or {}).get("precision") or IMPORTED_PRECISION)
+    return {
+        "case_id": plan.case_hash(IMPORTED_WORKLOAD, precision, None, None, None, params),
+        "baseline_case_id": None, "workload": IMPORTED_WORKLOAD, "precision": precision, "baseline": None,
+        "m": None, "k": None, "n": None, "params": json.dumps(params, sort_keys=True),
+    }
+
+
+def from_pytest_benchmark(doc: dict, scenario: str | None = None, label: str | None = None,
+                          source: str = "") -> list[dict]:
+    """Records (one per benchmark, plus any not-measured cases of an mpsuite export) of one run."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
+        raise UserError(f"{source}: not a pytest-benchmark JSON file (no 'benchmarks' list)")
+    ours = doc.get("mpsuite") or {}
+    run_meta = dict(ours.get("run") or {})
+    machine, commit = doc.get("machine_info") or {}, doc.get("commit_info") or {}
+    started = _started(doc)
+    meta = {
+        "device": "cpu",
+        "device_name": (machine.get("cpu") or {}).get("brand_raw") or machine.get("processor") or machine.get("machine"),
+        "host": machine.get("node"),
+        "python_version": machine.get("python_version"),
+        "git_sha": None if commit.get("id") in (None, "unversioned") else commit.get("id"),
+        "git_dirty": commit.get("dirty"),
+        **{k: v for k, v in run_meta.items() if v is not None},
+    }
+    meta.update(
+        run_id=store.new_run_id(started),  # a new id: importing twice gives two runs, never a clash
+        scenario=scenario or run_meta.get("scenario") or IMPORTED_WORKLOAD,
+        started_at=started.isoformat(timespec="seconds"),
+        schema_version=store.SCHEMA_VERSION,
+        imported_from=source,
+        source_run_id=run_meta.get("run_id"),
+        pytest_benchmark_version=doc.get("version"),
+    )
+    if label is not None:
+        meta["label"] = label
+    records = []
+    for bench in doc["benchmarks"]:
+        s = bench.get("stats") or {}
+        carried = (bench.get("extra_info") or {}).get("mpsuite")
+        identity = {c: carried.get(c) for c in IDENTITY} if carried else _foreign_identity(bench)
+        data = [float(x) * 1e3 for x in s.get("data") or []]
+        iterations = s.get("iterations") or 1
+        median_ms = float(s["median"]) * 1e3 if s.get("median") is not None else None
+        if median_ms is None:
+            raise UserError(f"{source}: benchmark {bench.get('fullname')!r} has no median in its stats")
+        record = {
+            **meta, **identity,
+            "status": "ok", "reason": None,
+            "time_ms_median": median_ms,
+            # q1/q3 stand in for p10/p90 only when there are no rounds to take quantiles from
+            "time_ms_p10": _quantile(data, 0.1) if data else float(s.get("q1", s["median"])) * 1e3,
+            "time_ms_p90": _quantile(data, 0.9) if data else float(s.get("q3", s["median"])) * 1e3,
+            "n_samples": len(data) or s.get("rounds"),
+            "samples_ms": data or None,
+            "pytest_benchmark_name": bench.get("fullname"),
+            "pytest_benchmark_iterations": iterations,
+        }
+        if carried:
+            record.update({c: carried.get(c) for c in CARRIED if c in carried and c != "speedup"})
+        records.append(record)
+    for row in ours.get("not_measured") or []:
+        records.append({**meta, **{c: row.get(c) for c in IDENTITY + SUMMARY}, "status": row.get("status"),
+                        "reason": row.get("reason")})
+    if not records:
+        raise UserError(f"{source}: no benchmarks in the file")
+    return records
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    from suite.timing import quantile
+
+    return quantile(sorted(xs), q)
+
+
+def import_file(path: str | Path, results_dir: str | Path = "results", *, scenario: str | None = None,
+                label: str | None = None) -> Path:
+    """Store one pytest-benchmark JSON file as a run; returns the parquet written."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: not readable as JSON: {err}") from None
+    records = from_pytest_benchmark(doc, scenario=scenario, label=label, source=str(path))
+    first = records[0]
+    return store.write_run(records, store.run_path(results_dir, first["scenario"], first["run_id"]))

@@ -1,0 +1,296 @@
+"""Render a comparison (`suite.compare.Comparison`): `index.html`, `report.md`, PNG plots.
+
+`report.md` starts with a short summary meant for a CI job summary (`cat report.md >>
+$GITHUB_STEP_SUMMARY`): the verdict counts, the cases that need attention, then every case in a
+collapsed table. Nothing is computed here beyond formatting: every number is a column of
+`Comparison.cases` or a property of the comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import jinja2
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from suite import compare as comparing  # noqa: E402
+from suite.atomic import atomic_write_text  # noqa: E402
+from suite.report import _md_table, fmt, output_dir  # noqa: E402
+from suite.report.plots import save_figure  # noqa: E402
+
+ATTENTION = (
+    "regressed", "new-failure", "new-skip", "missing", "improved", "recovered",
+)
+VERDICT_COLORS = {
+    "regressed": "#c0392b", "improved": "#1e8449", "unchanged": "#7f8c8d", "noisy": "#d4ac0d",
+}
+SIDE_COLUMNS = [
+    ("torch_version", "torch"), ("torchao_version", "torchao"), ("te_version", "Transformer Engine"),
+    ("cuda_version", "CUDA"), ("driver_version", "driver"), ("device_name", "device"), ("host", "host"),
+    ("git_sha", "git commit"), ("code_hash", "suite code hash"),
+]
+CASE_COLUMNS = [
+    ("verdict", "verdict"), ("workload", "workload"), ("shape", "case"), ("precision", "precision"),
+    ("base_speedup", "baseline speedup"), ("cand_speedup", "candidate speedup"),
+    ("speedup_change", "speedup change [interval]"), ("base_time", "baseline ms"),
+    ("cand_time", "candidate ms"), ("time_change", "time change [interval]"), ("time_verdict", "time verdict"),
+    ("rel_err", "rel. error base / cand"), ("detail", "detail"),
+]
+
+
+def _pct(ratio: float) -> str:
+    return fmt(100.0 * (ratio - 1.0), "+.1f", "%") if ratio is not None and math.isfinite(ratio) else ""
+
+
+def _change(ratio: float, low: float, high: float) -> str:
+    if ratio is None or not math.isfinite(ratio):
+        return ""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"{_pct(ratio)} [no interval]"
+    return f"{_pct(ratio)} [{_pct(low)}, {_pct(high)}]"
+
+
+def _speedup(value: float, low: float, high: float) -> str:
+    if not math.isfinite(value):
+        return ""
+    if math.isfinite(low) and math.isfinite(high):
+        return f"{value:.3g}x [{low:.3g}, {high:.3g}]"
+    return f"{value:.3g}x"
+
+
+def case_rows(cases: pd.DataFrame) -> list[dict]:
+    rows = []
+    for _, c in cases.iterrows():
+        rel = [fmt(c.get(k), ".2e") for k in ("base_rel_err", "cand_rel_err")]
+        rows.append({
+            "verdict": c["verdict"],
+            "workload": c["workload"],
+            "shape": c["shape"],
+            "precision": c["precision"],
+            "base_speedup": _speedup(c["base_speedup"], c["base_speedup_low"], c["base_speedup_high"]),
+            "cand_speedup": _speedup(c["cand_speedup"], c["cand_speedup_low"], c["cand_speedup_high"]),
+            "speedup_change": _change(c["speedup_ratio"], c["speedup_ratio_low"], c["speedup_ratio_high"]),
+            "base_time": fmt(c["base_time_ms"], ".4g"),
+            "cand_time": fmt(c["cand_time_ms"], ".4g"),
+            "time_change": _change(c["time_ratio"], c["time_ratio_low"], c["time_ratio_high"]),
+            "time_verdict": c["time_verdict"],
+            "rel_err": " / ".join(rel) if any(rel) else "",
+            "detail": c["detail"] or "",
+        })
+    return rows
+
+
+def _side_view(side: comparing.Side) -> dict:
+    return {
+        "role": side.role,
+        "selector": side.selector,
+        "scenario": side.scenario,
+        "runs": side.run_ids,
+        "facts": [(title, ", ".join(side.values(col))) for col, title in SIDE_COLUMNS if side.values(col)],
+        "summary": "; ".join(
+            f"{title} {', '.join(side.values(col))}" for col, title in SIDE_COLUMNS[:6] if side.values(col)
+        ),
+    }
+
+
+def _noise_text(name: str, noise) -> str:
+    if noise.source == "estimated":
+        return (f"{name}: run-to-run noise ±{noise.relative:.1%} (sd), estimated from the spread of "
+                f"{noise.cases} cases beyond their sampling error")
+    if noise.source == "given":
+        return f"{name}: run-to-run noise ±{noise.relative:.1%} (sd), as given by --noise"
+    return f"{name}: run-to-run noise {noise.source}; intervals reflect sampling inside the runs only"
+
+
+def build_view(cmp: comparing.Comparison) -> dict:
+    o = cmp.options
+    counts = cmp.counts()
+    ordered = [(v, counts[v]) for v in comparing.VERDICTS if v in counts]
+    attention = cmp.cases[cmp.cases["verdict"].isin(ATTENTION)]
+    return {
+        "title": f"{cmp.baseline.scenario}: {cmp.baseline.describe()} vs {cmp.candidate.describe()}",
+        "scenario": cmp.baseline.scenario if cmp.baseline.scenario == cmp.candidate.scenario
+        else f"{cmp.baseline.scenario} vs {cmp.candidate.scenario}",
+        "sides": [_side_view(cmp.baseline), _side_view(cmp.candidate)],
+        "facts": [
+            (title, [", ".join(cmp.baseline.values(col)), ", ".join(cmp.candidate.values(col))])
+            for col, title in SIDE_COLUMNS if cmp.baseline.values(col) or cmp.candidate.values(col)
+        ],
+        "counts": ordered,
+        "headline": ", ".join(f"{n} {v}" for v, n in ordered),
+        "method": (
+            f"Speedup = median time of the in-run baseline precision / median time of the case, within one "
+            f"run. Change = candidate speedup / baseline speedup, with a {o.confidence:.0%} bootstrap "
+            f"interval ({o.resamples} resamples of the stored per-repetition samples; pooled runs are "
+            f"resampled runs-then-samples) widened by the run-to-run noise below. A case is regressed or "
+            f"improved when its interval excludes no change and the change is at least {o.min_effect:.0%}; "
+            f"unchanged when the interval lies within ±{o.min_effect:.0%} or the change is significant but "
+            f"smaller; noisy when the interval straddles no change and reaches past ±{o.min_effect:.0%}. "
+            "Absolute times are compared the same way, only when both sides ran on the same device model."
+        ),
+        "noise": [_noise_text(k, n) for k, n in cmp.noise.items()],
+        "warnings": list(cmp.warnings),
+        "attention": case_rows(attention),
+        "cases": case_rows(cmp.cases),
+        "plots": [],
+    }
+
+
+def markdown(view: dict) -> str:
+    b, c = view["sides"]
+    lines = [
+        f"# mpsuite comparison: {view['scenario']}",
+        "",
+        f"**{view['headline']}**",
+        "",
+        f"- baseline `{b['selector']}`: run {', '.join(b['runs'])} ({b['summary']})",
+        f"- candidate `{c['selector']}`: run {', '.join(c['runs'])} ({c['summary']})",
+        "",
+    ]
+    lines += [f"> {w}" for w in view["warnings"]] + ([""] if view["warnings"] else [])
+    if view["attention"]:
+        lines += ["## Needs attention", "", _md_table(view["attention"], CASE_COLUMNS), ""]
+    lines += ["<details><summary>All cases</summary>", "", _md_table(view["cases"], CASE_COLUMNS), "",
+              "</details>", "", "## Method", "", view["method"], ""]
+    lines += [f"- {n}" for n in view["noise"]] + [""]
+    lines += [f"![{p['title']}]({p['file']})" for p in view["plots"]]
+    return "\n".join(lines) + "\n"
+
+
+def html(view: dict) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("suite.report", "templates"),
+        autoescape=True,  # selectors, reasons and case names come from users and records
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("compare.html.j2").render(view=view, case_columns=CASE_COLUMNS)
+
+
+def _label(row) -> str:
+    return f"{row['workload']} {row['precision']} {row['shape']}"
+
+
+def _interval_plot(rows: pd.DataFrame, path: Path, title: str, xlabel: str, min_effect: float,
+                   value: str, verdict: str) -> Path | None:
+    """Forest plot: one line per case, the change and its interval, sorted by effect."""
+    rows = rows[np.isfinite(rows[value].astype(float))]
+    if rows.empty:
+        return None
+    rows = rows.iloc[::-1]  # largest effect at the top
+    y = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.28 * len(rows)))
+    mid = rows[value].to_numpy(float)
+    low = rows[f"{value}_low"].to_numpy(float)
+    high = rows[f"{value}_high"].to_numpy(float)
+    colors = [VERDICT_COLORS.get(v, "#34495e") for v in rows[verdict]]
+    has = np.isfinite(low) & np.isfinite(high)
+    ax.hlines(y[has], low[has], high[has], colors=np.array(colors)[has], lw=2)
+    ax.scatter(mid, y, c=colors, zorder=3, s=22)
+    ax.axvline(1.0, color="k", lw=1)
+    ax.axvspan(1 / (1 + min_effect), 1 + min_effect, color="#95a5a6", alpha=0.2, lw=0,
+               label=f"±{min_effect:.0%} (minimum effect)")
+    ax.set_yticks(y, [_label(r) for _, r in rows.iterrows()], fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    for v, color in VERDICT_COLORS.items():
+        if (rows[verdict] == v).any():
+            ax.scatter([], [], c=color, label=v)
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(True, axis="x", alpha=0.3)
+    return save_figure(fig, path)
+
+
+def _speedups_plot(rows: pd.DataFrame, path: Path, base_name: str, cand_name: str) -> Path | None:
+    """Per case: baseline and candidate speedup with their sampling intervals, sorted by effect."""
+    rows = rows[np.isfinite(rows["base_speedup"].astype(float)) & np.isfinite(rows["cand_speedup"].astype(float))]
+    if rows.empty:
+        return None
+    rows = rows.iloc[::-1]
+    y = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.3 * len(rows)))
+    for offset, prefix, name, color in ((0.15, "base", base_name, "#2e86c1"), (-0.15, "cand", cand_name, "#e67e22")):
+        mid = rows[f"{prefix}_speedup"].to_numpy(float)
+        low = rows[f"{prefix}_speedup_low"].to_numpy(float)
+        high = rows[f"{prefix}_speedup_high"].to_numpy(float)
+        has = np.isfinite(low) & np.isfinite(high)
+        ax.hlines(y[has] + offset, low[has], high[has], colors=color, lw=2)
+        ax.scatter(mid, y + offset, color=color, s=20, zorder=3, label=name)
+    ax.axvline(1.0, color="k", lw=1)
+    ax.set_yticks(y, [_label(r) for _, r in rows.iterrows()], fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("speedup over the in-run baseline precision (x), with sampling intervals")
+    ax.set_title("Speedup per case, baseline vs candidate (largest change at the top)")
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(True, axis="x", alpha=0.3)
+    return save_figure(fig, path)
+
+
+def _side_name(view_side: dict) -> str:
+    torch = dict(view_side["facts"]).get("torch")
+    return f"{view_side['role']} (torch {torch})" if torch else view_side["role"]
+
+
+def render(cmp: comparing.Comparison, out_dir: str | Path) -> list[Path]:
+    """Write the comparison report into out_dir; returns the files written."""
+    out = Path(out_dir)
+    output_dir(out)
+    view = build_view(cmp)
+    cases = cmp.cases
+    by_speedup = cases[cases["metric"] == "speedup"]
+    written: list[Path] = []
+    plots = [
+        ("speedups.png", "speedup per case, baseline vs candidate",
+         lambda p: _speedups_plot(by_speedup, p, _side_name(view["sides"][0]), _side_name(view["sides"][1]))),
+        ("speedup_change.png", "change in speedup per case",
+         lambda p: _interval_plot(by_speedup, p, "Candidate speedup / baseline speedup (below 1: regressed)",
+                                  "speedup ratio, candidate / baseline", cmp.options.min_effect,
+                                  "speedup_ratio", "speedup_verdict")),
+    ]
+    if cmp.time_compared:
+        timed = cases[cases["time_verdict"] != ""]
+        timed = timed.assign(_e=np.abs(np.log(timed["time_ratio"].astype(float)))).sort_values("_e", ascending=False)
+        plots.append(("time_change.png", "change in absolute time per case",
+                      lambda p: _interval_plot(timed, p, "Candidate time / baseline time (above 1: slower)",
+                                               "time ratio, candidate / baseline", cmp.options.min_effect,
+                                               "time_ratio", "time_verdict")))
+    for name, title, draw in plots:
+        path = draw(out / name)
+        if path is not None:
+            written.append(path)
+            view["plots"].append({"file": path.name, "title": title})
+    for name, text in (("report.md", markdown(view)), ("index.html", html(view))):
+        atomic_write_text(out / name, text)
+        written.append(out / name)
+    return written
+
+
+def default_dir(cmp: comparing.Comparison, reports_dir: str | Path = "reports") -> Path:
+    """reports/compare/<scenario>/<newest baseline run>_vs_<newest candidate run>/ (+N when pooled)."""
+    def tag(side: comparing.Side) -> str:
+        runs = side.run_ids
+        return runs[-1] + (f"+{len(runs) - 1}" if len(runs) > 1 else "")
+
+    scenario = cmp.baseline.scenario if cmp.baseline.scenario == cmp.candidate.scenario else "mixed"
+    return Path(reports_dir) / "compare" / scenario / f"{tag(cmp.baseline)}_vs_{tag(cmp.candidate)}"
+
+
+def text_summary(cmp: comparing.Comparison, failing: pd.DataFrame) -> str:
+    """A few lines for the terminal: the sides, the verdict counts, and the cases that fail the gate."""
+    view = build_view(cmp)
+    b, c = view["sides"]
+    lines = [
+        f"baseline  {b['selector']}: {', '.join(b['runs'])} ({b['summary']})",
+        f"candidate {c['selector']}: {', '.join(c['runs'])} ({c['summary']})",
+        view["headline"],
+    ]
+    for row in case_rows(failing):
+        change = row["speedup_change"] or row["time_change"]
+        lines.append(f"  {row['verdict']:<12} {row['workload']} {row['precision']} {row['shape']}  {change}  {row['detail']}".rstrip())
+    return "\n".join(lines)
