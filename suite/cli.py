@@ -24,7 +24,7 @@ def cmd_run(args) -> int:
         print(f"mpsuite: interrupted after {stop.done} of {stop.total} cases; they are kept in {stop.journal}",
               file=sys.stderr)
         print(f"mpsuite: to finish run {stop.run_id}: {resume_command(args, stop.run_id)}", file=sys.stderr)
-        return 130
+        return 128 + stop.signal  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
     df = analysis.summary(pd.DataFrame(result.records))
     print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if result.failed:
@@ -113,6 +113,68 @@ def cmd_env(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from suite import compare
+    from suite.report import compare as compare_report
+
+    fail_on = compare.parse_fail_on(args.fail_on)
+    options = compare.Options(min_effect=args.min_effect, confidence=args.confidence, resamples=args.resamples,
+                              noise=args.noise, seed=args.seed, any_scenario=args.any_scenario)
+    baseline, candidate = compare.load_sides(args.baseline, args.candidate, args.results)
+    result = compare.compare(baseline, candidate, options)
+    out = Path(args.out) if args.out else compare_report.default_dir(result, args.reports)
+    written = compare_report.render(result, out)
+    failing = result.failing(fail_on)
+    print(compare_report.text_summary(result, failing))
+    for warning in result.warnings:
+        print(f"mpsuite: note: {warning}", file=sys.stderr)
+    print(f"mpsuite: comparison report in {out}/ ({', '.join(p.name for p in written)})", file=sys.stderr)
+    if len(failing):
+        print(f"mpsuite: {len(failing)} case(s) match --fail-on {','.join(fail_on)}", file=sys.stderr)
+    return 1 if len(failing) else 0
+
+
+def cmd_history(args) -> int:
+    from suite import history
+    from suite.report import history as history_report
+
+    series = history.build(args.scenario, args.results, last=args.last, min_effect=args.min_effect,
+                           confidence=args.confidence)
+    out = Path(args.out) if args.out else Path(args.reports) / "history" / args.scenario
+    written = history_report.render(series, out)
+    print(history_report.text_summary(series))
+    print(f"mpsuite: history report in {out}/ ({', '.join(p.name for p in written)})", file=sys.stderr)
+    return 0
+
+
+def cmd_export(args) -> int:
+    from suite import bench_json, select
+
+    df = select.select(args.selector, args.results, role="export")
+    for path in bench_json.export(df, args.out):
+        print(f"mpsuite: wrote {path}", file=sys.stderr)
+    return 0
+
+
+def cmd_import(args) -> int:
+    from suite import bench_json
+
+    for file in args.files:
+        path = bench_json.import_file(file, args.results, scenario=args.scenario, label=args.label)
+        print(f"mpsuite: imported {file} as {path}", file=sys.stderr)
+    return 0
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1) (0.05 = 5%), got {text!r}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     from suite.isolate import DEFAULT_TIMEOUT_S
 
@@ -151,6 +213,48 @@ def parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("plan", parents=[scen], help="print a scenario's cases without running them")
     pl.set_defaults(func=cmd_plan)
+
+    stat = argparse.ArgumentParser(add_help=False)
+    stat.add_argument("--results", default="results", help="results folder selectors look in (default: results)")
+    stat.add_argument("--reports", default="reports", help="reports folder (default: reports)")
+    stat.add_argument("--min-effect", type=_fraction, default=0.05,
+                      help="smallest change worth a verdict, as a fraction (default: 0.05 = 5%%)")
+    stat.add_argument("--confidence", type=_fraction, default=0.99, help="interval confidence (default: 0.99)")
+
+    co = sub.add_parser("compare", parents=[stat], help="compare two sets of runs case by case (exit 1 on --fail-on)",
+                        description="Selectors: a results file or folder, a run id (prefix), or comma-joined "
+                        "terms such as torch=2.13.0,scenario=cpu,runs=3 (see suite/select.py).")
+    co.add_argument("baseline", help="selector of the baseline runs (e.g. torch=2.13.0 or results/cpu,skip=1)")
+    co.add_argument("candidate", help="selector of the candidate runs (e.g. torch=2.14.1 or results/cpu)")
+    co.add_argument("--fail-on", default="regressed",
+                    help="verdicts that make the exit status 1, comma-separated (default: regressed; e.g. "
+                    "regressed,new-failure,time:regressed; none to never fail)")
+    co.add_argument("--noise", type=_fraction, default=None,
+                    help="run-to-run noise as a relative sd (0.03 = 3%%); default: estimated from the cases")
+    co.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default: 2000)")
+    co.add_argument("--seed", type=int, default=0, help="bootstrap seed, for reproducible reports (default: 0)")
+    co.add_argument("--any-scenario", action="store_true", help="join on case_id even across different scenarios")
+    co.add_argument("--out", help="report folder (default: reports/compare/<scenario>/<baseline>_vs_<candidate>)")
+    co.set_defaults(func=cmd_compare)
+
+    hi = sub.add_parser("history", parents=[stat], help="each case's speedup over the stored runs, change points marked")
+    hi.add_argument("scenario", help="scenario name (its runs are in <results>/<scenario>/)")
+    hi.add_argument("--last", type=int, help="only the newest N runs")
+    hi.add_argument("--out", help="report folder (default: reports/history/<scenario>)")
+    hi.set_defaults(func=cmd_history)
+
+    ex = sub.add_parser("export", help="write runs as pytest-benchmark JSON (for `pytest-benchmark compare`)")
+    ex.add_argument("selector", help="which runs (selector, as for compare; runs=all for several)")
+    ex.add_argument("-o", "--out", required=True, help="a .json file (one run) or a folder (one file per run)")
+    ex.add_argument("--results", default="results", help="results folder (default: results)")
+    ex.set_defaults(func=cmd_export)
+
+    im = sub.add_parser("import", help="store a pytest-benchmark JSON file as a run in the results folder")
+    im.add_argument("files", nargs="+", help="pytest-benchmark JSON files (--benchmark-json or --benchmark-save)")
+    im.add_argument("--results", default="results", help="results folder (default: results)")
+    im.add_argument("--scenario", help="scenario name to file it under (default: from the file, else pytest-benchmark)")
+    im.add_argument("--label", help="a label for the run, selectable with label=TEXT")
+    im.set_defaults(func=cmd_import)
     return p
 
 

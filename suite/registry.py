@@ -14,15 +14,31 @@ PRECISIONS: dict[str, str] = {
     "tf32": "suite.precisions.floating:TF32",
     "bf16": "suite.precisions.floating:BF16",
     "fp16": "suite.precisions.floating:FP16",
+    "fp16_noscaler": "suite.precisions.floating:FP16_NOSCALER",
+    # FP8: torchao recipes (torch._scaled_mm GEMMs), emulated block scaling, Transformer Engine
+    "fp8_tensorwise": "suite.precisions.fp8:FP8_TENSORWISE",
+    "fp8_rowwise": "suite.precisions.fp8:FP8_ROWWISE",
+    "fp8_rowwise_gw_hp": "suite.precisions.fp8:FP8_ROWWISE_GW_HP",
+    "fp8_block": "suite.precisions.fp8:FP8_BLOCK",
+    "te_delayed": "suite.precisions.te:TE_DELAYED",
+    "te_current": "suite.precisions.te:TE_CURRENT",
+    "te_block": "suite.precisions.te:TE_BLOCK",
+    "mxfp8": "suite.precisions.te:TE_MXFP8",
+    "nvfp4": "suite.precisions.te:TE_NVFP4",
 }
 
 # name -> "module:attribute". The attribute is a Workload instance.
 WORKLOADS: dict[str, str] = {
     "gemm": "suite.workloads.gemm:GEMM",
+    "train_step": "suite.workloads.train_step:TRAIN_STEP",
+    "fidelity": "suite.workloads.fidelity:FIDELITY",
+    "linear": "suite.workloads.linear:LINEAR",
+    "ln_linear": "suite.workloads.linear:LN_LINEAR",
+    "outlier": "suite.workloads.outlier:OUTLIER",
 }
 
 # Workloads whose cases are defined by (m, k, n); the others take all their shape from `params`.
-SHAPED_WORKLOADS: set[str] = {"gemm"}
+SHAPED_WORKLOADS: set[str] = {"gemm", "fidelity", "linear", "ln_linear", "outlier"}
 
 
 def load(table: dict[str, str], name: str):

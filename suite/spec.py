@@ -137,8 +137,12 @@ def _where(loc: tuple) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif not str(part).startswith("function-") and "[" not in str(part):
+        elif str(part).startswith("function-") or "[" in str(part):
+            continue  # pydantic's own validator and union-member tags, not a place in the file
+        elif str(part).isidentifier():
             out += f".{part}" if out else str(part)
+        else:
+            out += f"[{str(part)!r}]"  # a key from the file that is no identifier: quoted, escaped
     return out or "(top level)"
 
 
@@ -171,6 +175,8 @@ def load(path: str | Path) -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(f"{path}: invalid TOML: {err}") from None
+    except RecursionError:  # tomllib parses nested arrays/tables recursively
+        raise ScenarioError(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
     return parse(data, str(path))
 
 

@@ -41,6 +41,15 @@ class Precision:
         """Set every global flag the recipe needs, and restore each on exit."""
         yield
 
+    def operand_bytes(self) -> int:
+        """Bytes per element of the GEMM operands as the kernel reads them (for bytes moved)."""
+        return torch.empty((), dtype=self.dtype).element_size()
+
+    def configured(self, params: dict) -> "Precision":
+        """This recipe with a case's parameters applied (e.g. TE DelayedScaling's amax_history_len,
+        FP8 padding). Layer workloads call it before `prepare_module`; `gemm` gets params itself."""
+        return self
+
     def prepare_module(self, module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
         """The module converted for this recipe (in place or new), on `device`."""
         return module.to(device)

@@ -61,3 +61,10 @@ FP32 = Float32("fp32", "IEEE float32; TF32 explicitly off", torch.float32, tf32=
 TF32 = Float32("tf32", "float32 storage, TF32 tensor-core matmul (10-bit mantissa)", torch.float32, tf32=True)
 BF16 = Half("bf16", "bfloat16 operands, float32 accumulation", torch.bfloat16)
 FP16 = Half("fp16", "float16 operands, float32 accumulation", torch.float16, grad_scaler=True)
+# fp16 autocast WITHOUT loss scaling: gradients below fp16's smallest subnormal (2^-24 ~ 6e-8) flush
+# to zero in the backward pass, the failure GradScaler exists to prevent (seeds: "Why naive fp16
+# breaks"). For models only; its GEMMs are fp16's.
+FP16_NOSCALER = Half(
+    "fp16_noscaler", "float16 autocast without a GradScaler (shows gradient underflow)", torch.float16,
+    grad_scaler=False,
+)

@@ -15,6 +15,8 @@ import jinja2
 import pandas as pd
 
 from suite import analysis
+from suite.atomic import atomic_write_text
+from suite.errors import UserError
 from suite.report import plots
 
 ENV_COLUMNS = [
@@ -36,6 +38,15 @@ def fmt(value, spec: str = ".3g", suffix: str = "") -> str:
 MAX_CASE_ROWS = 2000
 
 
+def _throttle_note(r) -> str:
+    """' (throttled 35%: SwPowerCap)' for a case whose GPU throttled while it was measured."""
+    fraction = r.get("throttled_fraction")
+    if fraction is None or pd.isna(fraction) or fraction <= 0:
+        return ""
+    reasons = r.get("throttle_reasons") or ""
+    return f" (throttled {fraction:.0%}{': ' + reasons if reasons else ''})"
+
+
 def _case_rows(df: pd.DataFrame) -> list[dict]:
     rows = []
     emulated = analysis.is_emulated(df)
@@ -43,13 +54,17 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
         ok = r["status"] == "ok"
         emu = bool(emulated[idx])
         speed = ok and not emu
+        throttled = _throttle_note(r) if ok else ""
         rows.append({
             "workload": r["workload"],
             "shape": analysis.shape_label(r),
             "precision": r["precision"],
-            "status": r["status"] + (" (emulated: timing is not device speed)" if ok and emu else ""),
+            "status": r["status"] + (" (emulated: timing is not device speed)" if ok and emu else "") + throttled,
+            "throttled": bool(throttled),
             "time_ms": fmt(r.get("time_ms_median"), ".4g") if ok else "",
             "spread": fmt(r.get("rel_ci"), ".1%") if ok else "",
+            "stop": str(r.get("stop_reason") or "") if ok else "",
+            "ref_ratio": fmt(r.get("fidelity_ratio"), ".3f") if ok else "",
             "tflops": fmt(r.get("tflops"), ".4g") if speed else "",
             "pct_peak": fmt(r.get("pct_of_peak"), ".1f", "%") if speed else "",
             "speedup": fmt(r.get("speedup"), ".3g", "x") if speed else "",
@@ -82,6 +97,7 @@ def build_view(df: pd.DataFrame) -> dict:
     reasons = Counter(zip(not_ok["status"], not_ok["reason"].fillna("")))
     return {
         "scenario": ", ".join(sorted(df["scenario"].unique())),
+        "description": "; ".join(sorted(df["scenario_description"].dropna().unique())) if "scenario_description" in df else "",
         "runs": sorted(df["run_id"].unique()),
         "started_at": first.get("started_at"),
         "env": [(c, first.get(c)) for c in ENV_COLUMNS if c in df and pd.notna(first.get(c))],
@@ -91,8 +107,52 @@ def build_view(df: pd.DataFrame) -> dict:
         "cases_left_out": max(0, len(df) - MAX_CASE_ROWS),
         "reasons": [{"status": s, "reason": r, "count": n} for (s, r), n in reasons.most_common()],
         "baselines": sorted(df["baseline"].dropna().unique()),
+        "case_columns": CASE_COLUMNS + (REF_COLUMNS if "fidelity_ratio" in df and df["fidelity_ratio"].notna().any() else []),
+        "details": _detail_tables(df),
         "plots": [],
     }
+
+
+ACCURACY_NOTE = (
+    "Errors are against a higher-precision reference computed from the same inputs: float64 for "
+    "GEMMs, float32 for layers and training steps."
+)
+
+# Workload-specific record columns, shown in a table of their own per workload: (column, title, format).
+DETAIL_COLUMNS = {
+    "train_step": [
+        ("tokens_per_s", "tokens/s", ".4g"), ("mfu", "MFU", ".1%"), ("final_loss", "final loss", ".4f"),
+        ("loss_delta_vs_fp32", "loss - fp32 loss", "+.4f"), ("entropy_floor", "loss floor", ".4f"),
+        ("grad_underflow_frac", "grads underflowed", ".1%"), ("diverged", "diverged", ""),
+        ("compile_s", "compile s", ".3g"),
+    ],
+    "linear": [
+        ("sqnr_db", "SQNR out dB", ".1f"), ("sqnr_grad_input_db", "SQNR grad in dB", ".1f"),
+        ("sqnr_grad_weight_db", "SQNR grad W dB", ".1f"), ("compile_s", "compile s", ".3g"),
+    ],
+    "outlier": [
+        ("outlier", "outlier", ".0e"), ("sqnr_db", "SQNR dB", ".1f"),
+        ("sqnr_db_clean", "SQNR without outlier dB", ".1f"), ("sqnr_drop_db", "SQNR drop dB", ".2f"),
+    ],
+}
+DETAIL_COLUMNS["ln_linear"] = DETAIL_COLUMNS["linear"]
+
+
+def _detail_tables(df: pd.DataFrame) -> list[dict]:
+    tables = []
+    for workload, spec in DETAIL_COLUMNS.items():
+        rows = df[(df["workload"] == workload) & (df["status"] == "ok")].head(MAX_CASE_ROWS)
+        spec = [c for c in spec if c[0] in rows and rows[c[0]].notna().any()]
+        if rows.empty or not spec:
+            continue
+        columns = [("shape", "case"), ("precision", "precision")] + [(c, title) for c, title, _ in spec]
+        body = [
+            {"shape": analysis.shape_label(r), "precision": r["precision"],
+             **{c: (str(bool(r[c])) if f == "" else fmt(r[c], f)) if pd.notna(r[c]) else "" for c, _, f in spec}}
+            for _, r in rows.iterrows()
+        ]
+        tables.append({"workload": workload, "columns": columns, "rows": body})
+    return tables
 
 
 def _md_cell(value) -> str:
@@ -113,9 +173,11 @@ SUMMARY_COLUMNS = [
 ]
 CASE_COLUMNS = [
     ("workload", "workload"), ("shape", "case"), ("precision", "precision"), ("status", "status"),
-    ("time_ms", "median ms"), ("spread", "±95% CI"), ("tflops", "TFLOP/s"), ("pct_peak", "% of peak"),
-    ("speedup", "speedup"), ("rel_err", "rel. error"), ("sqnr_db", "SQNR dB"),
+    ("time_ms", "median ms"), ("spread", "±95% CI"), ("stop", "stopped by"), ("tflops", "TFLOP/s"),
+    ("pct_peak", "% of peak"), ("speedup", "speedup"), ("rel_err", "rel. error"), ("sqnr_db", "SQNR dB"),
 ]
+# shown when an independent harness timed the cases too (the fidelity workload)
+REF_COLUMNS = [("ref_ratio", "suite / ref. harness time")]
 
 
 def markdown(view: dict) -> str:
@@ -127,9 +189,10 @@ def markdown(view: dict) -> str:
     lines = [
         f"# mpsuite report: {view['scenario']}",
         "",
+        *([_md_cell(view["description"]), ""] if view["description"] else []),
         f"Run {', '.join(view['runs'])} ({counts}) on {where}. "
-        f"Speedups are against the in-run baseline ({', '.join(view['baselines']) or 'none'}); "
-        "relative error is against a float64 reference from the same inputs.",
+        f"Speedups are against the in-run baseline ({', '.join(view['baselines']) or 'none'}). "
+        f"{ACCURACY_NOTE}",
         "",
         "## Summary",
         "",
@@ -141,7 +204,9 @@ def markdown(view: dict) -> str:
             [{**r, "count": str(r["count"])} for r in view["reasons"]],
             [("status", "status"), ("count", "cases"), ("reason", "reason")],
         ), ""]
-    lines += ["## Cases", "", _md_table(view["cases"], CASE_COLUMNS), ""]
+    for table in view["details"]:
+        lines += [f"## {table['workload']}", "", _md_table(table["rows"], table["columns"]), ""]
+    lines += ["## Cases", "", _md_table(view["cases"], view["case_columns"]), ""]
     if view["cases_left_out"]:
         lines += [f"({view['cases_left_out']} more cases are in the results parquet, not listed here.)", ""]
     lines += [f"![{p['title']}]({p['file']})" for p in view["plots"]]
@@ -155,16 +220,27 @@ def html(view: dict) -> str:
         undefined=jinja2.StrictUndefined,
     )
     return env.get_template("index.html.j2").render(
-        view=view, summary_columns=SUMMARY_COLUMNS, case_columns=CASE_COLUMNS
+        view=view, summary_columns=SUMMARY_COLUMNS, case_columns=view["case_columns"],
+        accuracy_note=ACCURACY_NOTE,
     )
+
+
+def output_dir(out_dir: str | Path) -> Path:
+    """The report folder, created; a path that cannot be one (an existing file, no permission) is
+    the user's to fix, so it is a one-line error rather than a traceback."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"{out}: cannot write a report there: {err.strerror or err}") from None
+    return out
 
 
 def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     """Write the report for these records into out_dir; returns the files written."""
     if df.empty:
         raise ValueError("no records to report")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(out_dir)
     view = build_view(df)
     speed_df = analysis.with_speedups(df)
     written = []
@@ -175,6 +251,6 @@ def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
                 written.append(path)
                 view["plots"].append({"file": path.name, "title": f"{workload} {kind}"})
     for name, text in (("report.md", markdown(view)), ("index.html", html(view))):
-        (out / name).write_text(text, encoding="utf-8")
+        atomic_write_text(out / name, text)
         written.append(out / name)
     return written

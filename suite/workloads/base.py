@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -20,6 +21,9 @@ class Prepared:
     bytes_moved: float | None
     check: Callable[[], dict[str, float]]
     extra: dict[str, object] = field(default_factory=dict)  # more record columns
+    # More record columns that depend on the measured median time in seconds (e.g. tokens/s, MFU),
+    # called by the runner with the median once timing is done.
+    derive: Callable[[float], dict[str, object]] | None = None
 
 
 class Workload(Protocol):
@@ -32,3 +36,12 @@ class Workload(Protocol):
 
 class Unsupported(Exception):
     """This case cannot run on this machine or setup; the message is the skip reason."""
+
+
+def compile_unsupported(device: torch.device, backend: str = "inductor") -> str | None:
+    """Why torch.compile cannot run here, or None: inductor on a CPU generates C++ and needs a compiler."""
+    if backend == "inductor" and device.type == "cpu" and not any(
+        shutil.which(cc) for cc in ("g++", "c++", "clang++")
+    ):
+        return "torch.compile (inductor) on a CPU needs a C++ compiler; none found"
+    return None

@@ -28,7 +28,8 @@ class Gemm(Workload):
         m, k, n = case.m, case.k, case.n
         a, b = random_operands(m, k, n, case.seed, device)
         fn = precision.gemm(a, b, case.params)
-        itemsize = torch.empty((), dtype=precision.dtype).element_size()
+        operand = precision.operand_bytes()
+        output = torch.empty((), dtype=precision.dtype).element_size()
 
         def check():
             rows = min(m, REFERENCE_ROWS)
@@ -39,7 +40,7 @@ class Gemm(Workload):
         return Prepared(
             fn=fn,
             flops=2.0 * m * n * k,
-            bytes_moved=float(itemsize * (m * k + k * n + m * n)),
+            bytes_moved=float(operand * (m * k + k * n) + output * m * n),
             check=check,
         )
 
