@@ -2,31 +2,38 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
 import pytest
 
-# A run small enough for unit tests: three sizes, fast stopping rule.
-TINY_SCENARIO = """
-name = "tiny"
-description = "unit-test scenario"
-
-[defaults]
-device = "cpu"
-baseline = "fp32"
-
+# A stopping rule fast enough for unit tests: the numbers are not the point there.
+QUICK_TIMING = """
 [defaults.timing]
 warmup_s = 0.0
 min_samples = 3
 budget_s = 0.02
+"""
 
+
+def quick_toml(name: str, sweeps: str, *, description: str = "", baseline: str | None = None) -> str:
+    """A CPU scenario with the quick stopping rule: `sweeps` holds its [[sweep]] tables."""
+    head = [f'name = "{name}"']
+    if description:
+        head.append(f"description = {json.dumps(description)}")  # a JSON string is a TOML basic string
+    head += ["[defaults]", 'device = "cpu"'] + ([f'baseline = "{baseline}"'] if baseline else [])
+    return "\n".join(head) + QUICK_TIMING + textwrap.dedent(sweeps)
+
+
+# A run small enough for unit tests: two sizes, four precisions (tf32 is skipped off CUDA).
+TINY_SCENARIO = quick_toml("tiny", """
 [[sweep]]
 workload = "gemm"
 precisions = ["fp32", "tf32", "bf16", "fp16"]
 shapes = "square"
 sizes = [32, 64]
-"""
+""", description="unit-test scenario", baseline="fp32")
 
 
 @pytest.fixture

@@ -279,7 +279,7 @@ def cli_sandbox(tmp_path, monkeypatch):
     from suite.timing import clock_for
 
     def render_stub(df, out):
-        Path(out).mkdir(parents=True, exist_ok=True)
+        report.output_dir(out)  # the real folder checks, without drawing anything
         return []
 
     def in_process(self, case):

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from suite import cli, isolate, plan, store
+from tests.conftest import quick_toml
 from suite.timing import StopRule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,19 +109,12 @@ def test_a_hang_times_out_and_its_whole_process_group_is_killed(child, tmp_path)
 
 
 def test_isolate_from_the_command_line(write_scenario, tmp_path):
-    scenario = write_scenario("""
-        name = "iso"
-        [defaults]
-        device = "cpu"
-        [defaults.timing]
-        warmup_s = 0.0
-        min_samples = 3
-        budget_s = 0.02
+    scenario = write_scenario(quick_toml("iso", """
         [[sweep]]
         workload = "gemm"
         precisions = ["bf16"]
         mkn = [[32, 64, 16]]
-    """)
+    """))
     results = tmp_path / "results"
     rc = cli.main(["run", str(scenario), "--results", str(results), "--no-report", "--quiet",
                    "--isolate", "--case-timeout", "300"])

@@ -18,7 +18,7 @@ from suite import cli, pipeline, plan, registry, runner, spec, store
 from suite.accuracy import error_metrics
 from suite.timing import CpuClock, StopRule
 from suite.workloads.base import Prepared
-from tests.conftest import TINY_SCENARIO
+from tests.conftest import TINY_SCENARIO, quick_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = torch.device("cpu")
@@ -88,25 +88,14 @@ def test_each_kind_of_failure_is_one_row_and_the_memory_is_released(trouble, mod
         assert Trouble.allocated is not None and Trouble.allocated() is None
 
 
-IMPOSSIBLE = """
-name = "impossible"
-
-[defaults]
-device = "cpu"
-baseline = "fp32"
-
-[defaults.timing]
-warmup_s = 0.0
-min_samples = 3
-budget_s = 0.02
-
+IMPOSSIBLE = quick_toml("impossible", """
 [[sweep]]
 workload = "gemm"
 precisions = ["fp32", "bf16"]
 # The middle shape needs 4e14 bytes per operand: more than any address space, so the allocation
 # fails at once whatever the machine's overcommit policy.
 mkn = [[32, 32, 32], [10000000, 10000000, 10000000], [64, 64, 64]]
-"""
+""", baseline="fp32")
 
 
 def test_an_impossible_allocation_fails_one_case_and_the_others_are_ok(write_scenario, tmp_path, capsys):
@@ -171,21 +160,13 @@ def test_cuda_scenario_without_cuda_records_every_case_as_skipped(tiny_scenario,
 
 
 def test_strings_from_the_scenario_and_the_records_are_escaped_in_the_report(write_scenario, tmp_path):
-    scenario = spec.load(write_scenario("""
-        name = "xss"
-        description = "<script>alert('description')</script>"
-        [defaults]
-        device = "cpu"
-        [defaults.timing]
-        warmup_s = 0.0
-        min_samples = 3
-        budget_s = 0.02
+    scenario = spec.load(write_scenario(quick_toml("xss", """
         [[sweep]]
         workload = "gemm"
         precisions = ["fp32", "tf32"]
         mkn = [[32, 32, 32]]
         params = { note = "<script>alert('param')</script>" }
-    """))
+    """, description="<script>alert('description')</script>")))
     result = pipeline.run_scenario(scenario, tmp_path / "results", None, progress=False)
     df = store.read_file(result.path)
     df.loc[df["status"] == "skipped", "reason"] = "<img src=x onerror=alert('reason')>"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from suite import cli, journal, plan, registry, spec, store
+from tests.conftest import quick_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -162,14 +163,7 @@ TERMINATE = Terminate()
 
 def test_sigterm_stops_a_run_like_ctrl_c(write_scenario, tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(registry.WORKLOADS, "terminate", f"{__name__}:TERMINATE")
-    scenario = write_scenario("""
-        name = "term"
-        [defaults]
-        device = "cpu"
-        [defaults.timing]
-        warmup_s = 0.0
-        min_samples = 3
-        budget_s = 0.02
+    scenario = write_scenario(quick_toml("term", """
         [[sweep]]
         workload = "gemm"
         precisions = ["fp32"]
@@ -177,7 +171,7 @@ def test_sigterm_stops_a_run_like_ctrl_c(write_scenario, tmp_path, monkeypatch, 
         [[sweep]]
         workload = "terminate"
         precisions = ["fp32"]
-    """)
+    """))
     before = signal.getsignal(signal.SIGTERM)
     rc = cli.main(["run", str(scenario), "--results", str(tmp_path / "results"), "--no-report", "--quiet"])
     assert rc == 128 + signal.SIGTERM

@@ -236,6 +236,11 @@ def output_dir(out_dir: str | Path) -> Path:
     return out
 
 
+def write_pages(out: Path, markdown_text: str, html_text: str) -> list[Path]:
+    """report.md and index.html, each written whole (see suite.atomic)."""
+    return [atomic_write_text(out / "report.md", markdown_text), atomic_write_text(out / "index.html", html_text)]
+
+
 def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     """Write the report for these records into out_dir; returns the files written."""
     if df.empty:
@@ -250,7 +255,5 @@ def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
             if path is not None:
                 written.append(path)
                 view["plots"].append({"file": path.name, "title": f"{workload} {kind}"})
-    for name, text in (("report.md", markdown(view)), ("index.html", html(view))):
-        atomic_write_text(out / name, text)
-        written.append(out / name)
+    written += write_pages(out, markdown(view), html(view))
     return written

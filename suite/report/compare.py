@@ -20,8 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from suite import compare as comparing  # noqa: E402
-from suite.atomic import atomic_write_text  # noqa: E402
-from suite.report import _md_table, fmt, output_dir  # noqa: E402
+from suite.report import _md_table, fmt, output_dir, write_pages  # noqa: E402
 from suite.report.plots import save_figure  # noqa: E402
 
 ATTENTION = (
@@ -265,9 +264,7 @@ def render(cmp: comparing.Comparison, out_dir: str | Path) -> list[Path]:
         if path is not None:
             written.append(path)
             view["plots"].append({"file": path.name, "title": title})
-    for name, text in (("report.md", markdown(view)), ("index.html", html(view))):
-        atomic_write_text(out / name, text)
-        written.append(out / name)
+    written += write_pages(out, markdown(view), html(view))
     return written
 
 

@@ -14,8 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from suite import history as hist  # noqa: E402
-from suite.atomic import atomic_write_text  # noqa: E402
-from suite.report import _md_table, fmt, output_dir  # noqa: E402
+from suite.report import _md_table, fmt, output_dir, write_pages  # noqa: E402
 from suite.report.plots import save_figure  # noqa: E402
 
 RUN_TABLE = [("index", "#"), ("run_id", "run"), ("torch_version", "torch"), ("torchao_version", "torchao"),
@@ -126,9 +125,7 @@ def render(h: hist.History, out_dir: str | Path) -> list[Path]:
         path = _group_plot(h, workload, precision, series, out / f"history_{_safe(workload)}_{_safe(precision)}.png")
         written.append(path)
         view["plots"].append({"file": path.name, "title": f"{workload} {precision}"})
-    for name, text in (("report.md", markdown(view)), ("index.html", html(view))):
-        atomic_write_text(out / name, text)
-        written.append(out / name)
+    written += write_pages(out, markdown(view), html(view))
     return written
 
 
