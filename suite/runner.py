@@ -172,6 +172,8 @@ class Progress:
         left = elapsed / (self.done - self.already_done) * (self.total - self.done)
         if record["status"] == "ok":
             rate = f" {record['tflops']:.3g} TFLOP/s" if record.get("tflops") else ""
+            if record.get("emulated"):
+                rate = " (emulated: not device speed)"
             err = f" rel_err {record['rel_err']:.2e}" if record.get("rel_err") is not None else ""
             what = f"ok {record['time_ms_median']:.4g} ms{rate}{err}"
         else:

@@ -34,7 +34,7 @@ budget_s = 0.08
 workload = "gemm"
 precisions = ["fp32", "tf32", "bf16", "fp16"]
 shapes = "square"
-sizes = [32, 48, 64, 96, 128]
+sizes = [128, 192, 256, 384, 512]
 """
 SPEEDUP_CASES = 10  # bf16 and fp16 at five sizes; fp32 is the baseline, tf32 is skipped
 

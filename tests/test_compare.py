@@ -56,19 +56,31 @@ def write(df: pd.DataFrame, results) -> str:
     return str(store.write_run(records, path))
 
 
-def test_two_real_runs_under_the_same_versions_raise_no_false_alarm(runs):
-    _, (a, b) = runs
+@pytest.fixture(scope="module")
+def alternating(tmp_path_factory):
+    """Four real runs, same versions, back to back, pooled alternately into two sides (runs 1 and 3
+    against 2 and 4), as a cross-version comparison is run: drift in the machine's speed over the
+    recording then lands on both sides instead of looking like a change."""
+    _, paths = shared(tmp_path_factory, runs=4)
+    dfs = [store.read_file(p) for p in paths]
+    return pd.concat(dfs[0::2], ignore_index=True), pd.concat(dfs[1::2], ignore_index=True)
+
+
+def test_real_runs_under_the_same_versions_raise_no_false_alarm(alternating):
+    a, b = alternating
     result = compare.compare(side("baseline", a), side("candidate", b))
     cases = result.cases
     speedup = cases[cases["metric"] == "speedup"]
     assert len(speedup) == SPEEDUP_CASES
     flagged = speedup[speedup["verdict"].isin([compare.stats.REGRESSED, compare.stats.IMPROVED])]
-    # Nearly all unchanged or noisy. This machine is shared: one measurement caught by a burst of
-    # load can still stand out beyond the noise allowance, and no statistic on one run per side can
-    # tell it from a real change. One such event is one case, or one baseline-precision case,
-    # which moves every speedup measured against it (bf16 and fp16 of one shape) together.
+    # Nearly all unchanged or noisy. This 2-core VM is shared, and its GEMM speed can jump between
+    # two levels from one second to the next (bf16 2048^3 measured 9.4 ms and 23.5 ms a few seconds
+    # apart): a run caught on the wrong level is a burst no statistic on two runs per side can tell
+    # from a real change. One burst moves one case, or one baseline-precision case and with it every
+    # speedup measured against it (bf16 and fp16 of one shape). At most two such events, among the
+    # ten speedups, are tolerated; a statistic that reacted to the noise itself would flag far more.
     shown = ["precision", "shape", "speedup_ratio", "speedup_ratio_low", "speedup_ratio_high"]
-    assert flagged["baseline_case_id"].nunique() <= 1, (flagged[shown], result.noise)
+    assert flagged["baseline_case_id"].nunique() <= 2, (flagged[shown], result.noise)
     assert (cases[cases["precision"] == "tf32"]["verdict"] == "skipped").all()
     assert (cases[cases["precision"] == "fp32"]["verdict"] == "n/a").all()
     assert result.time_compared  # same machine: absolute times are compared too
