@@ -1,8 +1,10 @@
 """Nox sessions: thin wrappers over `python -m suite`, sharing one install helper.
 
-The torch build is the user's choice (an unpinned `torch` on Linux x86-64 is the multi-GB CUDA
-build, which a CPU-only machine does not want):
-    MPSUITE_TORCH="torch==2.13.0" nox -s tests     # what .ci/run does
+Which torch build: on a machine with no NVIDIA GPU the sessions install torch's CPU build
+(`torch==DEFAULT_TORCH+cpu`: from a local wheel folder or mirror pip already reaches, else from
+PyTorch's CPU index), on a GPU machine the CUDA build; the choice and its reason are printed first.
+An unpinned `torch` on Linux x86-64 is the multi-GB CUDA build, which a CPU-only machine does not
+want. MPSUITE_TORCH overrides the choice:
     MPSUITE_TORCH="torch==2.11.0" nox -s h100_fp8   # a GPU user's pick
 MPSUITE_TORCHAO likewise ("" leaves torchao out). Arguments after `--` go to the command run.
 MPSUITE_TE names a Transformer Engine to install for `h100_fp8` (e.g. "transformer_engine[pytorch]",
@@ -19,14 +21,23 @@ Across torch versions (TORCH_MATRIX below, each in its own environment):
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import nox
 
 nox.options.sessions = ["cpu"]
 nox.options.reuse_existing_virtualenvs = True
 
-TORCH = os.environ.get("MPSUITE_TORCH", "torch")
+# The torch release sessions install unless MPSUITE_TORCH says otherwise (its CPU build on a
+# machine without an NVIDIA GPU).
+DEFAULT_TORCH = "2.13.0"
+TORCH = os.environ.get("MPSUITE_TORCH", "")
 TORCHAO = os.environ.get("MPSUITE_TORCHAO", "torchao")
+# Where torch's CPU wheels live when no index pip already uses has them (PyPI has only CUDA builds
+# of torch for Linux x86-64).
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TORCH_INDEX = os.environ.get("MPSUITE_TORCH_INDEX", "")
 TE = os.environ.get("MPSUITE_TE", "")
 
@@ -37,9 +48,71 @@ TORCH_MATRIX = {
     "2.14.1": "torchao==0.18.0",
 }
 
-def install(session: nox.Session, extras: str = "", torch: str = TORCH, torchao: str = TORCHAO) -> None:
+def nvidia_gpu(gpus: Path = Path("/proc/driver/nvidia/gpus")) -> str | None:
+    """What shows an NVIDIA GPU on this machine (the driver's device list, or nvidia-smi), or None."""
+    if gpus.is_dir() and any(gpus.iterdir()):
+        return f"{len(list(gpus.iterdir()))} GPU(s) in {gpus}"
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        listed = [line for line in out.stdout.splitlines() if line.startswith("GPU ")]
+        if out.returncode == 0 and listed:
+            return f"nvidia-smi lists {listed[0]}"
+    return None
+
+
+def torch_choice(version: str | None = None) -> tuple[str, bool, str]:
+    """(requirement, is the CPU build, why) for a torch release (a pinned session's), else for
+    MPSUITE_TORCH if set, else for DEFAULT_TORCH: the build this machine wants."""
+    if version is None and TORCH:
+        return TORCH, TORCH.endswith("+cpu"), "MPSUITE_TORCH"
+    version = version or DEFAULT_TORCH
+    gpu = nvidia_gpu()
+    if gpu:
+        return f"torch=={version}", False, f"NVIDIA GPU found ({gpu}): the CUDA build"
+    return f"torch=={version}+cpu", True, "no NVIDIA GPU found (no /proc/driver/nvidia/gpus, no nvidia-smi): the CPU build"
+
+
+def _installed(session: nox.Session) -> dict[str, str]:
+    """name -> version of what the session's environment holds (empty for a new one)."""
+    out = session.run("python", "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check",
+                      silent=True, log=False) or ""
+    return dict(line.lower().split("==", 1) for line in out.splitlines() if "==" in line)
+
+
+def install_torch(session: nox.Session, version: str | None = None) -> None:
+    """Install the chosen torch build, saying which and why; a CPU build replaces a CUDA build the
+    reused environment held before, CUDA libraries included (3 GB that a CPU build never loads)."""
+    requirement, cpu_build, why = torch_choice(version)
+    session.log(f"torch: {requirement} ({why})")
+    installed = _installed(session)
+    held = installed.get("torch")
+    if cpu_build and held and not held.endswith("+cpu"):
+        cuda_parts = sorted(name for name in installed if name.startswith("nvidia-") or name in ("torch", "triton"))
+        session.log(f"torch: this environment holds the CUDA build torch {held}; removing it and its CUDA "
+                    f"libraries ({len(cuda_parts)} packages) before installing the CPU build")
+        session.run("python", "-m", "pip", "uninstall", "-y", "-q", *cuda_parts)
+    elif not cpu_build and held and held.endswith("+cpu"):
+        # `torch==X` is satisfied by X+cpu (PEP 440 ignores the local label), so pip would keep it
+        session.log(f"torch: this environment holds the CPU build torch {held}; removing it first")
+        session.run("python", "-m", "pip", "uninstall", "-y", "-q", "torch")
+    if TORCH_INDEX:
+        session.install(requirement, "--index-url", TORCH_INDEX)
+        return
+    try:
+        session.install(requirement)
+    except nox.command.CommandFailed:
+        if not cpu_build or why == "MPSUITE_TORCH":
+            raise
+        session.log(f"torch: {requirement} is not on the indexes pip uses here; trying {CPU_INDEX}")
+        session.install(requirement, "--index-url", CPU_INDEX)
+
+
+def install(session: nox.Session, extras: str = "", torch: str | None = None, torchao: str = TORCHAO) -> None:
     """torch first (the chosen build), then torchao, then the suite; print what got installed."""
-    session.install(torch, *(["--index-url", TORCH_INDEX] if TORCH_INDEX else []))
+    install_torch(session, torch)
     if torchao:
         session.install(torchao)
     session.install("-e", f".{extras}")
@@ -137,7 +210,7 @@ def pinned(session: nox.Session, torch: str) -> None:
     `python -m suite compare torch=2.13.0 torch=2.14.1` selects them."""
     if not session.posargs:
         session.error("name the scenario after --, e.g. nox -s \"pinned(torch='2.14.1')\" -- cpu")
-    install(session, torch=f"torch=={torch}", torchao=TORCH_MATRIX[torch])
+    install(session, torch=torch, torchao=TORCH_MATRIX[torch])
     session.run("python", "-m", "suite", "run", *session.posargs)
 
 

@@ -1,3 +1,3 @@
-from suite.cli import main
+from suite.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -72,6 +72,90 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# -- why a reduced precision is slow here (CPU capability, thread stalls) ----------------------
+
+# The /proc/cpuinfo flags of native bf16 and fp16 matmul on x86 (oneDNN's kernels need one).
+NATIVE_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")}
+FLAG_NAMES = {"bf16": "AVX512-BF16/AMX", "fp16": "AVX512-FP16/AMX-FP16"}
+# A precision whose geomean speedup is below this is reported as a slow path.
+SLOW_PATH_BELOW = 0.8
+
+
+def _first(g: pd.DataFrame, column: str):
+    if column not in g:
+        return None
+    values = g[column].dropna()
+    return values.iloc[0] if len(values) else None
+
+
+def slow_path_cause(precision: str, device: str | None, isa, flags, isa_env) -> str:
+    """Why `precision` may be slower than its baseline on this machine, from the recorded CPU
+    facts; empty where nothing recorded explains it."""
+    dtype = "bf16" if precision.startswith("bf16") else "fp16" if precision.startswith("fp16") else None
+    if device != "cpu" or dtype is None:
+        return ""
+    have = set(str(flags).split()) if flags is not None else None
+    if have is None:
+        return f"the CPU's flags were not recorded, so whether it has native {dtype} ({FLAG_NAMES[dtype]}) is unknown"
+    native = sorted(have & set(NATIVE_FLAGS[dtype]))
+    if not native:
+        return (f"this CPU has no native {dtype} matmul (no {FLAG_NAMES[dtype]}; torch dispatches to "
+                f"{isa or 'an unknown ISA'}), so {dtype} GEMMs take a slow path")
+    if isa_env or str(isa).upper() in ("AVX2", "DEFAULT", "NONE"):
+        forced = f" ({isa_env})" if isa_env else ""
+        return (f"the CPU has {', '.join(native)} but torch dispatches to {isa}{forced}, so {dtype} GEMMs "
+                "take the slow path")
+    return f"the CPU has native {dtype} ({', '.join(native)}): small shapes or thread stalls may explain it"
+
+
+def slow_paths(df: pd.DataFrame) -> list[dict]:
+    """Per run and precision whose measured speedups (geomean, non-emulated) are below
+    SLOW_PATH_BELOW: how many times slower than the baseline it is, over how many cases, and the
+    likely cause (`slow_path_cause`). Slowest first."""
+    df = with_speedups(df)
+    ok = df[(df["status"] == "ok") & ~is_emulated(df) & df["speedup"].notna()]
+    out = []
+    for (run, precision, baseline), g in ok.groupby(["run_id", "precision", "baseline"], sort=False):
+        if precision == baseline:
+            continue
+        gm = geomean(g["speedup"])
+        if not gm < SLOW_PATH_BELOW:
+            continue
+        out.append({
+            "run_id": run, "precision": precision, "baseline": baseline, "slowdown": 1 / gm,
+            "worst": 1 / g["speedup"].min(), "cases": len(g), "device": _first(g, "device"),
+            "cause": slow_path_cause(precision, _first(g, "device"), _first(g, "cpu_isa"),
+                                     _first(g, "cpu_flags"), _first(g, "cpu_isa_env")),
+        })
+    return sorted(out, key=lambda r: -r["slowdown"])
+
+
+# A sample more than this many times the case's median is a stall (a descheduled thread, a page
+# fault storm), not the kernel's speed; a case with at least STALL_SHARE of them is flagged.
+STALL_FACTOR = 2.0
+STALL_SHARE = 0.05
+
+
+def stall_share(samples, median) -> float:
+    """Fraction of a case's samples above STALL_FACTOR times its median (nan without samples)."""
+    if samples is None or not isinstance(median, (int, float)) or not median > 0:
+        return math.nan
+    xs = [x for x in samples if x is not None]
+    if len(xs) < 5:  # too few to tell a stall from a slow first call
+        return math.nan
+    return sum(x > STALL_FACTOR * median for x in xs) / len(xs)
+
+
+def stalls(df: pd.DataFrame) -> pd.Series:
+    """Per record: the share of its samples that are stalls, where it is at least STALL_SHARE
+    (else nan)."""
+    if "samples_ms" not in df:
+        return pd.Series(math.nan, index=df.index)
+    shares = [stall_share(s, m) if st == "ok" else math.nan
+              for s, m, st in zip(df["samples_ms"], df["time_ms_median"], df["status"])]
+    return pd.Series([x if x >= STALL_SHARE else math.nan for x in shares], index=df.index, dtype=float)
+
+
 # -- vocabulary padding (scenarios vocab and cpu_models) ---------------------------------------
 
 LM_HEAD_PASSES = ("forward", "input grad", "weight grad")

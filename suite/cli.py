@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -18,18 +19,33 @@ def cmd_run(args) -> int:
     try:
         result = pipeline.run_scenario(
             scenario, args.results, None if args.no_report else args.reports, args.device, not args.quiet,
-            resume=args.resume, isolate=args.isolate, case_timeout=args.case_timeout,
+            resume=args.resume, isolate=args.isolate, case_timeout=args.case_timeout, threads=args.threads,
         )
     except pipeline.RunInterrupted as stop:
         print(f"mpsuite: interrupted after {stop.done} of {stop.total} cases; they are kept in {stop.journal}",
               file=sys.stderr)
         print(f"mpsuite: to finish run {stop.run_id}: {resume_command(args, stop.run_id)}", file=sys.stderr)
+        if stop.done:
+            print(f"mpsuite: a partial report of the finished cases: python -m suite report "
+                  f"{stop.journal.parent}", file=sys.stderr)
+        global _ABANDONED
+        _ABANDONED = _ABANDONED or stop.abandoned
         return 128 + stop.signal  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
-    df = analysis.summary(pd.DataFrame(result.records))
+    records = pd.DataFrame(result.records)
+    df = analysis.summary(records)
     print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    from suite import report
+
+    for line in report.headline(records):
+        print(f"mpsuite: {line}", file=sys.stderr)
     if result.failed:
         print(f"mpsuite: {result.failed} case(s) failed; see the 'reason' column", file=sys.stderr)
     return 1 if result.failed else 0
+
+
+# Set when a run was interrupted while a case was still inside a call Python cannot stop (a
+# minute-long GEMM on the worker thread): `entry` then exits without waiting for it.
+_ABANDONED = False
 
 
 def resume_command(args, run_id: str) -> str:
@@ -39,7 +55,7 @@ def resume_command(args, run_id: str) -> str:
     parts = ["python", "-m", "suite", "run", args.scenario, "--resume", run_id]
     for flag, value, default in (("--scenarios", args.scenarios, "scenarios"), ("--results", args.results, "results"),
                                  ("--reports", args.reports, "reports"), ("--device", args.device, None),
-                                 ("--case-timeout", args.case_timeout, None)):
+                                 ("--case-timeout", args.case_timeout, None), ("--threads", args.threads, None)):
         if value != default:
             parts += [flag, str(value)]
     parts += [flag for flag, on in (("--isolate", args.isolate), ("--no-report", args.no_report),
@@ -66,10 +82,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _threads(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 4096:
+        raise argparse.ArgumentTypeError(f"expected a whole number of threads from 1 to 4096, got {text!r}")
+    return int(text)
+
+
 def cmd_report(args) -> int:
     from suite import analysis, report, store
 
-    df = store.read(args.results)
+    df = store.read(args.results, unfinished=True)  # an interrupted run renders as a partial report
     if not args.all_runs:
         df = analysis.latest_runs(df)
     scenarios = sorted(df["scenario"].unique())
@@ -196,6 +218,9 @@ def parser() -> argparse.ArgumentParser:
                    help="run each case in its own subprocess, so a crash or hang costs one case")
     r.add_argument("--case-timeout", metavar="SECONDS", type=_seconds,
                    help=f"with --isolate: fail a case that runs longer (default: {DEFAULT_TIMEOUT_S:g})")
+    r.add_argument("--threads", metavar="N", type=_threads,
+                   help="torch's intra-op CPU threads for the run (default: the scenario's `threads`, else "
+                   "torch's default of one per core); recorded as cpu_threads")
     r.set_defaults(func=cmd_run)
 
     rep = sub.add_parser("report", help="render a report from stored results")
@@ -271,3 +296,15 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
         sys.stderr.close()
         return 0
+
+
+def entry() -> int:
+    """The process entry point (`mpsuite`, `python -m suite`): `main`, then an immediate exit where
+    an interrupted run left a case running. Everything finished is already durable in the journal,
+    and the abandoned call may take minutes more; interpreter shutdown would wait on it."""
+    code = main()
+    if _ABANDONED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code

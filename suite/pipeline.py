@@ -33,7 +33,7 @@ from suite.spec import Scenario
 # computed within a run): a resumed run refuses to continue on anything else.
 IDENTITY = (
     "device", "device_name", "compute_capability", "torch_version", "cuda_version",
-    "torchao_version", "te_version",
+    "torchao_version", "te_version", "cpu_isa", "cpu_threads",
 )
 
 
@@ -53,10 +53,14 @@ class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C (or SIGTERM) during a run: the finished cases are safe in the journal, and
     `--resume run_id` goes on. `signal` is the signal's number (exit status 128 + signal)."""
 
-    def __init__(self, scenario: str, run_id: str, done: int, total: int, journal: Path, signal: int):
+    def __init__(self, scenario: str, run_id: str, done: int, total: int, journal: Path, signal: int,
+                 abandoned: bool = False):
         super().__init__(f"run {run_id} interrupted after {done} of {total} cases")
         self.scenario, self.run_id, self.done, self.total, self.journal = scenario, run_id, done, total, journal
         self.signal = signal
+        # A case was still running (inside a call that cannot be stopped from Python) when the signal
+        # came: the process should exit at once rather than wait for it.
+        self.abandoned = abandoned
 
 
 @contextmanager
@@ -124,15 +128,34 @@ def run_scenario(
     resume: str | None = None,
     isolate: bool = False,
     case_timeout: float | None = None,
+    threads: int | None = None,
 ) -> RunResult:
+    """Run a scenario; `threads` (else the scenario's `threads`, else torch's default) sets torch's
+    intra-op threads for the run and is restored after it."""
     if case_timeout is not None and not isolate:
         raise UserError("--case-timeout needs --isolate: only a case in its own process can be stopped")
+    threads = threads or scenario.defaults.threads
+    if threads is None:
+        return _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, isolate, case_timeout, None)
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, isolate, case_timeout,
+                             threads)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, isolate, case_timeout,
+                  threads) -> RunResult:
     cases = plan.expand(scenario)
     if not cases:
         raise UserError(f"scenario {scenario.name!r} has no cases: its include/exclude rules leave none")
     order = [case.case_id for case in cases]
     dev = env.resolve_device(device or scenario.defaults.device)
-    meta = {**run_meta(dev), "scenario_description": scenario.description}
+    meta = {**run_meta(dev), "scenario_description": scenario.description, "threads_setting": threads}
 
     if resume is not None:
         journal = store.continue_run(results_dir, scenario.name, resume)
@@ -160,29 +183,36 @@ def run_scenario(
     unavailable = runner.device_unavailable(dev)
     if unavailable:
         print(f"mpsuite: {unavailable}: every case is recorded as skipped", file=sys.stderr)
-    bar = runner.Progress(len(cases), already_done=len(journal)) if progress else None
-    run_one = None
+    bar = runner.Progress(cases, already_done=len(journal), device_type=dev.type) if progress else None
+    run_one, worker = None, None
     if isolate:
         from suite import isolate as isolation
 
         run_one = isolation.CaseProcess(dev, meta, case_timeout)
+    else:
+        worker = runner.CaseThread()
     try:
         with _stop_signals() as stopped_by:
-            for record in runner.run(todo, dev, meta, bar, run_one):
+            for record in runner.run(todo, dev, meta, bar, run_one, worker):
                 journal.append(record)
             path = store.finish_run(journal, results_dir, order)
     except KeyboardInterrupt:
         journal.close()
+        if bar is not None:
+            bar.interrupted()
         if store.run_path(results_dir, scenario.name, run_id).exists():
             raise  # the run was complete and stored before the signal came
         raise RunInterrupted(scenario.name, run_id, len(journal), len(cases), journal.path,
-                             int(stopped_by["signal"])) from None
+                             int(stopped_by["signal"]), abandoned=bool(worker and worker.busy)) from None
     except UserError as err:
         journal.close()
         raise UserError(f"{err} (finished cases are kept: `--resume {run_id}` continues the run)") from None
     except BaseException:
         journal.close()
         raise
+    finally:
+        if worker is not None:
+            worker.close()
     print(f"mpsuite: wrote {path}", file=sys.stderr)
 
     records = store.read_file(path)

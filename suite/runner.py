@@ -6,7 +6,9 @@ The runner writes no files: it yields records, and the caller stores them (`suit
 from __future__ import annotations
 
 import gc
+import queue
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Iterator, TextIO
@@ -83,6 +85,7 @@ def skipped_record(case: Case, run_meta: dict, reason: str) -> dict:
 
 
 def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
+    began = time.perf_counter()
     record = base_record(case, run_meta)
     record["started_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     prepared = None
@@ -98,9 +101,22 @@ def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
         with precision.active():
             record["matmul_flags"] = ", ".join(f"{k}={v}" for k, v in flags.snapshot().items())
             prepared = workload.prepare(case, precision, device)
-            record.update(prepared.check())  # first call doubles as the compile/allocate call
+            wall = getattr(case_clock, "wall", time.perf_counter)
+            checked_at = wall()
+            first_ms = None
+            if prepared.check_output is not None:
+                # The first call is timed (calibration) and its output checked: one call, not two.
+                out: list = []
+                first_ms = case_clock.time_batch(lambda: out.append(prepared.fn()), 1)[0]
+                record.update(prepared.check_output(out.pop()))
+                spent_s = wall() - checked_at  # counts against the case cap
+            else:
+                record.update(prepared.check())  # first call doubles as the compile/allocate call
+                spent_s = 0.0  # a workload's own check (reference training steps) is not timing
+            record["check_s"] = wall() - checked_at
             with telemetry.Sampler.for_device(device) as sampler:
-                result = measure(prepared.fn, case_clock, case.timing, sm_clock_mhz=sampler.sm_clock_mhz)
+                result = measure(prepared.fn, case_clock, case.timing, first_call_ms=first_ms, spent_s=spent_s,
+                                 sm_clock_mhz=sampler.sm_clock_mhz)
         median_s = result.median_ms / 1e3
         record.update(
             status="ok",
@@ -115,6 +131,9 @@ def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
             warmup_calls=result.warmup_calls,
             warmup_s=result.warmup_s,
             warmup_reason=result.warmup_reason,
+            first_call_ms=result.first_call_ms,
+            first_call_kept=result.first_call_kept,
+            case_cap_s=result.case_cap_s,
             timer=result.clock,
             timing_mode=result.timing_mode,
             cache=result.cache,
@@ -146,6 +165,7 @@ def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
     finally:
         del prepared
         _release(device, failed=record["status"] == "failed")
+    record["case_s"] = time.perf_counter() - began
     return record
 
 
@@ -154,32 +174,174 @@ def _fmt_duration(seconds: float) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-class Progress:
-    """One line per case: position, case, outcome, elapsed time and an estimate of what is left."""
+def case_work(case: Case) -> float | None:
+    """What a case computes, known before it runs: 2*M*N*K for a shaped case (a layer's training
+    step is three such GEMMs), None where the shape lives in params (a model's step)."""
+    if case.m is None or case.k is None or case.n is None:
+        return None
+    return 2.0 * case.m * case.n * case.k * (3 if case.workload in ("linear", "ln_linear") else 1)
 
-    def __init__(self, total: int, stream: TextIO | None = None, already_done: int = 0):
-        self.total, self.stream, self.start, self.done = total, stream or sys.stderr, time.perf_counter(), already_done
-        self.width = len(str(total))
+
+class CostModel:
+    """Predicts a case's wall time from what finished cases showed: each precision's speed (work
+    per second of one call) times the case's work, bounded the way the timing rule bounds a case
+    (at most the cap plus one call). Case counts are no ETA when one case is 1000 times another."""
+
+    def __init__(self, device_type: str):
+        self.device_type = device_type
+        self.speed: dict[str, float] = {}  # precision -> work per second of one call
+        self.walls: list[float] = []  # wall seconds of finished cases
+
+    def learn(self, case: Case, record: dict, wall_s: float) -> None:
+        self.walls.append(wall_s)
+        work, call_ms = case_work(case), record.get("first_call_ms") or record.get("time_ms_median")
+        if record.get("status") == "ok" and work and call_ms:
+            self.speed[case.precision] = work / (call_ms / 1e3)
+
+    def call_s(self, case: Case) -> float | None:
+        work = case_work(case)
+        speed = self.speed.get(case.precision) or (min(self.speed.values()) if self.speed else None)
+        return work / speed if work and speed else None
+
+    def wall_s(self, case: Case) -> float:
+        rule = case.timing
+        typical = sorted(self.walls)[len(self.walls) // 2] if self.walls else rule.warmup_s + rule.budget_s
+        call = self.call_s(case)
+        if call is None:
+            return typical
+        cap = rule.case_cap(self.device_type)
+        return min(cap + call, max(typical, call * (rule.min_warmup + rule.min_samples)))
+
+
+# A case running longer than this gets a heartbeat line, and another every HEARTBEAT_EVERY_S.
+HEARTBEAT_AFTER_S = 5.0
+HEARTBEAT_EVERY_S = 10.0
+
+
+class Progress:
+    """One line per case: position, case, outcome, elapsed time and an estimate of what is left,
+    weighted by each case's predicted cost (`CostModel`); a heartbeat line during a long case."""
+
+    def __init__(self, cases: list[Case] | int, stream: TextIO | None = None, already_done: int = 0,
+                 device_type: str = "cpu"):
+        self.cases = list(cases) if not isinstance(cases, int) else []
+        self.total = len(self.cases) if not isinstance(cases, int) else cases
+        self.stream, self.start, self.done = stream or sys.stderr, time.perf_counter(), already_done
+        self.width = len(str(self.total))
         self.already_done = already_done  # finished by an earlier process of a resumed run
+        self.cost = CostModel(device_type)
+        self._todo: list[Case] = []
+        self._case: Case | None = None
+        self._case_start = 0.0
+        self._next_beat = HEARTBEAT_AFTER_S
+
+    def plan(self, todo: list[Case]) -> None:
+        """The cases this process will run, in order (for the work-weighted estimate)."""
+        self._todo = list(todo)
 
     def begin(self, case: Case) -> None:
+        self._case, self._case_start, self._next_beat = case, time.perf_counter(), HEARTBEAT_AFTER_S
         self.stream.write(f"[{self.done + 1:>{self.width}}/{self.total}] {case.label} ... ")
         self.stream.flush()
 
+    def heartbeat(self, running_s: float) -> None:
+        """Called while a case runs; writes a line once it has run HEARTBEAT_AFTER_S, then every
+        HEARTBEAT_EVERY_S, so a minute-long case is visibly alive."""
+        if running_s < self._next_beat or self._case is None:
+            return
+        self._next_beat = running_s + HEARTBEAT_EVERY_S
+        guess = self.cost.wall_s(self._case) if self.cost.speed else None
+        expected = f", expected ~{_fmt_duration(guess)}" if guess and guess > running_s else ""
+        self.stream.write(f"\n    ... {self._case.label}: still running after {_fmt_duration(running_s)}{expected} ")
+        self.stream.flush()
+
+    def interrupted(self) -> None:
+        """End the half-written line of the case that was running when the run was stopped."""
+        if self._case is not None:
+            self.stream.write("interrupted\n")
+            self.stream.flush()
+
+    def left_s(self) -> float:
+        return sum(self.cost.wall_s(c) for c in self._todo)
+
     def end(self, record: dict) -> None:
         self.done += 1
-        elapsed = time.perf_counter() - self.start
-        left = elapsed / (self.done - self.already_done) * (self.total - self.done)
+        now = time.perf_counter()
+        elapsed = now - self.start
+        if self._case is not None:
+            self.cost.learn(self._case, record, now - self._case_start)
+            if self._todo and self._todo[0] is self._case:
+                self._todo.pop(0)
+        if self._todo or self._case is not None:
+            left = self.left_s()
+        else:  # no plan given: the average case so far
+            left = elapsed / max(1, self.done - self.already_done) * (self.total - self.done)
         if record["status"] == "ok":
             rate = f" {record['tflops']:.3g} TFLOP/s" if record.get("tflops") else ""
             if record.get("emulated"):
                 rate = " (emulated: not device speed)"
             err = f" rel_err {record['rel_err']:.2e}" if record.get("rel_err") is not None else ""
-            what = f"ok {record['time_ms_median']:.4g} ms{rate}{err}"
+            few = ""
+            if record.get("stop_reason") == "cap":
+                few = f" ({record['n_samples']} sample{'s' * (record['n_samples'] != 1)}: case cap {record['case_cap_s']:g} s)"
+            what = f"ok {record['time_ms_median']:.4g} ms{rate}{err}{few}"
         else:
             what = f"{record['status']}: {record['reason']}"
+        if self._case is not None and now - self._case_start >= HEARTBEAT_AFTER_S:
+            what = f"\n[{self.done:>{self.width}}/{self.total}] {self._case.label}: {what}"
         self.stream.write(f"{what}  [{_fmt_duration(elapsed)} elapsed, ~{_fmt_duration(left)} left]\n")
         self.stream.flush()
+        self._case = None
+
+
+class CaseThread:
+    """Runs each case on one worker thread while the calling (main) thread waits in short polls.
+
+    Python runs a signal handler only in the main thread and only between bytecodes, so a main
+    thread inside a minute-long GEMM hears Ctrl-C when the GEMM returns (80 and 122 s, measured with
+    bf16 2048^3 on an AVX2-only CPU). Waiting here instead, it acts within one poll; the abandoned
+    call is left to finish or to die with the process (`busy` tells the caller to exit without
+    waiting for it). One thread for the whole run, so thread-local state (autocast, cuBLAS handles)
+    is set up once."""
+
+    POLL_S = 0.1
+
+    def __init__(self):
+        self.busy = False
+        self._requests: queue.Queue = queue.Queue()
+        self._results: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._serve, name="mpsuite-case", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (job := self._requests.get()) is not None:
+            try:
+                self._results.put((job(), None))
+            except BaseException as err:  # handed to the main thread, which raises it
+                self._results.put((None, err))
+
+    def call(self, job: Callable[[], dict], on_wait: Callable[[float], None] | None = None) -> dict:
+        """job() on the worker thread; on_wait(seconds so far) after each poll while it runs."""
+        started = time.perf_counter()
+        self.busy = True  # until the result is back: an interrupt leaves it set
+        self._requests.put(job)
+        while True:
+            try:
+                result, err = self._results.get(timeout=self.POLL_S)
+            except queue.Empty:
+                if on_wait is not None:
+                    on_wait(time.perf_counter() - started)
+                continue
+            self.busy = False
+            if err is not None:
+                raise err
+            return result
+
+    def close(self) -> None:
+        """End the worker thread, unless it is still inside an abandoned job."""
+        if not self.busy:
+            self._requests.put(None)
+            self._thread.join()
 
 
 def run(
@@ -188,12 +350,15 @@ def run(
     run_meta: dict,
     progress: Progress | None = None,
     run_one: Callable[[Case], dict] | None = None,
+    worker: CaseThread | None = None,
 ) -> Iterator[dict]:
     """Yield one record per case, in order. Records are yielded as soon as each case ends.
 
     `run_one(case) -> record` runs a case somewhere else (e.g. `suite.isolate.CaseProcess`, a
-    subprocess per case); by default cases run here, in this process, through `run_case`.
+    subprocess per case); by default cases run here, in this process, through `run_case`, on
+    `worker` when given (a `CaseThread`, so that Ctrl-C is heard at once).
     """
+    cases = list(cases)
     unavailable = device_unavailable(device)
     if run_one is None and unavailable is None:
         clock = clock_for(device)
@@ -201,10 +366,17 @@ def run(
         def run_one(case):
             return run_case(case, device, clock, run_meta)
 
+    if progress:
+        progress.plan(cases)
     for case in cases:
         if progress:
             progress.begin(case)
-        record = skipped_record(case, run_meta, unavailable) if unavailable else run_one(case)
+        if unavailable:
+            record = skipped_record(case, run_meta, unavailable)
+        elif worker is not None:
+            record = worker.call(lambda: run_one(case), progress.heartbeat if progress else None)
+        else:
+            record = run_one(case)
         if progress:
             progress.end(record)
         yield record

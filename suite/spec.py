@@ -42,6 +42,11 @@ class Defaults(Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     baseline: PrecisionName | None = None
     seed: int = 0
+    # torch's intra-op CPU threads for the run (torch.set_num_threads), restored after it; None keeps
+    # torch's default (one per physical core). On a busy machine one thread is steadier: a two-thread
+    # GEMM stalls whenever one of its threads is descheduled (fp32 256^3: 0.67 ms on one thread,
+    # about 32 ms on two, on a loaded 2-core VM).
+    threads: Annotated[int, Field(ge=1, le=4096)] | None = None
     timing: StopRule = StopRule()
 
 

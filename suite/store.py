@@ -218,10 +218,39 @@ def run_files(paths: Iterable[str | Path]) -> list[Path]:
     return found
 
 
-def read(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """All records of the runs under `paths`, as one DataFrame."""
+def unfinished_journals(paths: Iterable[str | Path]) -> list[Path]:
+    """Journals under the given files or folders (recursively) whose run has no results file yet:
+    interrupted runs, or runs still going. Oldest name first."""
+    found: list[Path] = []
+    for p in map(Path, paths):
+        candidates = sorted(p.rglob(f"*{JOURNAL_SUFFIX}")) if p.is_dir() else [p] if p.name.endswith(JOURNAL_SUFFIX) else []
+        for path in candidates:
+            run_id = path.name[: -len(JOURNAL_SUFFIX)]
+            if RUN_ID.fullmatch(run_id) and not path.with_name(f"{run_id}.parquet").exists():
+                found.append(path)
+    return found
+
+
+def read_journal(path: str | Path) -> pd.DataFrame:
+    """The finished cases of an unfinished run, as records typed like a results file's, marked
+    `run_partial` with `run_planned_cases` (how many the run was to have)."""
+    contents = journal.read(path)
+    if not contents.records:
+        return pd.DataFrame()
+    df = _table(contents.records).to_pandas()
+    df["run_partial"] = True
+    df["run_planned_cases"] = len((contents.header or {}).get("plan") or []) or None
+    return df
+
+
+def read(paths: Iterable[str | Path], unfinished: bool = False) -> pd.DataFrame:
+    """All records of the runs under `paths`, as one DataFrame; with `unfinished`, also the
+    finished cases of runs that have only a journal (marked `run_partial`, for a partial report)."""
     paths = list(paths)
-    files = run_files(paths)
-    if not files:
+    files = [f for f in run_files(paths) if not unfinished or not f.name.endswith(JOURNAL_SUFFIX)]
+    frames = [read_file(f) for f in files]
+    if unfinished:
+        frames += [df for df in map(read_journal, unfinished_journals(paths)) if not df.empty]
+    if not frames:
         raise UserError(f"no results (*.parquet) under {', '.join(map(str, paths))}")
-    return pd.concat([read_file(f) for f in files], ignore_index=True)
+    return pd.concat(frames, ignore_index=True)

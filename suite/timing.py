@@ -1,7 +1,9 @@
 """The one timing loop of the suite.
 
-`measure(fn, clock, rule)` warms `fn` up until its speed has settled, then times it in batches until
-the median is known well enough, the time budget is spent or enough samples are taken (`StopRule`).
+`measure(fn, clock, rule)` calibrates on one call, warms `fn` up until its speed has settled, then
+times it in batches until the median is known well enough, the time budget is spent or enough
+samples are taken (`StopRule`), all inside a whole-case cap: a call 300 times slower than the
+budget assumed (bf16 on a CPU without native bf16) costs fewer samples, never an unbounded case.
 Every repetition's time is kept, with the wall-clock window of the batch it belongs to, so samples
 can be matched with telemetry readings (`suite.telemetry`: clocks, throttling).
 
@@ -36,6 +38,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 # GEMMs); the GPU scenarios allow 2 s, mamf-finder warms for seconds.
 DEFAULT_WARMUP_CAP_S = 1.0
 
+# The whole-case cap unless a scenario sets case_cap_s (first call, warm-up and samples). A normal
+# case takes about warm-up + budget (1.5 s with the defaults) and never meets it; it exists for calls
+# far slower than the budget assumed: bf16 2048^3 on a CPU without native bf16 took 58 s per call
+# against 0.2 s in fp32 (a 2-core AMD EPYC, torch 2.13). A GPU case may be a whole training step.
+DEFAULT_CASE_CAP_S = {"cpu": 10.0, "cuda": 30.0}
+# Upper bounds of the time settings: a day is more than any case should take, and it keeps the
+# arithmetic finite (budget_s = 1e308 overflowed inside the batch sizing).
+MAX_SECONDS = 86400.0
+
 
 class StopRule(BaseModel):
     """How a case is timed and when to stop repeating. Scenario files set it under
@@ -45,19 +56,28 @@ class StopRule(BaseModel):
 
     # Warm-up: run until consecutive batch medians agree (clocks ramped, caches and allocator
     # settled), at least `warmup_s` and `min_warmup` calls, at most `warmup_max_s`.
-    warmup_s: float = Field(0.1, ge=0, description="warm up at least this long (seconds)")
+    warmup_s: float = Field(0.1, ge=0, le=MAX_SECONDS, description="warm up at least this long (seconds)")
     min_warmup: int = Field(2, ge=1, description="calls in the first warm-up batch (first call compiles, allocates)")
     warmup_max_s: float | None = Field(
-        None, ge=0, description="warm up at most this long, even if not settled (default: 1 s or warmup_s)"
+        None, ge=0, le=MAX_SECONDS, description="warm up at most this long, even if not settled (default: 1 s or warmup_s)"
     )
     warmup_tol: float = Field(0.03, gt=0, description="batch medians (and the SM clock) agree within this fraction")
     warmup_agree: int = Field(1, ge=1, description="consecutive agreeing batch pairs that end the warm-up")
     # Measurement: stop when the first of these holds (checked after each batch).
-    min_samples: int = Field(5, ge=1)
+    min_samples: int = Field(5, ge=1, description="samples taken whatever the budget, while the case cap allows")
     max_samples: int = Field(1000, ge=1)
     # Stop once the 95% confidence interval of the median is this narrow, relative to the median.
     target_rel_ci: float = Field(0.01, gt=0)
-    budget_s: float = Field(1.0, gt=0, description="time for the measured repetitions of one case")
+    budget_s: float = Field(1.0, gt=0, le=MAX_SECONDS, description="time for the measured repetitions of one case")
+    # The cost bound: calls slower than the budget assumed get fewer samples, never an unbounded case.
+    case_cap_s: float | None = Field(
+        None, gt=0, le=MAX_SECONDS,
+        description="wall-clock cap on the whole case, first call and warm-up included (default: 10 s "
+                    "on a CPU, 30 s on CUDA, or twice warm-up cap + budget if that is more)",
+    )
+    floor_samples: int = Field(
+        1, ge=1, description="samples kept even when one call exceeds the case cap (the first call counts)"
+    )
     # What one repetition is.
     mode: Literal["eager", "cuda_graph"] = Field(
         "eager", description="cuda_graph: capture once, time replays (launch overhead excluded)"
@@ -71,6 +91,8 @@ class StopRule(BaseModel):
     def _consistent(self):
         if self.max_samples < self.min_samples:
             raise ValueError(f"max_samples ({self.max_samples}) is below min_samples ({self.min_samples})")
+        if self.floor_samples > self.min_samples:
+            raise ValueError(f"floor_samples ({self.floor_samples}) is above min_samples ({self.min_samples})")
         if self.warmup_max_s is not None and self.warmup_max_s < self.warmup_s:
             raise ValueError(f"warmup_max_s ({self.warmup_max_s}) is below warmup_s ({self.warmup_s})")
         if self.graph_calls > 1 and self.mode != "cuda_graph":
@@ -84,6 +106,14 @@ class StopRule(BaseModel):
     def warmup_cap_s(self) -> float:
         """The warm-up's time limit (a scenario giving only warmup_s = 2 warms up 2 s at most too)."""
         return self.warmup_max_s if self.warmup_max_s is not None else max(DEFAULT_WARMUP_CAP_S, self.warmup_s)
+
+    def case_cap(self, device_type: str) -> float:
+        """The whole case's time limit on a device type ("cpu", "cuda"): `case_cap_s` when set, else
+        the device's default, raised where the rule's own warm-up and budget need more."""
+        if self.case_cap_s is not None:
+            return self.case_cap_s
+        default = DEFAULT_CASE_CAP_S.get(device_type, DEFAULT_CASE_CAP_S["cpu"])
+        return max(default, 2 * (self.warmup_cap_s + self.budget_s))
 
 
 class TimingUnsupported(Exception):
@@ -138,11 +168,12 @@ def stop_reason(samples: list[float], spent_s: float, rule: StopRule) -> str | N
     return None
 
 
-def next_batch(samples: list[float], spent_s: float, rule: StopRule) -> int:
+def next_batch(samples: list[float], spent_s: float, rule: StopRule, calibrated_s: float | None = None) -> int:
     """How many repetitions to run before checking again: about a tenth of the budget's worth,
-    at least one, never past max_samples, and enough to reach min_samples."""
+    at least one, never past max_samples, and enough to reach min_samples. Before any sample, the
+    per-call time is the calibration's (`calibrated_s`), if any."""
     n = len(samples)
-    per_call = statistics.median(samples) / 1e3 if samples else None
+    per_call = statistics.median(samples) / 1e3 if samples else calibrated_s
     if per_call is None or per_call <= 0:
         want = 1
     else:
@@ -203,6 +234,10 @@ class Clock(Protocol):
     name: str
     timing_mode: str  # "eager" or "cuda_graph"
     cache: str  # "cold" or "warm": what was actually done
+    device_type: str  # "cpu" or "cuda": which default case cap applies
+
+    def wall(self) -> float:
+        """Host seconds (time.perf_counter): what budgets, caps and batch windows are counted on."""
 
     def for_rule(self, rule: StopRule) -> "Clock":
         """A clock set up for this rule's mode and cache (sharing buffers); raises
@@ -284,6 +319,8 @@ def resolved_cache(rule: StopRule, device_type: str) -> str:
 class CpuClock:
     name = "perf_counter"
     timing_mode = "eager"
+    device_type = "cpu"
+    wall = staticmethod(time.perf_counter)  # the host clock budgets and caps are counted on
 
     def __init__(self, cache: str = "warm", flush: _Flush | None = None):
         if cache not in ("cold", "warm"):
@@ -362,6 +399,8 @@ class TorchCudaApi:
 
 class CudaClock:
     name = "cuda_event"
+    device_type = "cuda"
+    wall = staticmethod(time.perf_counter)
 
     def __init__(
         self,
@@ -436,6 +475,9 @@ class Measurement:
     cache: str = "warm"
     batches: list[Batch] = field(default_factory=list)
     warmup_medians_ms: list[float] = field(default_factory=list)
+    first_call_ms: float | None = None  # the calibration call (the case's first call)
+    first_call_kept: bool = False  # a slow case keeps its first call as a sample
+    case_cap_s: float | None = None
     median_ms: float = field(init=False)
     p10_ms: float = field(init=False)
     p90_ms: float = field(init=False)
@@ -461,28 +503,75 @@ def measure(
     clock: Clock,
     rule: StopRule = StopRule(),
     *,
+    first_call_ms: float | None = None,
+    spent_s: float = 0.0,
     sm_clock_mhz: Callable[[], float | None] | None = None,
-    wall: Callable[[], float] = time.perf_counter,
+    wall: Callable[[], float] | None = None,
 ) -> Measurement:
-    """Warm fn up until settled, then time it until `rule` says stop.
+    """Calibrate on one call, warm fn up until settled, then time it until `rule` says stop, all
+    within the rule's whole-case cap.
 
+    Calibration (as pyperf and torch.utils.benchmark's blocked_autorange do): the first call's time
+    sizes everything after it. A case whose minimum warm-up and samples would not fit in the cap is
+    *slow*: it skips the warm-up (the first call already paid the one-time costs), keeps its first
+    call as a sample, and adds samples one call at a time while the next one fits, down to
+    `floor_samples`; its `stop_reason` is "cap" and its `rel_ci` says how little it knows (inf for
+    one sample). No case overruns the cap by more than one call.
+
+    first_call_ms: a first call the caller already timed with this clock (the runner's accuracy
+    check runs on its output), so a minute-long call is not paid twice; spent_s: seconds the case
+    spent before this function (that call and the check), counted against the cap.
     sm_clock_mhz: the GPU's current SM clock (telemetry), read after each warm-up batch.
-    wall: the host clock for budgets and batch windows (a fake in tests)."""
+    wall: the host clock for budgets and batch windows (default: the clock's own `wall`, else
+    time.perf_counter; a fake clock brings virtual time)."""
+    wall = wall or getattr(clock, "wall", time.perf_counter)
+    cap_s = rule.case_cap(getattr(clock, "device_type", "cpu"))
+    begin = wall() - spent_s
     run = clock.prepare(fn)
 
+    def left() -> float:
+        return cap_s - (wall() - begin)
+
     warm_start = wall()
-    medians: list[float] = []
-    clocks: list[float | None] = []
-    calls, reps = 0, rule.min_warmup
+    if first_call_ms is None:
+        first_call_ms = clock.time_batch(run, 1)[0]
+    call_s = first_call_ms / 1e3
+    slow = call_s * (rule.min_warmup - 1 + rule.min_samples) > left()
+    if slow:
+        # The first call is a sample only where it ran what the samples run (not a graph's replay).
+        keep = clock.timing_mode == "eager"
+        samples = [first_call_ms] if keep else []
+        batches = [Batch(begin, begin + call_s, 1)] if keep else []
+        while len(samples) < rule.min_samples:
+            next_s = statistics.median(samples) / 1e3 if samples else call_s
+            if len(samples) >= rule.floor_samples and next_s > left():
+                break
+            b_start = wall()
+            samples += clock.time_batch(run, 1)
+            batches.append(Batch(b_start, wall(), 1))
+        reason = "cap" if len(samples) < rule.min_samples else "budget"
+        return Measurement(
+            samples, reason, 1, 0.0, clock.name, warmup_reason="slow", timing_mode=clock.timing_mode,
+            cache=clock.cache, batches=batches, warmup_medians_ms=[first_call_ms],
+            first_call_ms=first_call_ms, first_call_kept=keep, case_cap_s=cap_s,
+        )
+
+    # Batch 0 is the first call plus the rest of `min_warmup` (compile, allocate: it never counts).
+    first = [first_call_ms] + (clock.time_batch(run, rule.min_warmup - 1) if rule.min_warmup > 1 else [])
+    medians: list[float] = [statistics.median(first)]
+    clocks: list[float | None] = [sm_clock_mhz() if sm_clock_mhz else None]
+    calls = len(first)
     while True:
+        warm_reason = warmup_done(medians, clocks, wall() - warm_start, calls, rule)
+        if not warm_reason and medians[-1] / 1e3 * rule.min_samples >= left():
+            warm_reason = "cap"  # what is left of the case cap is for the samples
+        if warm_reason:
+            break
+        reps = warmup_batch(medians[-1], wall() - warm_start, rule)
         times = clock.time_batch(run, reps)
         calls += reps
         medians.append(statistics.median(times))
         clocks.append(sm_clock_mhz() if sm_clock_mhz else None)
-        warm_reason = warmup_done(medians, clocks, wall() - warm_start, calls, rule)
-        if warm_reason:
-            break
-        reps = warmup_batch(medians[-1], wall() - warm_start, rule)
     warm_s = wall() - warm_start
 
     samples: list[float] = []
@@ -492,14 +581,20 @@ def measure(
         reason = stop_reason(samples, wall() - start, rule) if samples else None
         if reason:
             break
+        per_call_s = (statistics.median(samples) if samples else medians[-1]) / 1e3
+        fits = int(left() / per_call_s) if per_call_s > 0 else rule.max_samples
+        if fits < 1 and len(samples) >= rule.floor_samples:
+            reason = "cap"
+            break
+        reps = min(next_batch(samples, wall() - start, rule, per_call_s), max(1, fits))
         b_start = wall()
-        times = clock.time_batch(run, next_batch(samples, wall() - start, rule))
+        times = clock.time_batch(run, reps)
         batches.append(Batch(b_start, wall(), len(times)))
         samples += times
     return Measurement(
         samples, reason, calls, warm_s, clock.name,
         warmup_reason=warm_reason, timing_mode=clock.timing_mode, cache=clock.cache,
-        batches=batches, warmup_medians_ms=medians,
+        batches=batches, warmup_medians_ms=medians, first_call_ms=first_call_ms, case_cap_s=cap_s,
     )
 
 

@@ -70,3 +70,29 @@ def test_bad_scenario_file_from_a_real_process(write_scenario, tmp_path):
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().count("\n") == 0
     assert f"{path}: sweep[0].precisions[0]: unknown precision 'fp64'" in proc.stderr
+
+
+def test_threads_is_a_setting_recorded_on_every_record_and_restored(workdir):
+    import torch
+
+    before = torch.get_num_threads()
+    scenario = (workdir / "scenarios" / "tiny.toml").read_text().replace('device = "cpu"', 'device = "cpu"\nthreads = 1')
+    (workdir / "scenarios" / "tiny.toml").write_text(scenario)
+    args = ["run", "tiny", "--scenarios", str(workdir / "scenarios"), "--results", str(workdir / "results"),
+            "--no-report", "--quiet"]
+    assert cli.main(args) == 0
+    (first,) = (workdir / "results" / "tiny").glob("*.parquet")
+    df = store.read_file(first)
+    assert set(df["cpu_threads"]) == {1} and set(df["threads_setting"]) == {1}
+    assert torch.get_num_threads() == before
+    assert cli.main([*args, "--threads", "2"]) == 0  # the command line wins over the scenario
+    second = next(p for p in (workdir / "results" / "tiny").glob("*.parquet") if p != first)
+    assert set(store.read_file(second)["cpu_threads"]) == {2}
+    assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two", "1e3"])
+def test_bad_thread_counts_are_one_line_errors(workdir, bad, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["run", "tiny", "--threads", bad])
+    assert stop.value.code == 2 and "expected a whole number of threads" in capsys.readouterr().err

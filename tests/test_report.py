@@ -79,3 +79,70 @@ def test_report_of_only_skipped_cases_still_renders(records, tmp_path):
     written = report.render(skipped, tmp_path)
     assert {p.name for p in written} == {"index.html", "report.md"}
     assert "TF32" in (tmp_path / "report.md").read_text()
+
+
+# --- the first lines say what is unusual: slow paths and their cause, partial runs, caps, stalls
+
+
+def cpu_run(flags, isa="AVX2", isa_env=None):
+    """fp32 against bf16 on a CPU, bf16 60x slower, with the CPU facts a run records."""
+    cpu = {"device": "cpu", "cpu_flags": flags, "cpu_isa": isa, "cpu_isa_env": isa_env}
+    return pd.DataFrame([
+        record("fp32", 256, 0.2, **cpu), record("bf16", 256, 12.0, **cpu),
+        record("fp32", 512, 1.6, **cpu), record("bf16", 512, 96.0, **cpu),
+    ])
+
+
+def test_a_cpu_without_native_bf16_is_named_as_the_cause_in_the_first_lines(tmp_path):
+    df = cpu_run("avx2 avx512f")
+    first = report.headline(df)[0]
+    assert first.startswith("bf16 is 60x slower than fp32 here (geomean of 2 cases)")
+    assert "no native bf16 matmul (no AVX512-BF16/AMX; torch dispatches to AVX2)" in first
+    report.render(df, tmp_path)
+    md = (tmp_path / "report.md").read_text().splitlines()
+    assert md[0] == "# mpsuite report: s" and "bf16 is 60x slower than fp32 here" in md[2]
+    html = (tmp_path / "index.html").read_text()
+    assert html.index("bf16 is 60x slower") < html.index("<h2>Summary</h2>")
+
+
+def test_a_cpu_with_amx_but_a_lowered_isa_names_the_variables():
+    first = report.headline(cpu_run("avx2 avx512f amx_tile amx_bf16", "AVX2", "ONEDNN_MAX_CPU_ISA=AVX2"))[0]
+    assert "the CPU has amx_bf16 but torch dispatches to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2)" in first
+
+
+def test_no_slow_path_no_line(records):
+    assert not any("slower" in line for line in report.headline(records))  # bf16 4x faster there
+
+
+def test_capped_cases_and_stalls_are_counted():
+    df = cpu_run("avx2")
+    df["stop_reason"] = ["budget", "cap", "budget", "cap"]
+    df["n_samples"] = [50, 1, 50, 2]
+    steady, stalled = [1.0] * 20, [1.0] * 18 + [5.0, 6.0]
+    df["samples_ms"] = [steady, [12.0], stalled, [96.0, 96.0]]
+    df["time_ms_median"] = [1.0, 12.0, 1.0, 96.0]
+    lines = report.headline(df)
+    assert any(line.startswith("2 case(s) stopped at the whole-case cap") and "as few as 1" in line for line in lines)
+    assert any(line.startswith("1 case(s) show stalls") for line in lines)
+    rows = report.build_view(df)["cases"]
+    assert rows[1]["stop"] == "cap (1 sample)" and rows[3]["stop"] == "cap (2 samples)"
+    assert "stalls: 10% of samples over 2x the median" in rows[2]["status"]
+
+
+def test_a_partial_run_says_so_first(tmp_path):
+    from suite import store
+
+    df = cpu_run("avx2")
+    records = [{k: v for k, v in r.items()} for r in df.to_dict("records")]
+    run_id = store.new_run_id()
+    for r in records:
+        r["run_id"] = run_id
+    journal = store.start_run(tmp_path, "s", run_id, {"plan": [r["case_id"] for r in records] + ["x", "y"]})
+    for r in records:
+        journal.append(r)
+    journal.close()
+    partial = store.read([tmp_path], unfinished=True)
+    assert len(partial) == 4 and partial["run_partial"].all()
+    first = report.headline(partial)[0]
+    assert first == (f"Partial report: run {run_id} stopped after 4 of 6 cases; "
+                     f"`python -m suite run s --resume {run_id}` finishes it.")

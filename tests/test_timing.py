@@ -349,3 +349,63 @@ def test_derived_clocks_share_one_flush_buffer():
     for rule in (StopRule(), StopRule(budget_s=0.5)):
         base.for_rule(rule).time_batch(api.fn, 2)
     assert len(api.buffers) == 1
+
+
+# --- the cost bound: calibration and the whole-case cap ---------------------------------------
+
+
+def test_a_30_s_call_with_a_1_s_budget_keeps_the_floor_sample_and_says_why():
+    rule = StopRule(budget_s=1.0)
+    m, clock = run(lambda i, now: 30_000.0, rule)
+    assert clock.calls == 1  # the calibration call is the one sample: nothing paid twice
+    assert len(m.samples_ms) == rule.floor_samples == 1 and m.first_call_kept
+    assert m.stop_reason == "cap" and m.warmup_reason == "slow"
+    assert m.rel_ci == math.inf  # one sample says nothing about its spread, and the record says so
+    assert m.case_cap_s == rule.case_cap("cpu") == 10.0
+    assert clock.now <= m.case_cap_s + 30.0  # past the cap by at most the one call
+
+
+@pytest.mark.parametrize("call_ms", [400.0, 900.0, 1_700.0, 2_500.0, 4_000.0, 9_000.0, 12_000.0])
+def test_slow_calls_take_fewer_samples_and_never_overrun_the_cap_by_more_than_one_call(call_ms):
+    rule = StopRule(budget_s=0.5, case_cap_s=10.0)
+    m, clock = run(lambda i, now: call_ms, rule)
+    assert clock.now <= rule.case_cap_s + call_ms / 1e3
+    assert rule.floor_samples <= len(m.samples_ms) <= max(rule.min_samples, 1)
+    if len(m.samples_ms) < rule.min_samples:
+        assert m.stop_reason == "cap"
+        assert clock.now + call_ms / 1e3 > rule.case_cap_s  # as many as fit: one more would cross it
+    else:
+        assert m.stop_reason in ("budget", "converged")
+
+
+def test_a_first_call_timed_by_the_caller_is_calibration_and_not_paid_again():
+    # The runner times the first call (its output feeds the accuracy check) and says what it spent.
+    m, clock = run(lambda i, now: 30_000.0, StopRule(budget_s=1.0), first_call_ms=30_000.0, spent_s=30.4)
+    assert clock.calls == 0 and m.samples_ms == [30_000.0] and m.stop_reason == "cap"
+    fast, fast_clock = run(lambda i, now: 1.0, StopRule(), first_call_ms=5.0, spent_s=0.01)
+    assert fast.first_call_ms == 5.0 and not fast.first_call_kept  # a cold first call is not a sample
+    assert fast.stop_reason == "converged" and fast.median_ms == 1.0
+
+
+def test_the_floor_can_ask_for_more_than_one_sample():
+    rule = StopRule(budget_s=1.0, case_cap_s=10.0, floor_samples=2, min_samples=3)
+    m, clock = run(lambda i, now: 30_000.0, rule)
+    assert len(m.samples_ms) == 2 and m.stop_reason == "cap" and clock.calls == 2
+
+
+def test_the_default_cap_depends_on_the_device_and_grows_with_the_rule():
+    assert StopRule().case_cap("cpu") == 10.0 and StopRule().case_cap("cuda") == 30.0
+    assert StopRule(budget_s=20.0).case_cap("cpu") == 2 * (1.0 + 20.0)  # never below what the rule asks
+    assert StopRule(case_cap_s=3.0).case_cap("cuda") == 3.0
+
+
+@pytest.mark.parametrize("bad", [{"floor_samples": 6}, {"budget_s": 1e308}, {"case_cap_s": 0}, {"case_cap_s": 1e9}])
+def test_cost_settings_out_of_range_are_rejected(bad):
+    with pytest.raises(ValidationError):
+        StopRule(**bad)
+
+
+def test_a_fast_case_is_untouched_by_the_cap():
+    # 1 ms calls with the defaults: warm-up and budget, far inside the 10 s cap
+    m, clock = run(lambda i, now: 1.0 + 0.2 * (i % 2), StopRule(budget_s=0.5))
+    assert m.stop_reason == "budget" and len(m.samples_ms) > 100 and clock.now < 2.0

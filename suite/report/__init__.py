@@ -22,7 +22,8 @@ from suite.report import plots
 ENV_COLUMNS = [
     "device", "device_name", "compute_capability", "sm_count", "torch_version", "cuda_version",
     "cudnn_version", "driver_version", "torchao_version", "te_version", "triton_version",
-    "python_version", "cpu_model", "cpu_threads", "host", "git_sha", "git_dirty", "code_hash",
+    "python_version", "cpu_model", "cpu_isa", "cpu_flags", "cpu_isa_env", "cpu_threads", "host", "git_sha",
+    "git_dirty", "code_hash",
 ]
 
 
@@ -47,23 +48,36 @@ def _throttle_note(r) -> str:
     return f" (throttled {fraction:.0%}{': ' + reasons if reasons else ''})"
 
 
+def _stop_note(r) -> str:
+    """'budget', or 'cap (1 sample)' for a case the whole-case cap cut short."""
+    reason = str(r.get("stop_reason") or "")
+    n = r.get("n_samples")
+    if reason == "cap" and n is not None and pd.notna(n):
+        return f"cap ({int(n)} sample{'s' if int(n) != 1 else ''})"
+    return reason
+
+
 def _case_rows(df: pd.DataFrame) -> list[dict]:
     rows = []
     emulated = analysis.is_emulated(df)
+    stalls = analysis.stalls(df)
     for idx, r in df.head(MAX_CASE_ROWS).iterrows():
         ok = r["status"] == "ok"
         emu = bool(emulated[idx])
         speed = ok and not emu
         throttled = _throttle_note(r) if ok else ""
+        stalled = f" (stalls: {stalls[idx]:.0%} of samples over {analysis.STALL_FACTOR:g}x the median)" \
+            if pd.notna(stalls[idx]) else ""
         rows.append({
             "workload": r["workload"],
             "shape": analysis.shape_label(r),
             "precision": r["precision"],
-            "status": r["status"] + (" (emulated: timing is not device speed)" if ok and emu else "") + throttled,
-            "throttled": bool(throttled),
+            "status": r["status"] + (" (emulated: timing is not device speed)" if ok and emu else "") + throttled
+            + stalled,
+            "throttled": bool(throttled or stalled),
             "time_ms": fmt(r.get("time_ms_median"), ".4g") if ok else "",
             "spread": fmt(r.get("rel_ci"), ".1%") if ok else "",
-            "stop": str(r.get("stop_reason") or "") if ok else "",
+            "stop": _stop_note(r) if ok else "",
             "ref_ratio": fmt(r.get("fidelity_ratio"), ".3f") if ok else "",
             "tflops": fmt(r.get("tflops"), ".4g") if speed else "",
             "pct_peak": fmt(r.get("pct_of_peak"), ".1f", "%") if speed else "",
@@ -89,6 +103,38 @@ def _summary_rows(df: pd.DataFrame) -> list[dict]:
     ]
 
 
+def headline(df: pd.DataFrame) -> list[str]:
+    """The first lines of a report: what makes its numbers unusual (a partial run, a slow path and
+    its cause, cases cut short by the cap, stalls), each a sentence with its numbers."""
+    lines = []
+    if "run_partial" in df:
+        partial = df[df["run_partial"].fillna(False).astype(bool)]
+        for (scenario, run), g in partial.groupby(["scenario", "run_id"], sort=True):
+            planned = g["run_planned_cases"].dropna()
+            of = f" of {int(planned.iloc[0])}" if len(planned) else ""
+            lines.append(f"Partial report: run {run} stopped after {len(g)}{of} cases; "
+                         f"`python -m suite run {scenario} --resume {run}` finishes it.")
+    for slow in analysis.slow_paths(df):
+        worst = f", up to {slow['worst']:.3g}x" if slow["worst"] > 1.05 * slow["slowdown"] else ""
+        cause = f": {slow['cause']}" if slow["cause"] else ""
+        lines.append(f"{slow['precision']} is {slow['slowdown']:.3g}x slower than {slow['baseline']} here "
+                     f"(geomean of {slow['cases']} cases{worst}){cause}.")
+    ok = df[df["status"] == "ok"]
+    if "stop_reason" in ok:
+        capped = ok[ok["stop_reason"] == "cap"]
+        if len(capped):
+            fewest = int(capped["n_samples"].min())
+            lines.append(f"{len(capped)} case(s) stopped at the whole-case cap with fewer samples than asked "
+                         f"(as few as {fewest}): one call is slow against the cap, so their medians are "
+                         "known less well (see ±95% CI).")
+    stalled = int(analysis.stalls(df).notna().sum())
+    if stalled:
+        lines.append(f"{stalled} case(s) show stalls (at least {analysis.STALL_SHARE:.0%} of samples over "
+                     f"{analysis.STALL_FACTOR:g}x the median): threads descheduled on a busy machine? "
+                     "`--threads 1` steadies them.")
+    return lines
+
+
 def build_view(df: pd.DataFrame) -> dict:
     """Everything the templates show, as strings, from the records of one or more runs."""
     df = analysis.with_speedups(df)
@@ -97,6 +143,7 @@ def build_view(df: pd.DataFrame) -> dict:
     reasons = Counter(zip(not_ok["status"], not_ok["reason"].fillna("")))
     return {
         "scenario": ", ".join(sorted(df["scenario"].unique())),
+        "headline": headline(df),
         "description": "; ".join(sorted(df["scenario_description"].dropna().unique())) if "scenario_description" in df else "",
         "runs": sorted(df["run_id"].unique()),
         "started_at": first.get("started_at"),
@@ -189,6 +236,7 @@ def markdown(view: dict) -> str:
     lines = [
         f"# mpsuite report: {view['scenario']}",
         "",
+        *([f"- {_md_cell(line)}" for line in view["headline"]] + [""] if view["headline"] else []),
         *([_md_cell(view["description"]), ""] if view["description"] else []),
         f"Run {', '.join(view['runs'])} ({counts}) on {where}. "
         f"Speedups are against the in-run baseline ({', '.join(view['baselines']) or 'none'}). "

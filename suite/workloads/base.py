@@ -24,6 +24,10 @@ class Prepared:
     # More record columns that depend on the measured median time in seconds (e.g. tokens/s, MFU),
     # called by the runner with the median once timing is done.
     derive: Callable[[float], dict[str, object]] | None = None
+    # The accuracy metrics from the output of one call of `fn`, where that is all `check` does: the
+    # runner then times that first call and checks its output, so a call that takes a minute (bf16
+    # on a CPU without native bf16) is paid once, not twice.
+    check_output: Callable[[object], dict[str, float]] | None = None
 
 
 class Workload(Protocol):
