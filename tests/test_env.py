@@ -19,6 +19,8 @@ def test_cpu_flags_come_from_cpuinfo(tmp_path):
 def test_every_record_carries_the_cpu_facts(monkeypatch):
     import torch
 
+    for name in env.ISA_ENV:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     meta = env.capture(torch.device("cpu"))
     assert meta["cpu_isa"] == torch.backends.cpu.get_cpu_capability()

@@ -161,17 +161,22 @@ class Terminate:
 TERMINATE = Terminate()
 
 
-def test_sigterm_stops_a_run_like_ctrl_c(write_scenario, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(registry.WORKLOADS, "terminate", f"{__name__}:TERMINATE")
-    scenario = write_scenario(quick_toml("term", """
+def gemm_then(name: str, workload: str) -> str:
+    """A quick scenario of two cases: a tiny GEMM, then one case of `workload`."""
+    return quick_toml(name, f"""
         [[sweep]]
         workload = "gemm"
         precisions = ["fp32"]
         mkn = [[16, 16, 16]]
         [[sweep]]
-        workload = "terminate"
+        workload = "{workload}"
         precisions = ["fp32"]
-    """))
+    """)
+
+
+def test_sigterm_stops_a_run_like_ctrl_c(write_scenario, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(registry.WORKLOADS, "terminate", f"{__name__}:TERMINATE")
+    scenario = write_scenario(gemm_then("term", "terminate"))
     before = signal.getsignal(signal.SIGTERM)
     rc = cli.main(["run", str(scenario), "--results", str(tmp_path / "results"), "--no-report", "--quiet"])
     assert rc == 128 + signal.SIGTERM
@@ -199,15 +204,7 @@ CHILD = ("import sys; from suite import registry, cli; "
 
 
 def test_ctrl_c_inside_a_30_s_call_exits_at_once_and_report_renders_the_partial_run(write_scenario, tmp_path):
-    scenario = write_scenario(quick_toml("sleepy", """
-        [[sweep]]
-        workload = "gemm"
-        precisions = ["fp32"]
-        mkn = [[16, 16, 16]]
-        [[sweep]]
-        workload = "sleepy"
-        precisions = ["fp32"]
-    """))
+    scenario = write_scenario(gemm_then("sleepy", "sleepy"))
     results = tmp_path / "results"
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, "run", str(scenario), "--results", str(results), "--no-report"],
