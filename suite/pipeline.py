@@ -183,7 +183,7 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
     unavailable = runner.device_unavailable(dev)
     if unavailable:
         print(f"mpsuite: {unavailable}: every case is recorded as skipped", file=sys.stderr)
-    bar = runner.Progress(cases, already_done=len(journal), device_type=dev.type) if progress else None
+    bar = runner.Progress(len(cases), already_done=len(journal), device_type=dev.type) if progress else None
     run_one, worker = None, None
     if isolate:
         from suite import isolate as isolation

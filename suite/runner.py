@@ -194,7 +194,7 @@ class CostModel:
 
     def learn(self, case: Case, record: dict, wall_s: float) -> None:
         self.walls.append(wall_s)
-        work, call_ms = case_work(case), record.get("first_call_ms") or record.get("time_ms_median")
+        work, call_ms = case_work(case), record.get("time_ms_median")
         if record.get("status") == "ok" and work and call_ms:
             self.speed[case.precision] = work / (call_ms / 1e3)
 
@@ -222,11 +222,8 @@ class Progress:
     """One line per case: position, case, outcome, elapsed time and an estimate of what is left,
     weighted by each case's predicted cost (`CostModel`); a heartbeat line during a long case."""
 
-    def __init__(self, cases: list[Case] | int, stream: TextIO | None = None, already_done: int = 0,
-                 device_type: str = "cpu"):
-        self.cases = list(cases) if not isinstance(cases, int) else []
-        self.total = len(self.cases) if not isinstance(cases, int) else cases
-        self.stream, self.start, self.done = stream or sys.stderr, time.perf_counter(), already_done
+    def __init__(self, total: int, stream: TextIO | None = None, already_done: int = 0, device_type: str = "cpu"):
+        self.total, self.stream, self.start, self.done = total, stream or sys.stderr, time.perf_counter(), already_done
         self.width = len(str(self.total))
         self.already_done = already_done  # finished by an earlier process of a resumed run
         self.cost = CostModel(device_type)

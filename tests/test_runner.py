@@ -141,20 +141,20 @@ def test_the_estimate_weighs_cases_by_their_work(tiny_scenario):
     cases = plan.expand(tiny_scenario)
     model = runner.CostModel("cpu")
     small, big = (c for c in cases if c.precision == "bf16")
-    model.learn(small, {"status": "ok", "first_call_ms": 10.0}, 0.5)
+    model.learn(small, {"status": "ok", "time_ms_median": 10.0}, 0.5)
     # bf16 64^3 is 8x the work of 32^3: its call is predicted 8x as long
     assert model.call_s(big) == pytest.approx(8 * 0.010)
     fp16 = next(c for c in cases if c.precision == "fp16")
     assert model.call_s(fp16) == pytest.approx(0.010)  # an unseen precision: the slowest speed seen
     slow = runner.CostModel("cpu")
-    slow.learn(small, {"status": "ok", "first_call_ms": 30_000.0}, 30.0)
+    slow.learn(small, {"status": "ok", "time_ms_median": 30_000.0}, 30.0)
     # never more than the cap plus one call, however slow
     assert slow.wall_s(big) == pytest.approx(big.timing.case_cap("cpu") + 8 * 30.0)
 
 
 def test_a_long_case_gets_heartbeat_lines(tiny_scenario):
     out = io.StringIO()
-    progress = runner.Progress(plan.expand(tiny_scenario), out)
+    progress = runner.Progress(8, out)
     case = plan.expand(tiny_scenario)[0]
     progress.plan([case])
     progress.begin(case)
