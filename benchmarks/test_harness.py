@@ -12,7 +12,10 @@ import random
 import pandas as pd
 import pytest
 
-from suite import analysis, plan, report, spec, store
+from suite.analysis import derived
+from suite.scenario import plan, spec
+from suite import report
+from suite.results import store
 
 PRECISIONS = ["fp32", "tf32", "bf16", "fp16"]
 
@@ -69,4 +72,4 @@ def test_report_from_100k_records(benchmark, tmp_path):
     written = benchmark.pedantic(report.render, args=(df, tmp_path), rounds=1, iterations=1)
     assert (tmp_path / "index.html") in written
     assert "more cases are in the results parquet" in (tmp_path / "report.md").read_text()
-    assert len(analysis.summary(df)) == 4
+    assert len(derived.summary(df)) == 4

@@ -104,12 +104,13 @@ fi
 import sys
 from pathlib import Path
 import pandas as pd
-from suite import analysis, store
+from suite.analysis import derived
+from suite.results import store
 
 folder = Path(sys.argv[1])
 if not any(folder.rglob("*.parquet")):
     sys.exit("gpu_check: no results were written")
-df = analysis.with_speedups(analysis.latest_runs(store.read([folder])))
+df = derived.with_speedups(derived.latest_runs(store.read([folder])))
 counts = df["status"].value_counts().to_dict()
 print("\n== gpu_check summary: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + " ==")
 not_ok = df[df["status"] != "ok"]
@@ -120,7 +121,7 @@ ok = df[df["status"] == "ok"].copy()
 if len(ok):
     def col(name):
         return ok[name] if name in ok else pd.Series(None, index=ok.index, dtype=object)
-    ok["shape"] = ok.apply(analysis.shape_label, axis=1)
+    ok["shape"] = ok.apply(derived.shape_label, axis=1)
     table = pd.DataFrame({
         "scenario": ok["scenario"], "case": ok["shape"], "precision": ok["precision"],
         "ms": ok["time_ms_median"], "TFLOP/s": ok["tflops"], "%peak": ok["pct_of_peak"],

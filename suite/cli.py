@@ -13,7 +13,9 @@ from suite.errors import UserError
 def cmd_run(args) -> int:
     import pandas as pd
 
-    from suite import analysis, pipeline, spec
+    from suite.analysis import derived
+    from suite import pipeline
+    from suite.scenario import spec
 
     scenario = spec.resolve(args.scenario, args.scenarios)
     try:
@@ -32,7 +34,7 @@ def cmd_run(args) -> int:
         _ABANDONED = _ABANDONED or stop.abandoned
         return 128 + stop.signal  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
     records = pd.DataFrame(result.records)
-    df = analysis.summary(records)
+    df = derived.summary(records)
     print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     from suite import report
 
@@ -64,7 +66,7 @@ def resume_command(args, run_id: str) -> str:
 
 
 def _run_id(text: str) -> str:
-    from suite import store
+    from suite.results import store
 
     try:
         return store.check_run_id(text)
@@ -89,11 +91,13 @@ def _threads(text: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from suite import analysis, report, store
+    from suite.analysis import derived
+    from suite import report
+    from suite.results import store
 
     df = store.read(args.results, unfinished=True)  # an interrupted run renders as a partial report
     if not args.all_runs:
-        df = analysis.latest_runs(df)
+        df = derived.latest_runs(df)
     scenarios = sorted(df["scenario"].unique())
     for name in scenarios:
         if args.out is None:
@@ -106,7 +110,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from suite import plan, spec
+    from suite.scenario import plan, spec
 
     for name, (path, scenario) in spec.load_dir(args.scenarios).items():
         print(f"{name:<16} {len(plan.expand(scenario)):>5} cases  {path}  {scenario.description}")
@@ -114,7 +118,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from suite import plan, spec
+    from suite.scenario import plan, spec
 
     scenario = spec.resolve(args.scenario, args.scenarios)
     for case in plan.expand(scenario):
@@ -125,7 +129,7 @@ def cmd_plan(args) -> int:
 def cmd_env(args) -> int:
     import torch
 
-    from suite import env
+    from suite.measure import env
 
     info = env.capture(env.resolve_device("auto"))
     keys = ["python_version", "torch_version", "cuda_version", "torchao_version", "te_version",
@@ -136,18 +140,18 @@ def cmd_env(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from suite import compare
-    from suite.report import compare as compare_report
+    from suite.analysis import compare
+    from suite.report import compare_page
 
     fail_on = compare.parse_fail_on(args.fail_on)
     options = compare.Options(min_effect=args.min_effect, confidence=args.confidence, resamples=args.resamples,
                               noise=args.noise, seed=args.seed, any_scenario=args.any_scenario)
     baseline, candidate = compare.load_sides(args.baseline, args.candidate, args.results)
     result = compare.compare(baseline, candidate, options)
-    out = Path(args.out) if args.out else compare_report.default_dir(result, args.reports)
-    written = compare_report.render(result, out)
+    out = Path(args.out) if args.out else compare_page.default_dir(result, args.reports)
+    written = compare_page.render(result, out)
     failing = result.failing(fail_on)
-    print(compare_report.text_summary(result, failing))
+    print(compare_page.text_summary(result, failing))
     for warning in result.warnings:
         print(f"mpsuite: note: {warning}", file=sys.stderr)
     print(f"mpsuite: comparison report in {out}/ ({', '.join(p.name for p in written)})", file=sys.stderr)
@@ -157,20 +161,21 @@ def cmd_compare(args) -> int:
 
 
 def cmd_history(args) -> int:
-    from suite import history
-    from suite.report import history as history_report
+    from suite.analysis import history
+    from suite.report import history_page
 
     series = history.build(args.scenario, args.results, last=args.last, min_effect=args.min_effect,
                            confidence=args.confidence)
     out = Path(args.out) if args.out else Path(args.reports) / "history" / args.scenario
-    written = history_report.render(series, out)
-    print(history_report.text_summary(series))
+    written = history_page.render(series, out)
+    print(history_page.text_summary(series))
     print(f"mpsuite: history report in {out}/ ({', '.join(p.name for p in written)})", file=sys.stderr)
     return 0
 
 
 def cmd_export(args) -> int:
-    from suite import bench_json, select
+    from suite.analysis import bench_json
+    from suite.results import select
 
     df = select.select(args.selector, args.results, role="export")
     for path in bench_json.export(df, args.out):
@@ -179,7 +184,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from suite import bench_json
+    from suite.analysis import bench_json
 
     for file in args.files:
         path = bench_json.import_file(file, args.results, scenario=args.scenario, label=args.label)
@@ -198,7 +203,7 @@ def _fraction(text: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    from suite.isolate import DEFAULT_TIMEOUT_S
+    from suite.measure.isolate import DEFAULT_TIMEOUT_S
 
     p = argparse.ArgumentParser(prog="mpsuite", description="Mixed-precision benchmarks: speed and accuracy side by side.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -248,7 +253,7 @@ def parser() -> argparse.ArgumentParser:
 
     co = sub.add_parser("compare", parents=[stat], help="compare two sets of runs case by case (exit 1 on --fail-on)",
                         description="Selectors: a results file or folder, a run id (prefix), or comma-joined "
-                        "terms such as torch=2.13.0,scenario=cpu,runs=3 (see suite/select.py).")
+                        "terms such as torch=2.13.0,scenario=cpu,runs=3 (see suite/results/select.py).")
     co.add_argument("baseline", help="selector of the baseline runs (e.g. torch=2.13.0 or results/cpu,skip=1)")
     co.add_argument("candidate", help="selector of the candidate runs (e.g. torch=2.14.1 or results/cpu)")
     co.add_argument("--fail-on", default="regressed",

@@ -11,7 +11,7 @@ How a run survives trouble:
   for a complete run);
 - `resume=RUN_ID` reopens that run's journal and runs only the cases missing from it, on the same
   kind of machine and software (`IDENTITY`), then writes the one complete parquet;
-- `isolate=True` runs each case in its own subprocess with a time limit (`suite.isolate`);
+- `isolate=True` runs each case in its own subprocess with a time limit (`suite.measure.isolate`);
 - a scenario asking for CUDA on a machine without it records every case as skipped, with the reason.
 """
 
@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from suite import env, plan, runner, store
+from suite.measure import env, runner
+from suite.scenario import plan
+from suite.results import store
 from suite.errors import UserError
-from suite.spec import Scenario
+from suite.scenario.spec import Scenario
 
 # What must be the same for the records of one run to be compared with each other (speedups are
 # computed within a run): a resumed run refuses to continue on anything else.
@@ -63,24 +65,48 @@ class RunInterrupted(KeyboardInterrupt):
         self.abandoned = abandoned
 
 
-@contextmanager
-def _stop_signals():
-    """SIGTERM (a batch scheduler's or `timeout`'s polite kill) stops a run the way Ctrl-C does.
-    Yields a dict whose "signal" entry says which signal stopped the run."""
-    got = {"signal": signal.SIGINT}
-    if threading.current_thread() is not threading.main_thread():  # handlers live in the main thread
-        yield got
-        return
+class _Stop:
+    """SIGINT and SIGTERM (a batch scheduler's or `timeout`'s polite kill) stop a run as Ctrl-C does,
+    except inside `atomic()`: there the signal is held until the block ends, so a journal append
+    is whole in the file and in memory alike (the count printed is the count kept)."""
 
-    def stop(signum, _frame):
-        got["signal"] = signum
+    def __init__(self):
+        self.signal = signal.SIGINT
+        self._depth = 0
+        self._held = False
+
+    def handler(self, signum, _frame):
+        self.signal = signum
+        if self._depth:
+            self._held = True
+            return
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    @contextmanager
+    def atomic(self):
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if not self._depth and self._held:
+                self._held = False
+                raise KeyboardInterrupt
+
+
+@contextmanager
+def _stop_signals():
+    """Yields a `_Stop`: which signal stopped the run, and `atomic()` for what must not be cut."""
+    stop = _Stop()
+    if threading.current_thread() is not threading.main_thread():  # handlers live in the main thread
+        yield stop
+        return
+    previous = {sig: signal.signal(sig, stop.handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield got
+        yield stop
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def run_meta(device) -> dict:
@@ -186,16 +212,18 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
     bar = runner.Progress(len(cases), already_done=len(journal), device_type=dev.type) if progress else None
     run_one, worker = None, None
     if isolate:
-        from suite import isolate as isolation
+        from suite.measure import isolate as isolation
 
         run_one = isolation.CaseProcess(dev, meta, case_timeout)
     else:
         worker = runner.CaseThread()
     try:
-        with _stop_signals() as stopped_by:
+        with _stop_signals() as stop:
             for record in runner.run(todo, dev, meta, bar, run_one, worker):
-                journal.append(record)
-            path = store.finish_run(journal, results_dir, order)
+                with stop.atomic():
+                    journal.append(record)
+            with stop.atomic():
+                path = store.finish_run(journal, results_dir, order)
     except KeyboardInterrupt:
         journal.close()
         if bar is not None:
@@ -203,7 +231,7 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
         if store.run_path(results_dir, scenario.name, run_id).exists():
             raise  # the run was complete and stored before the signal came
         raise RunInterrupted(scenario.name, run_id, len(journal), len(cases), journal.path,
-                             int(stopped_by["signal"]), abandoned=bool(worker and worker.busy)) from None
+                             int(stop.signal), abandoned=bool(worker and worker.busy)) from None
     except UserError as err:
         journal.close()
         raise UserError(f"{err} (finished cases are kept: `--resume {run_id}` continues the run)") from None

@@ -52,6 +52,6 @@ def write_scenario(tmp_path):
 
 @pytest.fixture
 def tiny_scenario(write_scenario):
-    from suite import spec
+    from suite.scenario import spec
 
     return spec.load(write_scenario(TINY_SCENARIO, "tiny.toml"))

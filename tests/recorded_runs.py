@@ -12,7 +12,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from suite import pipeline, spec
+from suite import pipeline
+from suite.scenario import spec
 
 # tf32 is recorded as skipped on a CPU, so every comparison also sees a case skipped on both sides.
 SCENARIO = """

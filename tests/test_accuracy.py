@@ -7,9 +7,10 @@ import math
 import pytest
 import torch
 
-from suite import accuracy, registry
-from suite.plan import Case
-from suite.timing import StopRule
+from suite.measure import accuracy
+from suite.scenario import registry
+from suite.scenario.plan import Case
+from suite.measure.timing import StopRule
 
 
 def test_metrics_on_a_hand_made_case():

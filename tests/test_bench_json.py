@@ -10,7 +10,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from suite import bench_json, cli, compare, select, store
+from suite.analysis import bench_json, compare
+from suite import cli
+from suite.results import select, store
 from suite.errors import UserError
 from tests.recorded_runs import shared
 

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from suite import cli, store
+from suite import cli
+from suite.results import store
 from tests.conftest import TINY_SCENARIO
 
 

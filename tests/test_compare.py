@@ -1,4 +1,4 @@
-"""suite.compare and `python -m suite compare` on real runs recorded on this machine."""
+"""suite.analysis.compare and `python -m suite compare` on real runs recorded on this machine."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from suite import cli, compare, select, store
+from suite import cli
+from suite.analysis import compare
+from suite.results import select, store
 from suite.errors import UserError
 from tests.recorded_runs import SPEEDUP_CASES, shared
 

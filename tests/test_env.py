@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from suite import env
+from suite.measure import env
 
 
 def test_cpu_flags_come_from_cpuinfo(tmp_path):

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite import plan, runner, spec
+from suite.scenario import plan, spec
+from suite.measure import runner
 from suite.precisions.floating import FP32
-from suite.timing import CpuClock
+from suite.measure.timing import CpuClock
 from suite.workloads import fidelity
-from suite.workloads.base import Unsupported
+from suite.errors import Unsupported
 
 CPU = torch.device("cpu")
 CUDA = torch.device("cuda")  # a device object only: nothing here touches a GPU

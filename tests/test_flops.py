@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from suite.models import flops, gpt2, llama
-from suite.plan import Case
+from suite.scenario.plan import Case
 from suite.precisions.floating import BF16
-from suite.timing import StopRule
+from suite.measure.timing import StopRule
 from suite.workloads.train_step import TRAIN_STEP
 
 

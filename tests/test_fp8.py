@@ -1,4 +1,4 @@
-"""FP8 numerics (suite.fp8_numerics) and the torchao / torch._scaled_mm recipes (suite.precisions.fp8).
+"""FP8 numerics (suite.precisions.fp8_numerics) and the torchao / torch._scaled_mm recipes (suite.precisions.fp8).
 
 Tolerances come from the formats. e4m3 keeps 3 mantissa bits: round-to-nearest moves a normal value
 by at most half an ulp, 2^-4 of the value (relative), and a subnormal one by at most half the
@@ -17,14 +17,15 @@ import sys
 import pytest
 import torch
 
-from suite import fp8_numerics as q
-from suite import pipeline, spec
-from suite.accuracy import error_metrics
+from suite.precisions import fp8_numerics as q
+from suite import pipeline
+from suite.scenario import spec
+from suite.measure.accuracy import error_metrics
 from suite.errors import UserError
 from suite.precisions import fp8
 from suite.precisions.fp8 import FP8_BLOCK, FP8_ROWWISE, FP8_ROWWISE_GW_HP, FP8_TENSORWISE
 from suite.precisions.floating import BF16
-from suite.workloads.base import Unsupported
+from suite.errors import Unsupported
 from suite.workloads.gemm import random_operands
 
 CPU = torch.device("cpu")

@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 
 import torch
 
-from suite import cli, env, pipeline, plan, registry, spec, store
+from suite import cli, pipeline
+from suite.measure import env
+from suite.scenario import plan, registry, spec
+from suite.results import store
 from tests.conftest import TINY_SCENARIO
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -275,8 +278,9 @@ def cli_sandbox(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(env, "capture", functools.lru_cache(env.capture))
 
-    from suite import isolate, report, runner
-    from suite.timing import clock_for
+    from suite.measure import isolate, runner
+    from suite import report
+    from suite.measure.timing import clock_for
 
     def render_stub(df, out):
         report.output_dir(out)  # the real folder checks, without drawing anything

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite import plan, spec
+from suite.scenario import plan, spec
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "gpu_check.sh"

@@ -1,4 +1,4 @@
-"""suite.history and `python -m suite history`: speedups over runs, change points."""
+"""suite.analysis.history and `python -m suite history`: speedups over runs, change points."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from suite import cli, history, store
+from suite import cli
+from suite.analysis import history
+from suite.results import store
 from suite.errors import UserError
 from tests.recorded_runs import shared
 

@@ -11,16 +11,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite import cli, isolate, plan, store
+from suite import cli
+from suite.measure import isolate
+from suite.scenario import plan
+from suite.results import store
 from tests.conftest import quick_toml
-from suite.timing import StopRule
+from suite.measure.timing import StopRule
 
 ROOT = Path(__file__).resolve().parent.parent
 META = {"run_id": "20260101T120000Z-abcdef", "device": "cpu", "device_name": "test cpu",
         "torch_version": torch.__version__}
 FAST = StopRule(warmup_s=0.0, min_samples=3, budget_s=0.02)
 
-# A child that behaves like `python -m suite.isolate`, except for the modes a test asks for.
+# A child that behaves like `python -m suite.measure.isolate`, except for the modes a test asks for.
 CHILD = """
 import os, signal, subprocess, sys, time
 sys.path.insert(0, ROOT)
@@ -33,7 +36,7 @@ if mode == "exit":
     print("boom: the backend refused to start", file=sys.stderr)
     sys.exit(3)
 if mode == "segv":  # a segfault inside the workload, after the case has started
-    from suite import registry
+    from suite.scenario import registry
 
     class Segfault:
         def prepare(self, case, precision, device):
@@ -41,7 +44,8 @@ if mode == "segv":  # a segfault inside the workload, after the case has started
 
     real = registry.workload
     registry.workload = lambda name: Segfault() if name == "segfault" else real(name)
-from suite import isolate, journal
+from suite.measure import isolate
+from suite.results import journal
 if mode == "abort_at_exit":  # the case is done and its record sent, then a library's teardown crashes
     case = isolate.case_from_json(journal.decode(sys.stdin.buffer.read())["case"])
     sys.stdout.buffer.write(journal.encode({"case_id": case.case_id, "status": "ok", "n_samples": 3}))

@@ -14,12 +14,12 @@ import pytest
 import torch
 
 from suite.errors import UserError
-from suite.plan import Case
+from suite.scenario.plan import Case
 from suite.precisions import flags
 from suite.precisions.floating import BF16, FP32
 from suite.precisions.fp8 import FP8_BLOCK, FP8_ROWWISE, FP8_ROWWISE_GW_HP, FP8_TENSORWISE
-from suite.timing import StopRule
-from suite.workloads.base import Unsupported
+from suite.measure.timing import StopRule
+from suite.errors import Unsupported
 from suite.workloads.linear import LINEAR, LN_LINEAR
 
 CPU = torch.device("cpu")

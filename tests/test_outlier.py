@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from suite.errors import UserError
-from suite.plan import Case
+from suite.scenario.plan import Case
 from suite.precisions.floating import BF16
 from suite.precisions.fp8 import FP8_BLOCK, FP8_ROWWISE, FP8_TENSORWISE
-from suite.timing import StopRule
+from suite.measure.timing import StopRule
 from suite.workloads.outlier import OUTLIER
 
 CPU = torch.device("cpu")

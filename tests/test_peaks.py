@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from suite import peaks, runner
-from suite.plan import Case
-from suite.timing import StopRule
+from suite.measure import peaks, runner
+from suite.scenario.plan import Case
+from suite.measure.timing import StopRule
 
 
 @pytest.mark.parametrize("name, label", [
@@ -36,7 +36,7 @@ def test_unknown_devices_have_no_peak(name):
     assert peaks.peak_tflops(name, "bf16") is None
 
 
-# Sparse figures printed in the datasheets (see suite/peaks.py): the table must hold half of each.
+# Sparse figures printed in the datasheets (see suite/measure/peaks.py): the table must hold half of each.
 SPARSE_BF16 = {"H100 SXM": 1979, "H100 PCIe": 1513, "H100 NVL": 1671, "H200": 1979, "H200 NVL": 1671,
                "GH200": 1979, "A100 SXM": 624, "A100 PCIe": 624, "L4": 242, "L40S": 733}
 SPARSE_FP8 = {"H100 SXM": 3958, "H100 PCIe": 3026, "H100 NVL": 3341, "H200": 3958, "H200 NVL": 3341,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from suite import plan, spec
-from suite.shapes import SHAPE_SETS
+from suite.scenario import plan, spec
+from suite.scenario.shapes import SHAPE_SETS
 
 BASE = """
 name = "p"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from suite import registry
+from suite.scenario import registry
 from suite.precisions import flags
 from suite.precisions.floating import BF16, FP16, FP32, TF32
 

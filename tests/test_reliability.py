@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite import cli, pipeline, plan, registry, runner, spec, store
-from suite.accuracy import error_metrics
-from suite.timing import CpuClock, StopRule
+from suite import cli, pipeline
+from suite.scenario import plan, registry, spec
+from suite.measure import runner
+from suite.results import store
+from suite.measure.accuracy import error_metrics
+from suite.measure.timing import CpuClock, StopRule
 from suite.workloads.base import Prepared
 from tests.conftest import TINY_SCENARIO, quick_toml
 

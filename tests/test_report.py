@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from suite import analysis, report
+from suite.analysis import derived
+from suite import report
 
 
 def record(precision, m, time_ms, **extra):
@@ -32,7 +33,7 @@ def records():
 
 
 def test_speedups_come_from_the_baseline_case(records):
-    df = analysis.with_speedups(records)
+    df = derived.with_speedups(records)
     bf16 = df[df["precision"] == "bf16"].set_index("m")["speedup"]
     assert bf16[64] == pytest.approx(4.0) and bf16[128] == pytest.approx(4.0)
     assert math.isnan(df[df["precision"] == "tf32"]["speedup"].iloc[0])
@@ -55,7 +56,7 @@ def test_emulated_timings_are_not_shown_as_speed(records, tmp_path):
     row = next(line for line in md.splitlines() if "| fp8_tensorwise |" in line and "64x64x64" in line)
     assert "emulated" in row
     assert "8x" not in row  # 4.0 ms / 0.5 ms would be an 8x "speedup": never shown
-    summary = analysis.summary(records)
+    summary = derived.summary(records)
     assert math.isnan(summary.set_index("precision").loc["fp8_tensorwise", "best_tflops"])
 
 
@@ -130,7 +131,7 @@ def test_capped_cases_and_stalls_are_counted():
 
 
 def test_a_partial_run_says_so_first(tmp_path):
-    from suite import store
+    from suite.results import store
 
     df = cpu_run("avx2")
     records = [{k: v for k, v in r.items()} for r in df.to_dict("records")]

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from suite import cli, journal, plan, registry, spec, store
+from suite import cli
+from suite.results import journal, store
+from suite.scenario import plan, registry, spec
 from tests.conftest import quick_toml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -198,7 +200,7 @@ class Sleepy:
 
 SLEEPY = Sleepy()
 # The child: the real entry point, with the sleepy workload registered first.
-CHILD = ("import sys; from suite import registry, cli; "
+CHILD = ("import sys; from suite import cli; from suite.scenario import registry; "
          "registry.WORKLOADS['sleepy'] = 'tests.test_resume:SLEEPY'; sys.argv[0] = 'mpsuite'; "
          "raise SystemExit(cli.entry())")
 

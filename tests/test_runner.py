@@ -7,9 +7,11 @@ import io
 import pytest
 import torch
 
-from suite import plan, runner, store
+from suite.scenario import plan
+from suite.measure import runner
+from suite.results import store
 from suite.precisions import flags
-from suite.timing import CpuClock
+from suite.measure.timing import CpuClock
 
 CPU = torch.device("cpu")
 META = {"run_id": "r1", "device": "cpu", "device_name": "test cpu", "torch_version": torch.__version__}
@@ -123,7 +125,7 @@ class VirtualClock:
 
 
 def test_a_30_s_call_with_a_1_s_budget_is_one_checked_call_and_a_record_that_says_so():
-    from suite.timing import StopRule
+    from suite.measure.timing import StopRule
 
     rule = StopRule(budget_s=1.0)
     case = plan.Case("cost", "gemm", "bf16", "fp32", 64, 64, 64, params={}, seed=0, timing=rule, device="cpu")

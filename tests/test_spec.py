@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from suite import spec
-from suite.spec import ScenarioError
+from suite.scenario import spec
+from suite.scenario.spec import ScenarioError
 
 GOOD = """
 name = "ok"

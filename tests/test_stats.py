@@ -1,4 +1,4 @@
-"""suite.stats: bootstrap of medians, the noise estimate, intervals and verdicts."""
+"""suite.analysis.stats: bootstrap of medians, the noise estimate, intervals and verdicts."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from suite import stats
+from suite.analysis import stats
 
 
 def rng(seed=0):

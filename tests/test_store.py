@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from suite import journal, store
+from suite.results import journal, store
 from suite.errors import UserError
 
 RUN = "20260101T120000Z-abcdef"

@@ -10,13 +10,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from suite import pipeline, spec
-from suite.accuracy import error_metrics
+from suite import pipeline
+from suite.scenario import spec
+from suite.measure.accuracy import error_metrics
 from suite.errors import UserError
-from suite.plan import Case
+from suite.scenario.plan import Case
 from suite.precisions import te
-from suite.timing import StopRule
-from suite.workloads.base import Unsupported
+from suite.measure.timing import StopRule
+from suite.errors import Unsupported
 from suite.workloads.gemm import random_operands
 from suite.workloads.linear import LINEAR
 

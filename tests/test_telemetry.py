@@ -10,9 +10,9 @@ import types
 import pytest
 import torch
 
-from suite import telemetry
-from suite.telemetry import Reading, Sampler, flag_samples, reason_bits, summarize, throttling
-from suite.timing import Batch, Measurement
+from suite.measure import telemetry
+from suite.measure.telemetry import Reading, Sampler, flag_samples, reason_bits, summarize, throttling
+from suite.measure.timing import Batch, Measurement
 
 # Bit values as in nvml.h / pynvml (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*).
 BITS = {"GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowerCap": 0x4, "HwSlowdown": 0x8, "SyncBoost": 0x10,
@@ -196,9 +196,10 @@ def test_open_nvml_prefers_the_uuid_and_maps_visible_devices(monkeypatch):
 def test_reports_mark_throttled_cases(tmp_path):
     import pandas as pd
 
-    from suite import report, runner
-    from suite.plan import Case
-    from suite.timing import CpuClock, StopRule
+    from suite import report
+    from suite.measure import runner
+    from suite.scenario.plan import Case
+    from suite.measure.timing import CpuClock, StopRule
 
     rule = StopRule(warmup_s=0.0, warmup_max_s=0.1, min_samples=3, budget_s=0.01)
     meta = {"run_id": "r", "scenario": "t", "device": "cpu", "device_name": "cpu"}

@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from suite import timing
-from suite.timing import (
+from suite.measure import timing
+from suite.scenario import stop_rule
+from suite.measure.timing import (
     CpuClock, CudaClock, StopRule, TimingUnsupported, flush_bytes, measure, rel_ci_of_median, rel_spread,
     warmup_done,
 )
@@ -201,7 +202,7 @@ def test_inconsistent_timing_settings_are_rejected(bad):
 
 
 def test_the_warm_up_cap_defaults_to_one_second_or_warmup_s():
-    assert StopRule().warmup_cap_s == timing.DEFAULT_WARMUP_CAP_S == 1.0
+    assert StopRule().warmup_cap_s == stop_rule.DEFAULT_WARMUP_CAP_S == 1.0
     assert StopRule(warmup_s=2.0).warmup_cap_s == 2.0  # a longer minimum is never cut short
     assert StopRule(warmup_s=0.5, warmup_max_s=3.0).warmup_cap_s == 3.0
 

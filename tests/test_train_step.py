@@ -8,11 +8,14 @@ import math
 import pytest
 import torch
 
-from suite import analysis, registry, runner, spec, store
+from suite.analysis import derived
+from suite.scenario import registry, spec
+from suite.measure import runner
+from suite.results import store
 from suite.errors import UserError
-from suite.plan import Case
-from suite.timing import CpuClock, StopRule
-from suite.workloads.base import Unsupported
+from suite.scenario.plan import Case
+from suite.measure.timing import CpuClock, StopRule
+from suite.errors import Unsupported
 from suite.workloads.train_step import TRAIN_STEP, StepSpec, build_model, divergence, final_loss
 
 CPU = torch.device("cpu")
@@ -175,7 +178,7 @@ def test_vocab_scenario_records_both_levels_of_the_padding_effect(write_scenario
     assert sorted(steps["vocab"].unique()) == [250, 256]
     assert (steps["tokens_per_s"] > 0).all() and steps["mfu"].isna().all()  # no CPU peak: no MFU
     assert all(len(c) == 3 for c in steps["loss_curve"])
-    table = analysis.vocab_padding(df)
+    table = derived.vocab_padding(df)
     step_rows = table[table["level"] == "train_step"]
     assert len(step_rows) == 4  # 2 precisions x 2 vocabularies
     assert (step_rows["lm_head_share"] > 0).all()  # all three lm_head GEMMs were measured

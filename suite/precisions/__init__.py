@@ -1,1 +1,1 @@
-"""Precision recipes: one object per name in `suite.registry.PRECISIONS`."""
+"""Precision recipes: one object per name in `suite.scenario.registry.PRECISIONS`."""

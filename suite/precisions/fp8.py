@@ -37,10 +37,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from suite import fp8_numerics as q
-from suite.errors import UserError
+from suite.precisions import fp8_numerics as q
+from suite.errors import Unsupported, UserError
 from suite.precisions.base import Precision
-from suite.workloads.base import Unsupported
 
 QUANTIZE_MODES = ("pre", "inline")
 

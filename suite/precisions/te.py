@@ -43,11 +43,10 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from suite import fp8_numerics as q
-from suite.errors import UserError
+from suite.precisions import fp8_numerics as q
+from suite.errors import Unsupported, UserError
 from suite.precisions.base import Precision
 from suite.precisions.fp8 import GemmOptions, bool_param, fp8_linears
-from suite.workloads.base import Unsupported
 
 FORMATS = ("HYBRID", "E4M3")
 AMAX_ALGOS = ("max", "most_recent")

@@ -14,8 +14,8 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from suite import analysis
-from suite.atomic import atomic_write_text
+from suite.analysis import derived
+from suite.results.atomic import atomic_write_text
 from suite.errors import UserError
 from suite.report import plots
 
@@ -59,18 +59,18 @@ def _stop_note(r) -> str:
 
 def _case_rows(df: pd.DataFrame) -> list[dict]:
     rows = []
-    emulated = analysis.is_emulated(df)
-    stalls = analysis.stalls(df)
+    emulated = derived.is_emulated(df)
+    stalls = derived.stalls(df)
     for idx, r in df.head(MAX_CASE_ROWS).iterrows():
         ok = r["status"] == "ok"
         emu = bool(emulated[idx])
         speed = ok and not emu
         throttled = _throttle_note(r) if ok else ""
-        stalled = f" (stalls: {stalls[idx]:.0%} of samples over {analysis.STALL_FACTOR:g}x the median)" \
+        stalled = f" (stalls: {stalls[idx]:.0%} of samples over {derived.STALL_FACTOR:g}x the median)" \
             if pd.notna(stalls[idx]) else ""
         rows.append({
             "workload": r["workload"],
-            "shape": analysis.shape_label(r),
+            "shape": derived.shape_label(r),
             "precision": r["precision"],
             "status": r["status"] + (" (emulated: timing is not device speed)" if ok and emu else "") + throttled
             + stalled,
@@ -99,7 +99,7 @@ def _summary_rows(df: pd.DataFrame) -> list[dict]:
             "median_rel_err": fmt(s["median_rel_err"], ".2e"),
             "note": "emulated: accuracy only" if s["emulated"] else "",
         }
-        for _, s in analysis.summary(df).iterrows()
+        for _, s in derived.summary(df).iterrows()
     ]
 
 
@@ -114,7 +114,7 @@ def headline(df: pd.DataFrame) -> list[str]:
             of = f" of {int(planned.iloc[0])}" if len(planned) else ""
             lines.append(f"Partial report: run {run} stopped after {len(g)}{of} cases; "
                          f"`python -m suite run {scenario} --resume {run}` finishes it.")
-    for slow in analysis.slow_paths(df):
+    for slow in derived.slow_paths(df):
         worst = f", up to {slow['worst']:.3g}x" if slow["worst"] > 1.05 * slow["slowdown"] else ""
         cause = f": {slow['cause']}" if slow["cause"] else ""
         lines.append(f"{slow['precision']} is {slow['slowdown']:.3g}x slower than {slow['baseline']} here "
@@ -127,17 +127,17 @@ def headline(df: pd.DataFrame) -> list[str]:
             lines.append(f"{len(capped)} case(s) stopped at the whole-case cap with fewer samples than asked "
                          f"(as few as {fewest}): one call is slow against the cap, so their medians are "
                          "known less well (see ±95% CI).")
-    stalled = int(analysis.stalls(df).notna().sum())
+    stalled = int(derived.stalls(df).notna().sum())
     if stalled:
-        lines.append(f"{stalled} case(s) show stalls (at least {analysis.STALL_SHARE:.0%} of samples over "
-                     f"{analysis.STALL_FACTOR:g}x the median): threads descheduled on a busy machine? "
+        lines.append(f"{stalled} case(s) show stalls (at least {derived.STALL_SHARE:.0%} of samples over "
+                     f"{derived.STALL_FACTOR:g}x the median): threads descheduled on a busy machine? "
                      "`--threads 1` steadies them.")
     return lines
 
 
 def build_view(df: pd.DataFrame) -> dict:
     """Everything the templates show, as strings, from the records of one or more runs."""
-    df = analysis.with_speedups(df)
+    df = derived.with_speedups(df)
     first = df.iloc[0]
     not_ok = df[df["status"] != "ok"]
     reasons = Counter(zip(not_ok["status"], not_ok["reason"].fillna("")))
@@ -194,7 +194,7 @@ def _detail_tables(df: pd.DataFrame) -> list[dict]:
             continue
         columns = [("shape", "case"), ("precision", "precision")] + [(c, title) for c, title, _ in spec]
         body = [
-            {"shape": analysis.shape_label(r), "precision": r["precision"],
+            {"shape": derived.shape_label(r), "precision": r["precision"],
              **{c: (str(bool(r[c])) if f == "" else fmt(r[c], f)) if pd.notna(r[c]) else "" for c, _, f in spec}}
             for _, r in rows.iterrows()
         ]
@@ -206,7 +206,7 @@ def _md_cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
+def md_table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
     head = "| " + " | ".join(title for _, title in columns) + " |"
     sep = "|" + "|".join("---" for _ in columns) + "|"
     body = ["| " + " | ".join(_md_cell(r[key]) for key, _ in columns) + " |" for r in rows]
@@ -244,17 +244,17 @@ def markdown(view: dict) -> str:
         "",
         "## Summary",
         "",
-        _md_table(view["summary"], SUMMARY_COLUMNS),
+        md_table(view["summary"], SUMMARY_COLUMNS),
         "",
     ]
     if view["reasons"]:
-        lines += ["## Not measured", "", _md_table(
+        lines += ["## Not measured", "", md_table(
             [{**r, "count": str(r["count"])} for r in view["reasons"]],
             [("status", "status"), ("count", "cases"), ("reason", "reason")],
         ), ""]
     for table in view["details"]:
-        lines += [f"## {table['workload']}", "", _md_table(table["rows"], table["columns"]), ""]
-    lines += ["## Cases", "", _md_table(view["cases"], view["case_columns"]), ""]
+        lines += [f"## {table['workload']}", "", md_table(table["rows"], table["columns"]), ""]
+    lines += ["## Cases", "", md_table(view["cases"], view["case_columns"]), ""]
     if view["cases_left_out"]:
         lines += [f"({view['cases_left_out']} more cases are in the results parquet, not listed here.)", ""]
     lines += [f"![{p['title']}]({p['file']})" for p in view["plots"]]
@@ -285,7 +285,7 @@ def output_dir(out_dir: str | Path) -> Path:
 
 
 def write_pages(out: Path, markdown_text: str, html_text: str) -> list[Path]:
-    """report.md and index.html, each written whole (see suite.atomic)."""
+    """report.md and index.html, each written whole (see suite.results.atomic)."""
     return [atomic_write_text(out / "report.md", markdown_text), atomic_write_text(out / "index.html", html_text)]
 
 
@@ -295,7 +295,7 @@ def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
         raise ValueError("no records to report")
     out = output_dir(out_dir)
     view = build_view(df)
-    speed_df = analysis.with_speedups(df)
+    speed_df = derived.with_speedups(df)
     written = []
     for workload in speed_df["workload"].unique():
         for kind, plot in plots.PLOTS.items():

@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite.atomic import atomic_write  # noqa: E402
-from suite.analysis import is_emulated, shape_label, vocab_padding  # noqa: E402
+from suite.results.atomic import atomic_write  # noqa: E402
+from suite.analysis.derived import is_emulated, shape_label, vocab_padding  # noqa: E402
 
 
 def _x(df: pd.DataFrame) -> tuple[pd.Series, str, dict | None]:

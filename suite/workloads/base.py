@@ -8,7 +8,7 @@ from typing import Callable, Protocol
 
 import torch
 
-from suite.plan import Case
+from suite.scenario.plan import Case
 from suite.precisions.base import Precision
 
 
@@ -36,10 +36,6 @@ class Workload(Protocol):
     def prepare(self, case: Case, precision: Precision, device: torch.device) -> Prepared:
         """Build inputs and the callable. Raise `Unsupported(reason)` for a case that cannot run
         here (it is recorded as skipped); any other exception records the case as failed."""
-
-
-class Unsupported(Exception):
-    """This case cannot run on this machine or setup; the message is the skip reason."""
 
 
 def compile_unsupported(device: torch.device, backend: str = "inductor") -> str | None:

@@ -24,8 +24,10 @@ from typing import Callable
 
 import torch
 
-from suite.timing import StopRule, resolved_cache
-from suite.workloads.base import Prepared, Unsupported, Workload
+from suite.measure.timing import resolved_cache
+from suite.scenario.stop_rule import StopRule
+from suite.errors import Unsupported
+from suite.workloads.base import Prepared, Workload
 from suite.workloads.gemm import GEMM
 
 

@@ -25,11 +25,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from suite import timing
-from suite.accuracy import error_metrics
+from suite.measure import timing
+from suite.measure.accuracy import error_metrics
 from suite.errors import UserError
 from suite.precisions import flags
-from suite.workloads.base import Prepared, Unsupported, Workload, compile_unsupported
+from suite.errors import Unsupported
+from suite.workloads.base import Prepared, Workload, compile_unsupported
 
 
 @dataclass(frozen=True)

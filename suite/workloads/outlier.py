@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from suite.accuracy import error_metrics
+from suite.measure.accuracy import error_metrics
 from suite.errors import UserError
 from suite.workloads.base import Prepared, Workload
 from suite.workloads.gemm import REFERENCE_ROWS, random_operands

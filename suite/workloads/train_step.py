@@ -41,11 +41,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from suite import peaks, timing
+from suite.measure import peaks, timing
 from suite.errors import UserError
 from suite.models import corpus, flops, gpt2, llama
 from suite.precisions.floating import FP32
-from suite.workloads.base import Prepared, Unsupported, Workload, compile_unsupported
+from suite.errors import Unsupported
+from suite.workloads.base import Prepared, Workload, compile_unsupported
 
 MODELS = {"gpt2": (gpt2.GPT2, gpt2.config), "llama": (llama.Llama, llama.config)}
 DEFAULT_SIZE = {"gpt2": "tiny", "llama": "tiny"}

@@ -7,7 +7,7 @@ ignores, with each benchmark's mpsuite identity in its `extra_info`, so importin
 gives back the same case ids.
 
 `import_file(path, results_dir)` reads a pytest-benchmark JSON file (`--benchmark-json`, or one
-saved by `--benchmark-autosave`) and stores it through `suite.store` as one run. Per-round times
+saved by `--benchmark-autosave`) and stores it through `suite.results.store` as one run. Per-round times
 (`stats.data`, saved unless --benchmark-save-data is off in autosave) become `samples_ms`, so
 `compare` can bootstrap them; without them a comparison has no interval and says `noisy`.
 
@@ -27,8 +27,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite import analysis, plan, store
-from suite.atomic import atomic_write_text
+from suite.analysis import derived
+from suite.scenario import plan
+from suite.results import store
+from suite.results.atomic import atomic_write_text
 from suite.errors import UserError
 
 FORMAT_VERSION = "5.2.3"  # the pytest-benchmark release whose JSON layout this follows
@@ -106,7 +108,7 @@ def benchmark_stats(samples_s: list[float]) -> dict:
 
 
 def _benchmark(row, scenario: str) -> dict:
-    shape = analysis.shape_label(row)
+    shape = derived.shape_label(row)
     params = json.loads(row["params"]) if isinstance(row.get("params"), str) else {}
     name = f"{row['workload']}[{row['precision']}-{shape.replace(' ', '-')}]"
     return {
@@ -125,7 +127,7 @@ def to_pytest_benchmark(run: pd.DataFrame) -> dict:
     """One run's records as a pytest-benchmark JSON document."""
     if run["run_id"].nunique() != 1:
         raise ValueError("to_pytest_benchmark takes the records of exactly one run")
-    run = analysis.with_speedups(run)
+    run = derived.with_speedups(run)
     first = run.iloc[0]
     scenario = str(first["scenario"])
     measured = run[(run["status"] == "ok") & run["samples_ms"].map(lambda s: s is not None and len(s) > 0)]
@@ -272,7 +274,7 @@ def from_pytest_benchmark(doc: dict, scenario: str | None = None, label: str | N
 
 
 def _quantile(xs: list[float], q: float) -> float:
-    from suite.timing import quantile
+    from suite.measure.timing import quantile
 
     return quantile(sorted(xs), q)
 

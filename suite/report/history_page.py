@@ -1,4 +1,4 @@
-"""Render a scenario's history (`suite.history.History`): one speedup-over-runs plot per case group
+"""Render a scenario's history (`suite.analysis.history.History`): one speedup-over-runs plot per case group
 (workload x precision), change points marked, plus `report.md` and `index.html` listing them."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from suite import history as hist  # noqa: E402
-from suite.report import _md_table, fmt, output_dir, write_pages  # noqa: E402
+from suite.analysis import history  # noqa: E402
+from suite.report import md_table, fmt, output_dir, write_pages  # noqa: E402
 from suite.report.plots import save_figure  # noqa: E402
 
 RUN_TABLE = [("index", "#"), ("run_id", "run"), ("torch_version", "torch"), ("torchao_version", "torchao"),
@@ -33,7 +33,7 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
-def _group_plot(h: hist.History, workload: str, precision: str, series: list[hist.CaseSeries], path: Path) -> Path:
+def _group_plot(h: history.History, workload: str, precision: str, series: list[history.CaseSeries], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(max(7, 0.5 * len(h.runs) + 3), 4.5))
     for i, s in enumerate(series):
         color = f"C{i % 10}"
@@ -58,7 +58,7 @@ def _group_plot(h: hist.History, workload: str, precision: str, series: list[his
     return save_figure(fig, path)
 
 
-def build_view(h: hist.History) -> dict:
+def build_view(h: history.History) -> dict:
     runs = h.runs
     changes = []
     for s, cp in h.change_points():
@@ -98,8 +98,8 @@ def markdown(view: dict) -> str:
              f"{len(view['runs'])} runs, {view['cases']} cases with a speedup, "
              f"{len(view['changes'])} change point(s).", ""]
     if view["changes"]:
-        lines += ["## Change points", "", _md_table(view["changes"], CHANGE_TABLE), ""]
-    lines += ["## Runs", "", _md_table(view["runs"], RUN_TABLE), "", "## Method", "", view["method"], ""]
+        lines += ["## Change points", "", md_table(view["changes"], CHANGE_TABLE), ""]
+    lines += ["## Runs", "", md_table(view["runs"], RUN_TABLE), "", "## Method", "", view["method"], ""]
     lines += [f"![{p['title']}]({p['file']})" for p in view["plots"]]
     return "\n".join(lines) + "\n"
 
@@ -113,12 +113,12 @@ def html(view: dict) -> str:
     return env.get_template("history.html.j2").render(view=view, run_table=RUN_TABLE, change_table=CHANGE_TABLE)
 
 
-def render(h: hist.History, out_dir: str | Path) -> list[Path]:
+def render(h: history.History, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     output_dir(out)
     view = build_view(h)
     written = []
-    groups: dict[tuple[str, str], list[hist.CaseSeries]] = {}
+    groups: dict[tuple[str, str], list[history.CaseSeries]] = {}
     for s in h.series:
         groups.setdefault((s.workload, s.precision), []).append(s)
     for (workload, precision), series in groups.items():
@@ -129,7 +129,7 @@ def render(h: hist.History, out_dir: str | Path) -> list[Path]:
     return written
 
 
-def text_summary(h: hist.History) -> str:
+def text_summary(h: history.History) -> str:
     lines = [f"{h.scenario}: {len(h.runs)} runs, {len(h.series)} cases, {len(h.change_points())} change point(s)"]
     for s, cp in h.change_points():
         run = h.runs.iloc[cp.index]

@@ -15,7 +15,7 @@ lock when the process dies (even by SIGKILL), so a stale lock cannot outlive its
 processes can never append to the same run.
 
 This module knows the file format only. Where journals live and when they turn into a results file
-is `suite.store`'s business: the pipeline reaches journals through `store` alone.
+is `suite.results.store`'s business: the pipeline reaches journals through `store` alone.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `build(scenario, results_dir)` orders the scenario's runs by run id (their UTC start time) and, for
 every case with a speedup (not the baseline precision, not emulated), collects its speedup in each
-run with a bootstrap interval from the stored samples (`suite.stats`).
+run with a bootstrap interval from the stored samples (`suite.analysis.stats`).
 
 Change points: binary segmentation (Scott and Knott 1974; Vostrikova 1981) on the log speedups.
 For a segment, every split k is scored by a two-sample z statistic between the runs before and after
@@ -25,7 +25,8 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from suite import analysis, select, stats, store
+from suite.analysis import derived, stats
+from suite.results import select, store
 from suite.errors import UserError
 
 RUN_COLUMNS = ["run_id", "started_at", "torch_version", "torchao_version", "te_version", "cuda_version",
@@ -126,13 +127,13 @@ def _runs_table(df: pd.DataFrame) -> pd.DataFrame:
 def _series(df: pd.DataFrame, positions: dict[str, int], resamples: int, seed: int,
             confidence: float) -> list[CaseSeries]:
     by_run = {(r["run_id"], r["case_id"]): r for r in df.to_dict("records")}
-    ok = df[(df["status"] == "ok") & ~analysis.is_emulated(df)]
+    ok = df[(df["status"] == "ok") & ~derived.is_emulated(df)]
     ok = ok[ok["baseline_case_id"].notna() & (ok["baseline_case_id"] != ok["case_id"])]
     out = []
     for case_id, rows in ok.groupby("case_id", sort=False):
         first = rows.iloc[0]
         s = CaseSeries(case_id, first["workload"], first["precision"], first.get("baseline"),
-                       analysis.shape_label(first))
+                       derived.shape_label(first))
         rng = np.random.default_rng([seed, zlib.crc32(str(case_id).encode())])
         for _, row in rows.sort_values("run_id").iterrows():
             ref = by_run.get((row["run_id"], row["baseline_case_id"]))

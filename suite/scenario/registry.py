@@ -1,6 +1,6 @@
 """Names of precisions and workloads, and where their code lives.
 
-Kept free of torch so that scenario validation (`suite.spec`) can list valid names without paying
+Kept free of torch so that scenario validation (`suite.scenario.spec`) can list valid names without paying
 for a torch import. `load` imports the implementing class only when a case needs it.
 """
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite import store
+from suite.results import store
 from suite.errors import UserError
 
 VERSION_KEYS = {"torch": "torch_version", "torchao": "torchao_version", "te": "te_version",

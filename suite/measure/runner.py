@@ -1,6 +1,6 @@
 """Run cases one by one and turn each into a record. A failing case never stops the run.
 
-The runner writes no files: it yields records, and the caller stores them (`suite.store`).
+The runner writes no files: it yields records, and the caller stores them (`suite.results.store`).
 """
 
 from __future__ import annotations
@@ -15,19 +15,18 @@ from typing import Callable, Iterable, Iterator, TextIO
 
 import torch
 
-from suite import peaks, registry, telemetry
-from suite.accuracy import NonFiniteOutput
-from suite.plan import Case
+from suite.measure import peaks, telemetry
+from suite.scenario import registry
+from suite.errors import Unsupported
+from suite.measure.accuracy import NonFiniteOutput
+from suite.scenario.plan import Case
 from suite.precisions import flags
-from suite.store import SCHEMA_VERSION
-from suite.timing import TimingUnsupported, clock_for, measure
-from suite.workloads.base import Unsupported
+from suite.measure.timing import TimingUnsupported, clock_for, measure
 
 
 def base_record(case: Case, run_meta: dict) -> dict:
     return {
         **run_meta,
-        "schema_version": SCHEMA_VERSION,
         "scenario": case.scenario,
         "case_id": case.case_id,
         "baseline_case_id": case.baseline_case_id,
@@ -351,7 +350,7 @@ def run(
 ) -> Iterator[dict]:
     """Yield one record per case, in order. Records are yielded as soon as each case ends.
 
-    `run_one(case) -> record` runs a case somewhere else (e.g. `suite.isolate.CaseProcess`, a
+    `run_one(case) -> record` runs a case somewhere else (e.g. `suite.measure.isolate.CaseProcess`, a
     subprocess per case); by default cases run here, in this process, through `run_case`, on
     `worker` when given (a `CaseThread`, so that Ctrl-C is heard at once).
     """

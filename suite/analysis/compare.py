@@ -19,7 +19,7 @@ every case one verdict:
 
 The headline verdict is about the speedup (a ratio inside one run, so it survives a different card,
 clock or machine). Absolute times are compared as well, in `time_verdict`, only where both sides ran
-on the same device model. Statistics: `suite.stats`.
+on the same device model. Statistics: `suite.analysis.stats`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from suite import analysis, stats
+from suite.analysis import derived, stats
 from suite.errors import UserError
 
 MISSING, NEW_SKIP, NEW_FAILURE = "missing", "new-skip", "new-failure"
@@ -180,9 +180,9 @@ class _Measured:
 def _measure(case_rows: pd.DataFrame, by_run: dict, reps: _Replicates, rng: np.random.Generator) -> _Measured:
     ok = case_rows[case_rows["status"] == "ok"]
     m = _Measured()
-    m.emulated = bool(analysis.is_emulated(ok).any())
+    m.emulated = bool(derived.is_emulated(ok).any())
     m.rel_err = float(pd.to_numeric(ok["rel_err"], errors="coerce").median()) if "rel_err" in ok else math.nan
-    m.time_ms = analysis.geomean(pd.to_numeric(ok["time_ms_median"], errors="coerce"))
+    m.time_ms = derived.geomean(pd.to_numeric(ok["time_ms_median"], errors="coerce"))
     rows = ok.to_dict("records")
     timed = [r for r in map(reps, rows) if r is not None]
     if timed:  # -log time, so that larger is better, as for a speedup
@@ -212,7 +212,7 @@ def _measure(case_rows: pd.DataFrame, by_run: dict, reps: _Replicates, rng: np.r
     if not speedups:
         m.speedup_why = "its baseline-precision case was not measured in the same run"
         return m
-    m.speedup = analysis.geomean(speedups)
+    m.speedup = derived.geomean(speedups)
     m.speedup_est = stats.side_estimate(values, replicates, rng) if values else None
     return m
 
@@ -293,7 +293,7 @@ def _identity(rows: pd.DataFrame) -> dict:
         "baseline": first.get("baseline"),
         "m": first.get("m"), "k": first.get("k"), "n": first.get("n"),
         "params": params if isinstance(params, str) else json.dumps(params or {}),
-        "shape": analysis.shape_label(first),
+        "shape": derived.shape_label(first),
     }
 
 
@@ -436,8 +436,8 @@ def _finish_row(row: dict, noise: dict[str, stats.NoiseEstimate], opts: Options,
 
 
 def load_sides(baseline: str, candidate: str, results_dir) -> tuple[Side, Side]:
-    """Select both sides' runs from the store (see `suite.select` for the selector syntax)."""
-    from suite import select
+    """Select both sides' runs from the store (see `suite.results.select` for the selector syntax)."""
+    from suite.results import select
 
     return (
         Side("baseline", baseline, select.select(baseline, results_dir, role="baseline")),

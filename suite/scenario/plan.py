@@ -11,9 +11,9 @@ import itertools
 import json
 from dataclasses import dataclass, field
 
-from suite.shapes import SHAPE_SETS
-from suite.spec import Scenario, Sweep
-from suite.timing import StopRule
+from suite.scenario.shapes import SHAPE_SETS
+from suite.scenario.spec import Scenario, Sweep
+from suite.scenario.stop_rule import StopRule
 
 SHAPE_KEYS = ("m", "k", "n")
 

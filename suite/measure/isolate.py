@@ -24,7 +24,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from suite import journal
+from suite.results import journal
 
 # The default per-case limit: generous, because it also covers the child's start-up (interpreter,
 # torch import, CUDA context) and a first torch.compile of a large model; it exists to turn a
@@ -44,8 +44,8 @@ def case_to_json(case) -> dict:
 
 
 def case_from_json(data: dict):
-    from suite.plan import Case
-    from suite.timing import StopRule
+    from suite.scenario.plan import Case
+    from suite.scenario.stop_rule import StopRule
 
     return Case(**{**data, "timing": StopRule(**data["timing"])})
 
@@ -73,7 +73,7 @@ def _last_line(log: str) -> str:
 
 
 def child_command() -> list[str]:
-    return [sys.executable, "-m", "suite.isolate"]
+    return [sys.executable, "-m", "suite.measure.isolate"]
 
 
 class CaseProcess:
@@ -91,7 +91,7 @@ class CaseProcess:
         self.env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
 
     def _failed(self, case, reason: str, log: str, started_at: str) -> dict:
-        from suite import runner
+        from suite.measure import runner
 
         record = runner.base_record(case, self.run_meta)
         record.update(status="failed", reason=reason, started_at=started_at, isolated=True,
@@ -157,8 +157,8 @@ def main() -> int:
 
     import torch
 
-    from suite import runner
-    from suite.timing import clock_for
+    from suite.measure import runner
+    from suite.measure.timing import clock_for
 
     case = case_from_json(request["case"])
     device = torch.device(request["device"])

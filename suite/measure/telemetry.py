@@ -1,7 +1,7 @@
 """GPU telemetry during a case: SM and memory clocks, power, temperature, clock-event reasons.
 
 NVML (`import pynvml`, package nvidia-ml-py) is read in a background thread while a case is measured.
-Each reading is stamped with `time.perf_counter`, the clock `suite.timing` stamps its batches with,
+Each reading is stamped with `time.perf_counter`, the clock `suite.measure.timing` stamps its batches with,
 so every timing sample can be matched with the GPU's state while it ran: a sample whose batch saw a
 throttle reason is flagged (nvbench discards such samples; the suite keeps and flags them), and the
 case gets summary columns (mean/min SM clock, throttled fraction, the reasons seen).
@@ -190,7 +190,7 @@ def in_window(readings: Sequence[Reading], start: float, end: float) -> list[Rea
 
 def flag_samples(readings: Sequence[Reading], batches: Iterable, bits: dict[str, int]) -> list[bool]:
     """One flag per timing sample: True when a reading during its batch shows throttling.
-    `batches` are (start_s, end_s, reps) windows from `suite.timing.Measurement.batches`."""
+    `batches` are (start_s, end_s, reps) windows from `suite.measure.timing.Measurement.batches`."""
     flags: list[bool] = []
     for start, end, reps in batches:
         hot = any(throttling(r.reasons, bits) for r in in_window(readings, start, end))
@@ -292,7 +292,7 @@ class Sampler:
         return None
 
     def columns(self, measurement=None) -> dict[str, object]:
-        """Record columns for a finished measurement (`suite.timing.Measurement`)."""
+        """Record columns for a finished measurement (`suite.measure.timing.Measurement`)."""
         if self.device is None:
             return {**NULL_COLUMNS, "telemetry_note": self.note}
         window = measurement.window if measurement is not None else None

@@ -1,4 +1,4 @@
-"""Render a comparison (`suite.compare.Comparison`): `index.html`, `report.md`, PNG plots.
+"""Render a comparison (`suite.analysis.compare.Comparison`): `index.html`, `report.md`, PNG plots.
 
 `report.md` starts with a short summary meant for a CI job summary (`cat report.md >>
 $GITHUB_STEP_SUMMARY`): the verdict counts, the cases that need attention, then every case in a
@@ -19,8 +19,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite import compare as comparing  # noqa: E402
-from suite.report import _md_table, fmt, output_dir, write_pages  # noqa: E402
+from suite.analysis import compare  # noqa: E402
+from suite.report import md_table, fmt, output_dir, write_pages  # noqa: E402
 from suite.report.plots import save_figure  # noqa: E402
 
 ATTENTION = (
@@ -85,7 +85,7 @@ def case_rows(cases: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def _side_view(side: comparing.Side) -> dict:
+def _side_view(side: compare.Side) -> dict:
     return {
         "role": side.role,
         "selector": side.selector,
@@ -107,10 +107,10 @@ def _noise_text(name: str, noise) -> str:
     return f"{name}: run-to-run noise {noise.source}; intervals reflect sampling inside the runs only"
 
 
-def build_view(cmp: comparing.Comparison) -> dict:
+def build_view(cmp: compare.Comparison) -> dict:
     o = cmp.options
     counts = cmp.counts()
-    ordered = [(v, counts[v]) for v in comparing.VERDICTS if v in counts]
+    ordered = [(v, counts[v]) for v in compare.VERDICTS if v in counts]
     attention = cmp.cases[cmp.cases["verdict"].isin(ATTENTION)]
     return {
         "title": f"{cmp.baseline.scenario}: {cmp.baseline.describe()} vs {cmp.candidate.describe()}",
@@ -154,8 +154,8 @@ def markdown(view: dict) -> str:
     ]
     lines += [f"> {w}" for w in view["warnings"]] + ([""] if view["warnings"] else [])
     if view["attention"]:
-        lines += ["## Needs attention", "", _md_table(view["attention"], CASE_COLUMNS), ""]
-    lines += ["<details><summary>All cases</summary>", "", _md_table(view["cases"], CASE_COLUMNS), "",
+        lines += ["## Needs attention", "", md_table(view["attention"], CASE_COLUMNS), ""]
+    lines += ["<details><summary>All cases</summary>", "", md_table(view["cases"], CASE_COLUMNS), "",
               "</details>", "", "## Method", "", view["method"], ""]
     lines += [f"- {n}" for n in view["noise"]] + [""]
     lines += [f"![{p['title']}]({p['file']})" for p in view["plots"]]
@@ -236,7 +236,7 @@ def _side_name(view_side: dict) -> str:
     return f"{view_side['role']} (torch {torch})" if torch else view_side["role"]
 
 
-def render(cmp: comparing.Comparison, out_dir: str | Path) -> list[Path]:
+def render(cmp: compare.Comparison, out_dir: str | Path) -> list[Path]:
     """Write the comparison report into out_dir; returns the files written."""
     out = Path(out_dir)
     output_dir(out)
@@ -268,9 +268,9 @@ def render(cmp: comparing.Comparison, out_dir: str | Path) -> list[Path]:
     return written
 
 
-def default_dir(cmp: comparing.Comparison, reports_dir: str | Path = "reports") -> Path:
+def default_dir(cmp: compare.Comparison, reports_dir: str | Path = "reports") -> Path:
     """reports/compare/<scenario>/<newest baseline run>_vs_<newest candidate run>/ (+N when pooled)."""
-    def tag(side: comparing.Side) -> str:
+    def tag(side: compare.Side) -> str:
         runs = side.run_ids
         return runs[-1] + (f"+{len(runs) - 1}" if len(runs) > 1 else "")
 
@@ -278,7 +278,7 @@ def default_dir(cmp: comparing.Comparison, reports_dir: str | Path = "reports") 
     return Path(reports_dir) / "compare" / scenario / f"{tag(cmp.baseline)}_vs_{tag(cmp.candidate)}"
 
 
-def text_summary(cmp: comparing.Comparison, failing: pd.DataFrame) -> str:
+def text_summary(cmp: compare.Comparison, failing: pd.DataFrame) -> str:
     """A few lines for the terminal: the sides, the verdict counts, and the cases that fail the gate."""
     view = build_view(cmp)
     b, c = view["sides"]

@@ -12,10 +12,10 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from suite import registry
+from suite.scenario import registry
 from suite.errors import UserError
-from suite.shapes import SHAPE_SETS
-from suite.timing import StopRule
+from suite.scenario.shapes import SHAPE_SETS
+from suite.scenario.stop_rule import StopRule
 
 PositiveInt = Annotated[int, Field(gt=0)]
 Scalar = Union[bool, int, float, str]

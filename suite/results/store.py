@@ -5,7 +5,7 @@ fsynced, then renamed into place, so a reader never sees half a file and two run
 The schema version lives in the parquet key-value metadata; `read` migrates older files.
 
 While a run is going, its finished cases live in a journal next to where its parquet will be,
-`results/<scenario>/<run_id>.journal.jsonl` (format: `suite.journal`). `finish_run` turns the
+`results/<scenario>/<run_id>.journal.jsonl` (format: `suite.results.journal`). `finish_run` turns the
 journal into the parquet and then deletes it, so a journal on disk always means "this run is not
 complete" and `--resume <run_id>` continues it.
 """
@@ -23,8 +23,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from suite import journal
-from suite.atomic import atomic_write
+from suite.results import journal
+from suite.results.atomic import atomic_write
 from suite.errors import UserError
 
 SCHEMA_VERSION = 1
@@ -88,6 +88,7 @@ def _column(values: list) -> tuple[pa.Array, bool]:
 
 
 def _table(records: list[dict]) -> pa.Table:
+    records = [{**r, "schema_version": SCHEMA_VERSION} for r in records]  # the store stamps the version
     columns = list(CONTRACT) + sorted({k for r in records for k in r} - set(CONTRACT))
     arrays, as_text = [], []
     for name in columns:
