@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -149,9 +148,8 @@ class _Replicates:
             if xs is None:
                 self.cache[key] = None
             else:
-                rng = np.random.default_rng([self.opts.seed, *(zlib.crc32(k.encode()) for k in key)])
-                self.cache[key] = (math.log(float(np.median(xs))),
-                                   stats.boot_log_medians(xs, self.opts.resamples, rng))
+                rng = stats.keyed_rng(self.opts.seed, *key)
+                self.cache[key] = stats.log_median_replicates(xs, self.opts.resamples, rng)
         return self.cache[key]
 
 
@@ -297,11 +295,6 @@ def _identity(rows: pd.DataFrame) -> dict:
     }
 
 
-def _case_rng(seed: int, case_id: str) -> np.random.Generator:
-    """One generator per case, so a case's interval does not depend on which other cases exist."""
-    return np.random.default_rng([seed, zlib.crc32(str(case_id).encode())])
-
-
 def _noise_for(metric: str, rows: list[dict], opts: Options) -> stats.NoiseEstimate:
     """The run-to-run noise added to every interval: as given, or what the spread of the changes
     across cases leaves unexplained by their bootstrap standard errors. Pooled sides are no
@@ -361,7 +354,7 @@ def compare(baseline: Side, candidate: Side, options: Options = Options()) -> Co
             row["detail"] = c_reason
         elif row["verdict"] == RECOVERED:
             row["detail"] = f"was {b_status}: {b_reason}"
-        rng = _case_rng(options.seed, case_id)
+        rng = stats.keyed_rng(options.seed, case_id)
         b = _measure(b_rows, b_by_run, b_reps, rng) if b_status == "ok" else _Measured()
         c = _measure(c_rows, c_by_run, c_reps, rng) if c_status == "ok" else _Measured()
         row.update(base_speedup=b.speedup, cand_speedup=c.speedup, base_time_ms=b.time_ms,

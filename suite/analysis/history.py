@@ -17,7 +17,6 @@ differences across all cases (`stats.excess_noise`, divided by sqrt 2 for a diff
 from __future__ import annotations
 
 import math
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
@@ -134,7 +133,7 @@ def _series(df: pd.DataFrame, positions: dict[str, int], resamples: int, seed: i
         first = rows.iloc[0]
         s = CaseSeries(case_id, first["workload"], first["precision"], first.get("baseline"),
                        derived.shape_label(first))
-        rng = np.random.default_rng([seed, zlib.crc32(str(case_id).encode())])
+        rng = stats.keyed_rng(seed, case_id)
         for _, row in rows.sort_values("run_id").iterrows():
             ref = by_run.get((row["run_id"], row["baseline_case_id"]))
             if ref is None or ref.get("status") != "ok":
@@ -142,9 +141,9 @@ def _series(df: pd.DataFrame, positions: dict[str, int], resamples: int, seed: i
             case_s, ref_s = stats.as_samples(row.get("samples_ms")), stats.as_samples(ref.get("samples_ms"))
             if len(case_s) < 2 or len(ref_s) < 2:
                 continue  # no samples: no interval, and a point without one would look certain
-            log_speedup = math.log(float(np.median(ref_s))) - math.log(float(np.median(case_s)))
-            replicates = (stats.boot_log_medians(ref_s, resamples, rng)
-                          - stats.boot_log_medians(case_s, resamples, rng))
+            (ref_log, ref_reps), (case_log, case_reps) = (stats.log_median_replicates(x, resamples, rng)
+                                                          for x in (ref_s, case_s))
+            log_speedup, replicates = ref_log - case_log, ref_reps - case_reps
             est = stats.side_estimate([log_speedup], [replicates], rng)
             alpha = 1.0 - confidence
             lo, hi = np.quantile(est.replicates, [alpha / 2, 1 - alpha / 2])

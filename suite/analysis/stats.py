@@ -26,6 +26,7 @@ straddles zero but reaches past the minimum effect is `noisy`: the data cannot t
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -73,6 +74,17 @@ def order_stat_cdf(n: int, k: int) -> np.ndarray:
     pdf = np.exp(log_pdf)
     cdf = np.concatenate([[0.0], np.cumsum((pdf[1:] + pdf[:-1]) / 2)])
     return cdf[_GRID::_GRID] / cdf[-1]
+
+
+def keyed_rng(seed: int, *keys: str) -> np.random.Generator:
+    """One generator per key (a case id, a run and case id): a case's interval then depends on the
+    seed and its own samples only, never on which other cases exist or the order they are visited."""
+    return np.random.default_rng([seed, *(zlib.crc32(str(k).encode()) for k in keys)])
+
+
+def log_median_replicates(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+    """(log of the median, its bootstrap replicates): one side of a log speedup, log(ref) - log(case)."""
+    return math.log(float(np.median(samples))), boot_log_medians(samples, resamples, rng)
 
 
 def boot_log_medians(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
