@@ -21,13 +21,13 @@ PRECISIONS = ["fp32", "tf32", "bf16", "fp16"]
 
 
 def big_scenario(cases: int) -> spec.Scenario:
-    # 4 precisions x 25 sizes x (cases / 100) params values = `cases` cases.
+    # 4 precisions x 25 sizes x (cases / 100) planted outlier values = `cases` cases.
     sizes = list(range(16, 16 + 25 * 16, 16))
     return spec.parse({
         "name": "bench",
         "defaults": {"baseline": "fp32"},
-        "sweep": [{"workload": "gemm", "precisions": PRECISIONS, "shapes": "square", "sizes": sizes,
-                   "params": {"variant": list(range(cases // 100))}}],
+        "sweep": [{"workload": "outlier", "precisions": PRECISIONS, "shapes": "square", "sizes": sizes,
+                   "params": {"outlier": [float(10 + i) for i in range(cases // 100)]}}],
     })
 
 

@@ -149,7 +149,7 @@ PARAMS = st.dictionaries(st.sampled_from(["mode", "x", "<b>"]), SCALAR | st.list
 @st.composite
 def valid_sweep(draw) -> dict:
     precisions = draw(st.lists(st.sampled_from(sorted(registry.PRECISIONS)), min_size=1, max_size=4, unique=True))
-    sweep = {"workload": draw(st.sampled_from(sorted(registry.SHAPED_WORKLOADS))), "precisions": precisions}
+    sweep = {"workload": draw(st.sampled_from(sorted(w for w, r in registry.WORKLOADS.items() if r.shaped))), "precisions": precisions}
     source = draw(st.sampled_from(["square", "square_pow2", "llama3_8b", "mkn"]))
     if source == "mkn":
         sweep["mkn"] = draw(st.lists(TRIPLE, min_size=1, max_size=3))

@@ -28,11 +28,25 @@ def test_product_of_precisions_and_shapes(write_scenario):
     assert all(c.m == c.k == c.n for c in cases)
 
 
-def test_params_lists_are_swept(write_scenario):
-    cases = cases_of(write_scenario, BASE + "params = {alpha = [1, 2], beta = \"x\"}\n")
-    assert len(cases) == 3 * 2 * 2
-    assert {c.params["alpha"] for c in cases} == {1, 2}
-    assert all(c.params["beta"] == "x" for c in cases)
+def test_params_lists_are_swept_for_the_precisions_that_take_them(write_scenario):
+    text = BASE.replace('"fp16"]', '"fp8_tensorwise"]') + 'params = {quantize = ["pre", "inline"], pad = true}\n'
+    cases = cases_of(write_scenario, text)
+    fp8 = [c for c in cases if c.precision == "fp8_tensorwise"]
+    # quantize = "pre" is the default, so it is left out of the case's identity
+    assert sorted((c.m, c.params_json()) for c in fp8) == sorted(
+        (m, p) for m in (64, 128) for p in ('{"pad": true}', '{"pad": true, "quantize": "inline"}'))
+    # fp32 and bf16 take neither parameter: one case per shape, not one per value of another's
+    others = [c for c in cases if c.precision != "fp8_tensorwise"]
+    assert len(others) == 2 * 2 and all(c.params == {} for c in others)
+    fp32 = {c.m: c.case_id for c in others if c.precision == "fp32"}
+    assert all(c.baseline_case_id == fp32[c.m] for c in cases)  # the baseline is a case that exists
+
+
+def test_the_defaults_spelled_out_are_the_same_case(write_scenario):
+    text = BASE.replace('"fp16"]', '"fp8_tensorwise"]')
+    implicit = cases_of(write_scenario, text)
+    explicit = cases_of(write_scenario, text + 'params = {quantize = "pre", use_fast_accum = false, pad = false}\n')
+    assert [c.case_id for c in implicit] == [c.case_id for c in explicit]
 
 
 def test_exclude_and_include(write_scenario):

@@ -67,7 +67,7 @@ def trouble_case(mode: str) -> plan.Case:
 
 @pytest.fixture
 def trouble(monkeypatch):
-    monkeypatch.setitem(registry.WORKLOADS, "trouble", f"{__name__}:TROUBLE")
+    monkeypatch.setitem(registry.WORKLOADS, "trouble", registry.WorkloadRecord(f"{__name__}:TROUBLE"))
     Trouble.allocated = None
 
 
@@ -165,10 +165,10 @@ def test_cuda_scenario_without_cuda_records_every_case_as_skipped(tiny_scenario,
 def test_strings_from_the_scenario_and_the_records_are_escaped_in_the_report(write_scenario, tmp_path):
     scenario = spec.load(write_scenario(quick_toml("xss", """
         [[sweep]]
-        workload = "gemm"
+        workload = "linear"
         precisions = ["fp32", "tf32"]
         mkn = [[32, 32, 32]]
-        params = { note = "<script>alert('param')</script>" }
+        params = { compile_backend = "<script>alert('param')</script>" }
     """, description="<script>alert('description')</script>")))
     result = pipeline.run_scenario(scenario, tmp_path / "results", None, progress=False)
     df = store.read_file(result.path)

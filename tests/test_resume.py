@@ -177,7 +177,7 @@ def gemm_then(name: str, workload: str) -> str:
 
 
 def test_sigterm_stops_a_run_like_ctrl_c(write_scenario, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(registry.WORKLOADS, "terminate", f"{__name__}:TERMINATE")
+    monkeypatch.setitem(registry.WORKLOADS, "terminate", registry.WorkloadRecord(f"{__name__}:TERMINATE"))
     scenario = write_scenario(gemm_then("term", "terminate"))
     before = signal.getsignal(signal.SIGTERM)
     rc = cli.main(["run", str(scenario), "--results", str(tmp_path / "results"), "--no-report", "--quiet"])
@@ -201,7 +201,8 @@ class Sleepy:
 SLEEPY = Sleepy()
 # The child: the real entry point, with the sleepy workload registered first.
 CHILD = ("import sys; from suite import cli; from suite.scenario import registry; "
-         "registry.WORKLOADS['sleepy'] = 'tests.test_resume:SLEEPY'; sys.argv[0] = 'mpsuite'; "
+         "registry.WORKLOADS['sleepy'] = registry.WorkloadRecord('tests.test_resume:SLEEPY'); "
+         "sys.argv[0] = 'mpsuite'; "
          "raise SystemExit(cli.entry())")
 
 

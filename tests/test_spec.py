@@ -139,3 +139,60 @@ def test_scenario_is_data_not_code(write_scenario):
     # A string that would run code if the file were executed or templated is just a string.
     scenario = spec.load(write_scenario(GOOD.replace('name = "ok"', 'name = "ok"\ndescription = "__import__(\'os\').system(\'false\')"')))
     assert scenario.description.startswith("__import__")
+
+
+# --- typed parameters: checked when the scenario loads ----------------------------------------
+
+FP8_GEMM = """
+name = "p"
+[[sweep]]
+workload = "gemm"
+precisions = ["bf16", "fp8_tensorwise"]
+mkn = [[64, 64, 64]]
+params = {params}
+"""
+TRAIN = """
+name = "t"
+[[sweep]]
+workload = "train_step"
+precisions = ["fp32"]
+params = {params}
+"""
+
+
+@pytest.mark.parametrize("text, expected", [
+    (FP8_GEMM.replace("{params}", '{ quantise = "pre", use_fast_acum = true }'),
+     "sweep[0]: params.quantise: unknown parameter for workload 'gemm' with precisions bf16, fp8_tensorwise; "
+     "valid: pad, quantize, use_fast_accum"),
+    (FP8_GEMM.replace("{params}", '{ quantize = "bogus" }'),
+     "sweep[0]: params.quantize: 'bogus' is not valid for 'fp8_tensorwise': Input should be 'pre' or 'inline'"),
+    (TRAIN.replace("{params}", "{ batchh = 2 }"), "sweep[0]: params.batchh: unknown parameter for workload 'train_step'"),
+    (TRAIN.replace("{params}", "{ batch = 0 }"), "sweep[0]: params.batch: 0 is not valid for workload 'train_step': "
+                                                 "Input should be greater than 0"),
+    (TRAIN.replace("{params}", '{ batch = "2" }'), "params.batch: '2' is not valid"),  # strict: no coercion
+    (TRAIN.replace("{params}", "{ compile = 1 }"), "params.compile: 1 is not valid"),
+    (FP8_GEMM.replace('["bf16", "fp8_tensorwise"]', '["te_delayed"]').replace("{params}", "{ amax_history_len = [16, 0] }"),
+     "params.amax_history_len: 0 is not valid for 'te_delayed': Input should be greater than 0"),
+    (FP8_GEMM.replace('workload = "gemm"', 'workload = "outlier"').replace("params = {params}\n", ""),
+     "sweep[0]: params.outlier: required by workload 'outlier'"),
+])
+def test_parameter_mistakes_are_one_line_errors_at_load(write_scenario, text, expected):
+    assert expected in error_of(write_scenario, text)
+
+
+def test_a_parameter_mistake_from_the_command_line_exits_2_before_anything_runs(write_scenario, capsys):
+    from suite import cli
+
+    path = write_scenario(TRAIN.replace("{params}", "{ batchh = 2 }"))
+    assert cli.main(["run", str(path), "--results", str(path.parent / "r"), "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "params.batchh: unknown parameter" in err
+    assert not (path.parent / "r").exists()  # nothing ran, nothing was written
+
+
+def test_a_field_of_the_other_model_is_refused_when_planned(write_scenario):
+    from suite.scenario import plan
+
+    scenario = spec.load(write_scenario(TRAIN.replace("{params}", '{ model = "gpt2", ffn_hidden = 64 }')))
+    with pytest.raises(ScenarioError, match="ffn_hidden is a llama field"):
+        plan.expand(scenario)

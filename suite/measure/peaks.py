@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from suite.scenario import registry
+
 H100_SXM = {"fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5, "fp8": 1979.0}
 H100_NVL = {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5, "fp8": 1670.5}
 A100 = {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}
@@ -43,15 +45,10 @@ PEAKS: list[tuple[str, str, dict[str, float]]] = [
 ]
 
 # Which peak column a precision is measured against (FP8 recipes share the fp8 column).
-PEAK_COLUMN = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16", "fp16": "fp16", "fp16_noscaler": "fp16"}
-
-
 def peak_column(precision: str) -> str | None:
-    if precision in PEAK_COLUMN:
-        return PEAK_COLUMN[precision]
-    if precision.startswith(("fp8", "te_")):
-        return "fp8"
-    return None
+    """The column of the table a precision's throughput is set against: its registry record's."""
+    record = registry.PRECISIONS.get(precision)
+    return record.peak if record else None
 
 
 def match_device(device_name: str | None) -> tuple[str, dict[str, float]] | None:

@@ -38,31 +38,10 @@ import torch
 import torch.nn.functional as F
 
 from suite.precisions import fp8_numerics as q
-from suite.errors import Unsupported, UserError
+from suite.errors import Unsupported
+from suite.scenario.params import FP8GemmParams
 from suite.precisions.base import Precision
 
-QUANTIZE_MODES = ("pre", "inline")
-
-
-def bool_param(params: dict, key: str, default: bool) -> bool:
-    value = params.get(key, default)
-    if not isinstance(value, bool):
-        raise UserError(f"params.{key}: expected true or false, got {value!r}")
-    return value
-
-
-@dataclass(frozen=True)
-class GemmOptions:
-    quantize: str = "pre"
-    use_fast_accum: bool = False
-    pad: bool = False
-
-    @classmethod
-    def from_params(cls, params: dict) -> "GemmOptions":
-        quantize = params.get("quantize", "pre")
-        if quantize not in QUANTIZE_MODES:
-            raise UserError(f"params.quantize: expected one of {', '.join(QUANTIZE_MODES)}, got {quantize!r}")
-        return cls(quantize, bool_param(params, "use_fast_accum", False), bool_param(params, "pad", False))
 
 
 def fp8_device_reason(device: torch.device) -> str | None:
@@ -113,7 +92,7 @@ class ScaledFloat8(Precision):
         return device.type != "cuda"
 
     def configured(self, params):
-        return dataclasses.replace(self, pad=bool_param(params, "pad", False))
+        return dataclasses.replace(self, pad=FP8GemmParams.of(params).pad)
 
     def operand_bytes(self):
         return 1  # float8 operands; the bf16 output is counted at the precision's dtype
@@ -149,7 +128,7 @@ class ScaledFloat8(Precision):
             raise Unsupported(f"{reason}; set pad = true to pad with zeros")
 
     def gemm(self, a, b, params) -> Callable[[], torch.Tensor]:
-        opts = GemmOptions.from_params(params)
+        opts = FP8GemmParams.of(params)
         m, k = a.shape
         n = b.shape[1]
         self.check_alignment(k, n, opts.pad)

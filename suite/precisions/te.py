@@ -46,7 +46,8 @@ import torch.nn.functional as F
 from suite.precisions import fp8_numerics as q
 from suite.errors import Unsupported, UserError
 from suite.precisions.base import Precision
-from suite.precisions.fp8 import GemmOptions, bool_param, fp8_linears
+from suite.precisions.fp8 import fp8_linears
+from suite.scenario.params import FP8GemmParams
 
 FORMATS = ("HYBRID", "E4M3")
 AMAX_ALGOS = ("max", "most_recent")
@@ -107,7 +108,7 @@ def recipe_kwargs(recipe_class: str, params: dict) -> dict:
             raise UserError(f"params.margin: expected a non-negative integer, got {margin!r}")
         kwargs["margin"] = margin
     if "use_fast_accum" in params:
-        fast = bool_param(params, "use_fast_accum", False)
+        fast = FP8GemmParams.of(params).use_fast_accum
         if recipe_class in FPROP_CONFIGURABLE:
             kwargs["use_fast_accum"] = fast
         elif not fast:
@@ -204,7 +205,7 @@ class TransformerEngine(Precision):
 
     def gemm(self, a, b, params) -> Callable[[], torch.Tensor]:
         te = _import()[0]
-        opts = GemmOptions.from_params(params)
+        opts = FP8GemmParams.of(params)
         if opts.quantize != "inline":
             raise Unsupported(
                 'te.Linear quantizes its input inside its forward; TE GEMMs run with quantize = "inline" only'

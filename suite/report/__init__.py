@@ -18,6 +18,7 @@ from suite.analysis import derived
 from suite.results.atomic import atomic_write_text
 from suite.errors import UserError
 from suite.report import plots
+from suite.scenario import registry
 
 ENV_COLUMNS = [
     "device", "device_name", "compute_capability", "sm_count", "torch_version", "cuda_version",
@@ -165,29 +166,10 @@ ACCURACY_NOTE = (
     "GEMMs, float32 for layers and training steps."
 )
 
-# Workload-specific record columns, shown in a table of their own per workload: (column, title, format).
-DETAIL_COLUMNS = {
-    "train_step": [
-        ("tokens_per_s", "tokens/s", ".4g"), ("mfu", "MFU", ".1%"), ("final_loss", "final loss", ".4f"),
-        ("loss_delta_vs_fp32", "loss - fp32 loss", "+.4f"), ("entropy_floor", "loss floor", ".4f"),
-        ("grad_underflow_frac", "grads underflowed", ".1%"), ("diverged", "diverged", ""),
-        ("compile_s", "compile s", ".3g"),
-    ],
-    "linear": [
-        ("sqnr_db", "SQNR out dB", ".1f"), ("sqnr_grad_input_db", "SQNR grad in dB", ".1f"),
-        ("sqnr_grad_weight_db", "SQNR grad W dB", ".1f"), ("compile_s", "compile s", ".3g"),
-    ],
-    "outlier": [
-        ("outlier", "outlier", ".0e"), ("sqnr_db", "SQNR dB", ".1f"),
-        ("sqnr_db_clean", "SQNR without outlier dB", ".1f"), ("sqnr_drop_db", "SQNR drop dB", ".2f"),
-    ],
-}
-DETAIL_COLUMNS["ln_linear"] = DETAIL_COLUMNS["linear"]
-
-
 def _detail_tables(df: pd.DataFrame) -> list[dict]:
     tables = []
-    for workload, spec in DETAIL_COLUMNS.items():
+    for workload, record in registry.WORKLOADS.items():
+        spec = record.detail_columns  # workload-specific columns, a table of their own
         rows = df[(df["workload"] == workload) & (df["status"] == "ok")].head(MAX_CASE_ROWS)
         spec = [c for c in spec if c[0] in rows and rows[c[0]].notna().any()]
         if rows.empty or not spec:

@@ -27,7 +27,8 @@ from suite.results import journal
 from suite.results.atomic import atomic_write
 from suite.errors import UserError
 
-SCHEMA_VERSION = 1
+# 1: the first schema. 2: case ids from typed, normalised parameters (see `_typed_params`).
+SCHEMA_VERSION = 2
 META_KEY = b"mpsuite.schema_version"
 
 # Columns every record has (the record contract); workloads and recipes may add more.
@@ -40,8 +41,41 @@ CONTRACT = [
     "started_at",
 ]
 
+def _typed_params(df: pd.DataFrame) -> pd.DataFrame:
+    """Schema 1 -> 2. A case's identity now uses its validated parameters with defaults left out
+    and only the keys its own workload or precision takes (`suite.scenario.params`), so `{}` and
+    the explicit defaults are one case: `params`, `case_id` and `baseline_case_id` are recomputed
+    that way, and the committed runs of version 1 join runs made now. A run that measured one case
+    twice under a parameter it ignores (bf16 beside an FP8 recipe's `quantize` sweep) keeps the
+    first. Rows of unknown workloads or precisions (an imported file) are left as they were."""
+    from suite.errors import UserError as Invalid
+    from suite.scenario import plan, registry
+
+    df = df.copy()
+
+    def dim(value):
+        return None if value is None or pd.isna(value) else int(value)
+
+    for i, row in df.iterrows():
+        workload, precision, baseline = row.get("workload"), row.get("precision"), row.get("baseline")
+        if workload not in registry.WORKLOADS or precision not in registry.PRECISIONS:
+            continue
+        try:
+            raw = json.loads(row["params"]) if isinstance(row.get("params"), str) else {}
+            own = plan.identity_params(workload, precision, raw)
+            base = plan.identity_params(workload, baseline, raw) if baseline in registry.PRECISIONS else None
+        except (Invalid, ValueError, TypeError):
+            continue  # parameters no model accepts: the row keeps its old identity
+        shape = [dim(row.get(d)) for d in ("m", "k", "n")]
+        df.at[i, "params"] = json.dumps(own, sort_keys=True)
+        df.at[i, "case_id"] = plan.case_hash(workload, precision, *shape, own)
+        if base is not None:
+            df.at[i, "baseline_case_id"] = plan.case_hash(workload, baseline, *shape, base)
+    return df.drop_duplicates(subset=["run_id", "case_id"], keep="first").reset_index(drop=True)
+
+
 # schema version -> function upgrading a DataFrame from that version to the next one.
-MIGRATIONS: dict[int, callable] = {}
+MIGRATIONS: dict[int, callable] = {1: _typed_params}
 
 
 # UTC start time (so ids sort by age) and 24 random bits (so two runs started in the same second

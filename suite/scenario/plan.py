@@ -11,8 +11,12 @@ import itertools
 import json
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
+from suite.scenario import params as case_params
+from suite.scenario import registry
 from suite.scenario.shapes import SHAPE_SETS
-from suite.scenario.spec import Scenario, Sweep
+from suite.scenario.spec import Scenario, ScenarioError, Sweep
 from suite.scenario.stop_rule import StopRule
 
 SHAPE_KEYS = ("m", "k", "n")
@@ -37,6 +41,8 @@ class Case:
     seed: int
     timing: StopRule = field(hash=False, compare=False)
     device: str = "auto"
+    # the baseline precision's case's params, normalised for that precision (None: the same params)
+    baseline_params: dict | None = field(default=None, hash=False, compare=False)
 
     @property
     def case_id(self) -> str:
@@ -46,7 +52,8 @@ class Case:
     def baseline_case_id(self) -> str | None:
         if self.baseline is None:
             return None
-        return case_hash(self.workload, self.baseline, self.m, self.k, self.n, self.params)
+        base = self.params if self.baseline_params is None else self.baseline_params
+        return case_hash(self.workload, self.baseline, self.m, self.k, self.n, base)
 
     @property
     def label(self) -> str:
@@ -104,8 +111,21 @@ def expand_sweep(scenario: Scenario, index: int) -> list[Case]:
     for precision, shape, params in combos:
         if any(_matches(rule, precision, shape, params) for rule in sweep.exclude):
             continue
-        cases.append(Case(precision=precision, m=shape[0], k=shape[1], n=shape[2], params=params, **common))
+        own = identity_params(sweep.workload, precision, params, f"{scenario.name}: sweep[{index}]")
+        base = common["baseline"]
+        base_params = identity_params(sweep.workload, base, params, f"{scenario.name}: sweep[{index}]") if base else None
+        cases.append(Case(precision=precision, m=shape[0], k=shape[1], n=shape[2], params=own,
+                          baseline_params=base_params, **common))
     return cases
+
+
+def identity_params(workload: str, precision: str, raw: dict, where: str = "params") -> dict:
+    """A case's params as its identity sees them (`suite.scenario.params.normalise`): the keys its
+    workload or precision knows, validated, defaults left out. A bad combination is a ScenarioError."""
+    try:
+        return case_params.normalise(registry.params_model(workload, precision), raw)
+    except ValidationError as err:
+        raise ScenarioError(f"{where}: {precision}: params.{case_params.one_line(err)}") from None
 
 
 def expand(scenario: Scenario) -> list[Case]:

@@ -1,54 +1,93 @@
-"""Names of precisions and workloads, and where their code lives.
+"""Every precision and workload the suite knows: one record each, naming its code, its parameter
+model (`suite.scenario.params`) and what the rest of the pipeline needs to know about it.
 
-Kept free of torch so that scenario validation (`suite.scenario.spec`) can list valid names without paying
-for a torch import. `load` imports the implementing class only when a case needs it.
+Adding a precision or a workload is one file (its code) plus one record here; tests/test_registry.py
+checks that every record is complete. Kept free of torch so that scenario validation
+(`suite.scenario.spec`) can list valid names and check parameters without a torch import; `load`
+imports the implementing object only when a case needs it.
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 
-# name -> "module:attribute". The attribute is a Precision instance.
-PRECISIONS: dict[str, str] = {
-    "fp32": "suite.precisions.floating:FP32",
-    "tf32": "suite.precisions.floating:TF32",
-    "bf16": "suite.precisions.floating:BF16",
-    "fp16": "suite.precisions.floating:FP16",
-    "fp16_noscaler": "suite.precisions.floating:FP16_NOSCALER",
+from suite.scenario import params as p
+
+
+@dataclass(frozen=True)
+class PrecisionRecord:
+    target: str  # "module:attribute"; the attribute is a Precision instance
+    params: type[p.Params] = p.NoParams
+    # the vendor-peak column its throughput is set against (suite/measure/peaks.py), or None
+    peak: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadRecord:
+    target: str  # "module:attribute"; the attribute is a Workload instance
+    params: type[p.Params] = p.NoParams
+    shaped: bool = False  # cases defined by (m, k, n); the others take their shape from params
+    # workload-specific record columns the report shows in a table of their own: (column, title, format)
+    detail_columns: tuple[tuple[str, str, str], ...] = ()
+
+
+TE = "suite.precisions.te"
+PRECISIONS: dict[str, PrecisionRecord] = {
+    "fp32": PrecisionRecord("suite.precisions.floating:FP32", peak="fp32"),
+    "tf32": PrecisionRecord("suite.precisions.floating:TF32", peak="tf32"),
+    "bf16": PrecisionRecord("suite.precisions.floating:BF16", peak="bf16"),
+    "fp16": PrecisionRecord("suite.precisions.floating:FP16", peak="fp16"),
+    "fp16_noscaler": PrecisionRecord("suite.precisions.floating:FP16_NOSCALER", peak="fp16"),
     # FP8: torchao recipes (torch._scaled_mm GEMMs), emulated block scaling, Transformer Engine
-    "fp8_tensorwise": "suite.precisions.fp8:FP8_TENSORWISE",
-    "fp8_rowwise": "suite.precisions.fp8:FP8_ROWWISE",
-    "fp8_rowwise_gw_hp": "suite.precisions.fp8:FP8_ROWWISE_GW_HP",
-    "fp8_block": "suite.precisions.fp8:FP8_BLOCK",
-    "te_delayed": "suite.precisions.te:TE_DELAYED",
-    "te_current": "suite.precisions.te:TE_CURRENT",
-    "te_block": "suite.precisions.te:TE_BLOCK",
-    "mxfp8": "suite.precisions.te:TE_MXFP8",
-    "nvfp4": "suite.precisions.te:TE_NVFP4",
+    "fp8_tensorwise": PrecisionRecord("suite.precisions.fp8:FP8_TENSORWISE", p.FP8GemmParams, "fp8"),
+    "fp8_rowwise": PrecisionRecord("suite.precisions.fp8:FP8_ROWWISE", p.FP8GemmParams, "fp8"),
+    "fp8_rowwise_gw_hp": PrecisionRecord("suite.precisions.fp8:FP8_ROWWISE_GW_HP", p.FP8GemmParams, "fp8"),
+    "fp8_block": PrecisionRecord("suite.precisions.fp8:FP8_BLOCK", p.FP8GemmParams, "fp8"),
+    "te_delayed": PrecisionRecord(f"{TE}:TE_DELAYED", p.TEDelayedParams, "fp8"),
+    "te_current": PrecisionRecord(f"{TE}:TE_CURRENT", p.TECurrentParams, "fp8"),
+    "te_block": PrecisionRecord(f"{TE}:TE_BLOCK", p.TECurrentParams, "fp8"),
+    "mxfp8": PrecisionRecord(f"{TE}:TE_MXFP8", p.TEMXFP8Params, "fp8"),
+    "nvfp4": PrecisionRecord(f"{TE}:TE_NVFP4", p.TENVFP4Params, "fp4"),
 }
 
-# name -> "module:attribute". The attribute is a Workload instance.
-WORKLOADS: dict[str, str] = {
-    "gemm": "suite.workloads.gemm:GEMM",
-    "train_step": "suite.workloads.train_step:TRAIN_STEP",
-    "fidelity": "suite.workloads.fidelity:FIDELITY",
-    "linear": "suite.workloads.linear:LINEAR",
-    "ln_linear": "suite.workloads.linear:LN_LINEAR",
-    "outlier": "suite.workloads.outlier:OUTLIER",
+LAYER_DETAILS = (
+    ("sqnr_db", "SQNR out dB", ".1f"), ("sqnr_grad_input_db", "SQNR grad in dB", ".1f"),
+    ("sqnr_grad_weight_db", "SQNR grad W dB", ".1f"), ("compile_s", "compile s", ".3g"),
+)
+WORKLOADS: dict[str, WorkloadRecord] = {
+    "gemm": WorkloadRecord("suite.workloads.gemm:GEMM", shaped=True),
+    "train_step": WorkloadRecord("suite.workloads.train_step:TRAIN_STEP", p.TrainStepParams, detail_columns=(
+        ("tokens_per_s", "tokens/s", ".4g"), ("mfu", "MFU", ".1%"), ("final_loss", "final loss", ".4f"),
+        ("loss_delta_vs_fp32", "loss - fp32 loss", "+.4f"), ("entropy_floor", "loss floor", ".4f"),
+        ("grad_underflow_frac", "grads underflowed", ".1%"), ("diverged", "diverged", ""),
+        ("compile_s", "compile s", ".3g"),
+    )),
+    "fidelity": WorkloadRecord("suite.workloads.fidelity:FIDELITY", p.FidelityParams, shaped=True),
+    "linear": WorkloadRecord("suite.workloads.linear:LINEAR", p.CompileParams, shaped=True,
+                             detail_columns=LAYER_DETAILS),
+    "ln_linear": WorkloadRecord("suite.workloads.linear:LN_LINEAR", p.CompileParams, shaped=True,
+                                detail_columns=LAYER_DETAILS),
+    "outlier": WorkloadRecord("suite.workloads.outlier:OUTLIER", p.OutlierParams, shaped=True, detail_columns=(
+        ("outlier", "outlier", ".0e"), ("sqnr_db", "SQNR dB", ".1f"),
+        ("sqnr_db_clean", "SQNR without outlier dB", ".1f"), ("sqnr_drop_db", "SQNR drop dB", ".2f"),
+    )),
 }
 
-# Workloads whose cases are defined by (m, k, n); the others take all their shape from `params`.
-SHAPED_WORKLOADS: set[str] = {"gemm", "fidelity", "linear", "ln_linear", "outlier"}
+
+def params_model(workload: str, precision: str) -> type[p.Params]:
+    """The parameter model of one case: its workload's fields and its precision's."""
+    return p.case_model(WORKLOADS[workload].params, PRECISIONS[precision].params)
 
 
-def load(table: dict[str, str], name: str):
-    module, _, attr = table[name].partition(":")
+def load(target: str):
+    module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
 
 
 def precision(name: str):
-    return load(PRECISIONS, name)
+    return load(PRECISIONS[name].target)
 
 
 def workload(name: str):
-    return load(WORKLOADS, name)
+    return load(WORKLOADS[name].target)

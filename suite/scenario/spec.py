@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from suite.scenario import params as case_params
 from suite.scenario import registry
 from suite.errors import UserError
 from suite.scenario.shapes import SHAPE_SETS
@@ -90,8 +91,31 @@ class Sweep(Strict):
         return v
 
     @model_validator(mode="after")
+    def _params_known(self):
+        """Every key is a parameter of the workload or of one of the sweep's precisions, and every
+        value (each element of a swept list) is valid for each of them that declares it."""
+        models = {"workload " + repr(self.workload): registry.WORKLOADS[self.workload].params}
+        models.update({repr(pr): registry.PRECISIONS[pr].params for pr in self.precisions})
+        for key, value in self.params.items():
+            owners = {who: m for who, m in models.items() if key in m.model_fields}
+            if not owners:
+                valid = sorted({f for m in models.values() for f in m.model_fields})
+                raise ValueError(f"params.{key}: unknown parameter for workload {self.workload!r} with "
+                                 f"precisions {', '.join(self.precisions)}; valid: {', '.join(valid) or '(none)'}")
+            for v in value if isinstance(value, list) else [value]:
+                for who, model in owners.items():
+                    why = case_params.field_error(model, key, v)
+                    if why:
+                        raise ValueError(f"params.{key}: {v!r} is not valid for {who}: {why}")
+        workload_model = registry.WORKLOADS[self.workload].params
+        for name, info in workload_model.model_fields.items():
+            if info.is_required() and name not in self.params and not all(name in r for r in self.include or [{}]):
+                raise ValueError(f"params.{name}: required by workload {self.workload!r} ({info.description})")
+        return self
+
+    @model_validator(mode="after")
     def _shape_source(self):
-        shaped = self.workload in registry.SHAPED_WORKLOADS
+        shaped = registry.WORKLOADS[self.workload].shaped
         has_shape = self.shapes is not None or self.mkn is not None
         if shaped and not has_shape and not self.include:
             raise ValueError(f"workload {self.workload!r} needs `shapes` (a named set) or `mkn` triples")

@@ -25,6 +25,7 @@ from typing import Callable
 import torch
 
 from suite.measure.timing import resolved_cache
+from suite.scenario.params import FidelityParams
 from suite.scenario.stop_rule import StopRule
 from suite.errors import Unsupported
 from suite.workloads.base import Prepared, Workload
@@ -110,9 +111,7 @@ HARNESSES: dict[str, Harness] = {
 
 def harness_for(case, device: torch.device) -> Harness:
     """The case's harness, checked against the device and the case's timing settings."""
-    name = case.params.get("harness", "timer")
-    if name not in HARNESSES:
-        raise ValueError(f"unknown harness {name!r}; valid: {', '.join(HARNESSES)}")
+    name = FidelityParams.of(case.params).harness
     harness = HARNESSES[name]
     # a mismatch is a scenario error on any machine, so it is reported before any skip
     rule = case.timing

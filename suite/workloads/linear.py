@@ -20,33 +20,16 @@ from __future__ import annotations
 
 import copy
 import weakref
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from suite.measure import timing
 from suite.measure.accuracy import error_metrics
-from suite.errors import UserError
 from suite.precisions import flags
 from suite.errors import Unsupported
+from suite.scenario.params import CompileParams
 from suite.workloads.base import Prepared, Workload, compile_unsupported
-
-
-@dataclass(frozen=True)
-class LinearParams:
-    compile: bool = False
-    compile_backend: str = "inductor"
-
-    @classmethod
-    def from_params(cls, params: dict) -> "LinearParams":
-        compiled = params.get("compile", False)
-        if not isinstance(compiled, bool):
-            raise UserError(f"params.compile: expected true or false, got {compiled!r}")
-        backend = params.get("compile_backend", "inductor")
-        if not isinstance(backend, str) or not backend:
-            raise UserError(f"params.compile_backend: expected a torch.compile backend name, got {backend!r}")
-        return cls(compiled, backend)
 
 
 def build_layer(layernorm: bool, k: int, n: int, seed: int) -> nn.Module:
@@ -72,7 +55,7 @@ class LinearStep(Workload):
         self.linear_path = "1" if layernorm else ""  # where the Linear sits in the module
 
     def prepare(self, case, precision, device):
-        opts = LinearParams.from_params(case.params)
+        opts = CompileParams.of(case.params)
         reason = compile_unsupported(device, opts.compile_backend) if opts.compile else None
         if reason:
             raise Unsupported(reason)

@@ -16,28 +16,20 @@ recipe and rows without the outlier; `sqnr_drop_db` = clean - with (how much the
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from suite.measure.accuracy import error_metrics
 from suite.errors import UserError
+from suite.scenario.params import OutlierParams
 from suite.workloads.base import Prepared, Workload
 from suite.workloads.gemm import REFERENCE_ROWS, random_operands
-
-
-def outlier_magnitude(params: dict) -> float:
-    value = params.get("outlier")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise UserError(f"outlier: params.outlier must be a positive number (the planted value), got {value!r}")
-    return float(value)
 
 
 class Outlier(Workload):
     name = "outlier"
 
     def prepare(self, case, precision, device):
-        magnitude = outlier_magnitude(case.params)
+        magnitude = OutlierParams.of(case.params).outlier
         m, k, n = case.m, case.k, case.n
         if m < 2:
             raise UserError(f"outlier: needs M >= 2 (row 0 holds the outlier, the others are measured), got {m}")
