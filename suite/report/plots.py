@@ -154,7 +154,7 @@ def loss_curves(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
 def vocab_padding_effect(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     """Padding the vocabulary: speedup over the smallest vocabulary for the lm_head GEMMs (left)
     and for the whole training step (right, annotated with the lm_head GEMMs' share of the step).
-    Every number comes from `suite.analysis.vocab_padding`."""
+    Every number comes from `suite.analysis.derived.vocab_padding`."""
     if workload != "train_step":
         return None
     table = vocab_padding(df)

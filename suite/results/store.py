@@ -23,7 +23,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from suite.results import journal
+from suite.results import columns, journal
 from suite.results.atomic import atomic_write
 from suite.errors import UserError
 
@@ -31,15 +31,9 @@ from suite.errors import UserError
 SCHEMA_VERSION = 2
 META_KEY = b"mpsuite.schema_version"
 
-# Columns every record has (the record contract); workloads and recipes may add more.
-CONTRACT = [
-    "schema_version", "run_id", "scenario", "case_id", "baseline_case_id", "workload", "precision",
-    "baseline", "status", "reason", "m", "k", "n", "params", "time_ms_median", "time_ms_p10",
-    "time_ms_p90", "n_samples", "samples_ms", "tflops", "peak_tflops", "rel_err", "max_abs_err",
-    "sqnr_db", "device", "device_name", "compute_capability", "torch_version", "cuda_version",
-    "driver_version", "torchao_version", "te_version", "python_version", "host", "git_sha",
-    "started_at",
-]
+# Columns every record has (the record contract); workloads and recipes add more. Every column,
+# with its type and unit, is defined in `suite.results.columns`.
+CONTRACT = columns.CONTRACT
 
 def _typed_params(df: pd.DataFrame) -> pd.DataFrame:
     """Schema 1 -> 2. A case's identity now uses its validated parameters with defaults left out
@@ -123,14 +117,14 @@ def _column(values: list) -> tuple[pa.Array, bool]:
 
 def _table(records: list[dict]) -> pa.Table:
     records = [{**r, "schema_version": SCHEMA_VERSION} for r in records]  # the store stamps the version
-    columns = list(CONTRACT) + sorted({k for r in records for k in r} - set(CONTRACT))
+    names = list(CONTRACT) + sorted({k for r in records for k in r} - set(CONTRACT))
     arrays, as_text = [], []
-    for name in columns:
+    for name in names:
         array, text = _column([r.get(name) for r in records])
         arrays.append(array)
         if text:
             as_text.append(name)
-    table = pa.Table.from_arrays(arrays, names=columns)
+    table = pa.Table.from_arrays(arrays, names=names)
     meta = {META_KEY: str(SCHEMA_VERSION).encode(), b"mpsuite.columns": json.dumps(CONTRACT).encode(),
             b"mpsuite.text_columns": json.dumps(as_text).encode()}
     return table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})

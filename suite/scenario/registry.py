@@ -91,3 +91,53 @@ def precision(name: str):
 
 def workload(name: str):
     return load(WORKLOADS[name].target)
+
+
+def _type_text(prop: dict) -> str:
+    """A JSON-schema property as a short type: `int > 0`, `'pre' or 'inline'`, `bool or none`."""
+    if "anyOf" in prop:
+        return " or ".join(_type_text(p) for p in prop["anyOf"])
+    if "enum" in prop or "const" in prop:
+        return " or ".join(repr(v) for v in prop.get("enum", [prop.get("const")]))
+    kind = {"integer": "int", "number": "float", "boolean": "bool", "string": "str", "null": "none"}.get(
+        prop.get("type"), str(prop.get("type")))
+    for key, op in (("exclusiveMinimum", ">"), ("minimum", ">="), ("minLength", "length >=")):
+        if key in prop:
+            kind += f" {op} {prop[key]}"
+    return kind
+
+
+def parameters_markdown() -> str:
+    """docs/parameters.md: every workload's and precision's parameters (`python -m
+    suite.scenario.registry > docs/parameters.md`; a test fails when the page and the code differ)."""
+    lines = [
+        "# Parameters",
+        "",
+        "Generated from the parameter models (`suite/scenario/params.py`) and the registry",
+        "(`suite/scenario/registry.py`): `python -m suite.scenario.registry > docs/parameters.md`.",
+        "A sweep's `params` may hold the parameters of its workload and of its precisions; a list is",
+        "swept. Types are strict (`true` is no 1, \"64\" is no 64); a key no one declares, or a bad value,",
+        "is a one-line error when the scenario loads. A case keeps only the non-default values of the",
+        "keys its own workload or precision declares: that is its identity (`case_id`).",
+        "",
+    ]
+    for kind, table in (("workload", WORKLOADS), ("precision", PRECISIONS)):
+        lines += [f"## By {kind}", ""]
+        for name, record in table.items():
+            fields = record.params.model_fields
+            lines.append(f"### `{name}`" + ("" if fields else ": no parameters"))
+            lines.append("")
+            if fields:
+                props = record.params.model_json_schema()["properties"]
+                lines += [" ".join(record.params.__doc__.split()), "",
+                          "| parameter | type | default | meaning |", "|---|---|---|---|"]
+                for field, info in fields.items():
+                    default = "(required)" if info.is_required() else f"`{info.default!r}`"
+                    lines.append(f"| `{field}` | {_type_text(props[field])} | {default} | {info.description or ''} |")
+                lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(parameters_markdown(), end="")
+

@@ -1,0 +1,231 @@
+"""Every column a results file may hold: its type, its unit and what it means. The one place they
+are defined: `store.CONTRACT` (the columns every record has) is read from here, `docs/results-schema.md`
+is generated from here (`python -m suite.results.columns > docs/results-schema.md`; a test fails
+when the page and this table differ), and a test fails when a run writes a column missing here.
+
+Types are as the file stores them: `string`, `int`, `float`, `bool`, `list<float>`, `list<bool>`;
+`json` is a string holding JSON. Everything but the contract's identity columns may be null (a
+skipped case has no times; a CPU has no NVML telemetry).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    unit: str  # "" where the value has none
+    description: str
+    group: str
+    contract: bool = False  # every record has it (workloads and recipes add the rest)
+
+
+def _group(group: str, contract: bool, *rows: tuple[str, str, str, str]) -> list[Column]:
+    return [Column(name, type_, unit, text, group, contract) for name, type_, unit, text in rows]
+
+
+COLUMNS: list[Column] = [
+    *_group(
+        "identity", True,
+        ("schema_version", "int", "", "results schema version of the row (the file's metadata holds it too)"),
+        ("run_id", "string", "", "the run: UTC start time and 24 random bits, e.g. 20261201T091554Z-cbddc1"),
+        ("scenario", "string", "", "scenario name: results/<scenario>/, reports/<scenario>/"),
+        ("case_id", "string", "", "hash of workload, precision, shape and normalised params: joins across runs"),
+        ("baseline_case_id", "string", "", "the case_id of the same case in the baseline precision"),
+        ("workload", "string", "", "what was run (registry name, e.g. gemm, train_step)"),
+        ("precision", "string", "", "the recipe (registry name, e.g. bf16, fp8_rowwise, te_delayed)"),
+        ("baseline", "string", "", "the precision speedups are taken against, in the same run"),
+        ("status", "string", "", "ok, skipped (cannot run here) or failed (the error is the reason)"),
+        ("reason", "string", "", "why a case was skipped or failed"),
+        ("m", "int", "", "GEMM rows of A and C (shaped workloads)"),
+        ("k", "int", "", "GEMM inner dimension"),
+        ("n", "int", "", "GEMM columns of B and C"),
+        ("params", "json", "", "the case's parameters, validated, defaults left out"),
+        ("started_at", "string", "ISO 8601 UTC", "when the case began"),
+    ),
+    *_group(
+        "timing", True,
+        ("time_ms_median", "float", "ms", "median time of one call (one training step, one layer step)"),
+        ("time_ms_p10", "float", "ms", "10th percentile of the samples"),
+        ("time_ms_p90", "float", "ms", "90th percentile of the samples"),
+        ("n_samples", "int", "", "timed repetitions kept"),
+        ("samples_ms", "list<float>", "ms", "every timed repetition"),
+        ("tflops", "float", "TFLOP/s", "flops / median time"),
+        ("peak_tflops", "float", "TFLOP/s", "the vendor's dense peak of this precision on this GPU (null on CPUs)"),
+    ),
+    *_group(
+        "timing", False,
+        ("rel_ci", "float", "fraction", "half-width of the median's 95% CI over the median (inf for one sample)"),
+        ("rel_spread", "float", "fraction", "IQR over the median of single samples"),
+        ("stop_reason", "string", "", "converged, budget, max_samples, or cap (the whole-case cap cut it short)"),
+        ("warmup_calls", "int", "", "calls before the timed ones"),
+        ("warmup_s", "float", "s", "time spent warming up"),
+        ("warmup_reason", "string", "", "settled, cap, or slow (skipped: one call is slow against the case cap)"),
+        ("first_call_ms", "float", "ms", "the calibration call, the case's first"),
+        ("first_call_kept", "bool", "", "a slow case kept its first call as a sample"),
+        ("case_cap_s", "float", "s", "the whole-case cap in force"),
+        ("check_s", "float", "s", "the accuracy check's wall time (with the first call, where it is the checked one)"),
+        ("case_s", "float", "s", "the whole case's wall time"),
+        ("timer", "string", "", "perf_counter (CPU) or cuda_event"),
+        ("timing_mode", "string", "", "eager or cuda_graph"),
+        ("cache", "string", "", "cold (flushed before each call) or warm"),
+        ("flops", "float", "FLOP", "floating-point operations of one call"),
+        ("bytes_moved", "float", "B", "bytes one call reads and writes at least"),
+        ("gbps", "float", "GB/s", "bytes_moved / median time"),
+        ("emulated", "bool", "", "numerics real, speed not (FP8 on a CPU): never shown as speed"),
+        ("matmul_flags", "string", "", "the float32 and reduced-precision matmul flags in force during the case"),
+    ),
+    *_group(
+        "accuracy", True,
+        ("rel_err", "float", "", "||out - ref|| / ||ref|| against a higher-precision reference, same inputs"),
+        ("max_abs_err", "float", "", "largest |out - ref|"),
+        ("sqnr_db", "float", "dB", "signal-to-quantization-noise ratio, 10 log10(||ref||^2 / ||out - ref||^2)"),
+    ),
+    *_group(
+        "machine", True,
+        ("device", "string", "", "cpu or cuda"),
+        ("device_name", "string", "", "GPU name, or the CPU model (null where the asked-for GPU is absent)"),
+        ("compute_capability", "string", "", "CUDA compute capability, e.g. 9.0"),
+        ("torch_version", "string", "", "torch.__version__"),
+        ("cuda_version", "string", "", "torch.version.cuda (null for a CPU build)"),
+        ("driver_version", "string", "", "NVIDIA driver"),
+        ("torchao_version", "string", "", "torchao, where installed"),
+        ("te_version", "string", "", "Transformer Engine, where installed"),
+        ("python_version", "string", "", "Python"),
+        ("host", "string", "", "host name"),
+        ("git_sha", "string", "", "the suite's commit"),
+    ),
+    *_group(
+        "machine", False,
+        ("sm_count", "int", "", "streaming multiprocessors"),
+        ("gpu_memory_gb", "float", "GiB", "GPU memory"),
+        ("l2_bytes", "int", "B", "GPU L2 cache size"),
+        ("torch_git_version", "string", "", "torch.version.git_version"),
+        ("cudnn_version", "string", "", "cuDNN"),
+        ("triton_version", "string", "", "triton, where installed"),
+        ("numpy_version", "string", "", "numpy"),
+        ("os", "string", "", "platform.platform()"),
+        ("cpu_model", "string", "", "CPU model name"),
+        ("cpu_isa", "string", "", "the ISA torch's CPU kernels dispatch to (AVX2, AVX512, ...)"),
+        ("cpu_flags", "string", "", "which of avx2 avx512f avx512_vnni avx512_bf16 avx512_fp16 amx_tile amx_bf16 "
+                                    "amx_fp16 the CPU has (/proc/cpuinfo)"),
+        ("cpu_isa_env", "string", "", "ATEN_CPU_CAPABILITY / ONEDNN_MAX_CPU_ISA set for the run"),
+        ("cpu_threads", "int", "", "torch's intra-op threads during the run"),
+        ("threads_setting", "int", "", "the run's `threads` setting (null: torch's default)"),
+        ("env_threads", "string", "", "OMP_NUM_THREADS"),
+        ("git_dirty", "bool", "", "uncommitted changes in the suite's checkout"),
+        ("suite_version", "string", "", "mpsuite's package version"),
+        ("code_hash", "string", "", "hash of the suite's source: runs measured by different code differ"),
+        ("scenario_description", "string", "", "the scenario's description"),
+        ("seed", "int", "", "seed of the case's random inputs"),
+        ("label", "string", "", "a label given on import (`import --label`)"),
+        ("isolated", "bool", "", "the case ran in its own subprocess (--isolate)"),
+        ("isolate_log", "string", "", "start and end of a failed subprocess's log"),
+    ),
+    *_group(
+        "telemetry (NVML, CUDA only)", False,
+        ("telemetry", "string", "", "nvml where the GPU was sampled"),
+        ("telemetry_note", "string", "", "why there is none, or what went wrong"),
+        ("telemetry_readings", "int", "", "NVML readings during the timed samples"),
+        ("sm_clock_mhz_mean", "float", "MHz", "mean SM clock while timed"),
+        ("sm_clock_mhz_min", "float", "MHz", "lowest SM clock while timed"),
+        ("sm_clock_max_mhz", "float", "MHz", "the GPU's maximum SM clock"),
+        ("mem_clock_mhz_mean", "float", "MHz", "mean memory clock while timed"),
+        ("power_w_mean", "float", "W", "mean board power while timed"),
+        ("power_w_max", "float", "W", "highest board power while timed"),
+        ("power_limit_w", "float", "W", "the board's power limit"),
+        ("temp_c_max", "float", "°C", "highest GPU temperature while timed"),
+        ("throttled", "bool", "", "any throttle reason (other than idle) while timed"),
+        ("throttled_fraction", "float", "fraction", "share of the timed window spent throttled"),
+        ("throttle_reasons", "string", "", "the reasons seen, e.g. SwPowerCap"),
+        ("samples_throttled", "list<bool>", "", "per sample: throttled while it ran"),
+        ("n_samples_throttled", "int", "", "samples taken while throttled"),
+    ),
+    *_group(
+        "layers (linear, ln_linear) and outliers", False,
+        ("compile_s", "float", "s", "the first (compiling) call of a torch.compile'd case"),
+        ("sqnr_grad_input_db", "float", "dB", "SQNR of the input gradient"),
+        ("sqnr_grad_weight_db", "float", "dB", "SQNR of the weight gradient"),
+        ("rel_err_grad_input", "float", "", "relative error of the input gradient"),
+        ("rel_err_grad_weight", "float", "", "relative error of the weight gradient"),
+        ("outlier", "float", "", "the planted outlier's magnitude"),
+        ("sqnr_db_clean", "float", "dB", "SQNR of the same GEMM without the outlier"),
+        ("sqnr_drop_db", "float", "dB", "sqnr_db_clean - sqnr_db: what one outlier costs the other rows"),
+    ),
+    *_group(
+        "fidelity (the suite's timer against a peer)", False,
+        ("ref_harness", "string", "", "the peer: torch.utils.benchmark Timer, triton do_bench(_cudagraph)"),
+        ("ref_cache", "string", "", "the peer's cache mode"),
+        ("ref_mode", "string", "", "the peer's timing mode"),
+        ("ref_time_ms_median", "float", "ms", "the peer's median"),
+        ("ref_n_samples", "int", "", "the peer's samples"),
+        ("ref_calls_per_sample", "int", "", "calls the peer times per sample"),
+        ("fidelity_ratio", "float", "", "suite median / peer median"),
+    ),
+    *_group(
+        "training steps (train_step)", False,
+        ("model", "string", "", "gpt2 or llama"),
+        ("n_layer", "int", "", "transformer blocks"),
+        ("n_head", "int", "", "attention heads"),
+        ("d_model", "int", "", "model width"),
+        ("vocab", "int", "", "the model's vocabulary"),
+        ("data_vocab", "int", "", "the synthetic corpus's vocabulary"),
+        ("seq_len", "int", "tokens", "tokens per sequence"),
+        ("batch", "int", "", "sequences per step"),
+        ("tokens_per_step", "int", "tokens", "batch x seq_len"),
+        ("n_params", "int", "", "parameters"),
+        ("n_matmul_params", "int", "", "parameters in matmuls (what FLOPs count)"),
+        ("flops_per_token", "int", "FLOP", "training FLOPs per token (6N + attention)"),
+        ("compiled", "bool", "", "torch.compile'd"),
+        ("train_steps", "int", "", "steps of the accuracy check"),
+        ("tokens_per_s", "float", "tokens/s", "tokens_per_step / median step time"),
+        ("mfu", "float", "fraction", "model FLOPs utilisation against the precision's vendor peak"),
+        ("peak_mem_mb", "float", "MiB", "CUDA allocator high-water mark over the check's steps"),
+        ("state_mem_mb", "float", "MiB", "parameters, gradients and optimizer state"),
+        ("loss_curve", "list<float>", "nats", "loss per step of the check"),
+        ("fp32_loss_curve", "list<float>", "nats", "the fp32 reference's loss per step"),
+        ("final_loss", "float", "nats", "mean loss of the last steps"),
+        ("fp32_final_loss", "float", "nats", "the same for the fp32 reference"),
+        ("loss_delta_vs_fp32", "float", "nats", "final_loss - fp32_final_loss"),
+        ("loss_rel_delta_vs_fp32", "float", "fraction", "loss_delta_vs_fp32 / fp32_final_loss"),
+        ("entropy_floor", "float", "nats", "the corpus's entropy rate: the lowest reachable loss"),
+        ("unigram_entropy", "float", "nats", "the corpus's unigram entropy"),
+        ("excess_loss", "float", "nats", "final_loss - entropy_floor"),
+        ("diverged", "bool", "", "the loss went non-finite or blew up"),
+        ("divergence", "string", "", "how it diverged"),
+        ("grad_zero_frac", "float", "fraction", "gradient elements exactly zero"),
+        ("grad_underflow_frac", "float", "fraction", "gradient elements zero here but not in fp32 (underflow)"),
+        ("scaler_skipped_steps", "int", "", "steps a GradScaler skipped (fp16)"),
+        ("loss_scale_final", "float", "", "the GradScaler's last scale"),
+    ),
+]
+
+BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+CONTRACT: list[str] = [c.name for c in COLUMNS if c.contract]
+
+
+def schema_markdown() -> str:
+    """docs/results-schema.md: one table per group."""
+    lines = [
+        "# Results schema",
+        "",
+        "Generated from `suite/results/columns.py` (`python -m suite.results.columns > docs/results-schema.md`);",
+        "a test fails when this page and the code differ. One parquet file per run, one row per case;",
+        "run metadata is repeated on every row. **Bold** columns are on every record (the contract);",
+        "workloads and recipes add the others. `json`: a string holding JSON.",
+        "",
+    ]
+    for group in dict.fromkeys(c.group for c in COLUMNS):
+        lines += [f"## {group}", "", "| column | type | unit | meaning |", "|---|---|---|---|"]
+        for c in (c for c in COLUMNS if c.group == group):
+            name = f"**`{c.name}`**" if c.contract else f"`{c.name}`"
+            lines.append(f"| {name} | {c.type} | {c.unit} | {c.description.replace('|', '/')} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(schema_markdown(), end="")

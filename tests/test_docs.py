@@ -1,0 +1,58 @@
+"""The docs cannot drift from the code: the README is a front page that starts with the two
+commands, every registry name, column and nox session is documented, and the results-schema page
+is exactly what the code's column definitions generate."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from suite.results import columns
+from suite.scenario import registry
+from tests.test_workflow import nox_sessions
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+DOCS = {p.name: p.read_text() for p in (ROOT / "docs").glob("*.md")}
+EVERYTHING = README + "\n".join(DOCS.values())
+
+
+def test_the_readme_is_a_front_page_that_starts_with_the_two_commands():
+    assert len(README.splitlines()) < 200
+    first_block = README.split("```")[1]
+    assert "nox -s cpu" in first_block and "nox -s tests" in first_block
+    for link in re.findall(r"\]\((docs/[^)]+)\)", README):
+        assert (ROOT / link).is_file(), f"README links to {link}, which does not exist"
+    assert {f"docs/{name}" for name in DOCS} <= set(re.findall(r"\]\((docs/[^)]+)\)", README))
+
+
+@pytest.mark.parametrize("name", sorted(registry.PRECISIONS) + sorted(registry.WORKLOADS))
+def test_every_precision_and_workload_is_documented(name):
+    assert f"`{name}`" in EVERYTHING
+
+
+@pytest.mark.parametrize("session", sorted(nox_sessions()))
+def test_every_nox_session_is_documented(session):
+    assert f"`{session}`" in EVERYTHING
+
+
+def test_the_generated_pages_match_the_code():
+    assert DOCS["results-schema.md"] == columns.schema_markdown(), (
+        "regenerate it: python -m suite.results.columns > docs/results-schema.md")
+    assert DOCS["parameters.md"] == registry.parameters_markdown(), (
+        "regenerate it: python -m suite.scenario.registry > docs/parameters.md")
+
+
+def test_every_column_a_results_file_holds_is_defined(tiny_scenario, tmp_path):
+    from suite import pipeline
+
+    written = set()
+    for path in (ROOT / "results").rglob("*.parquet"):
+        written |= set(pq.read_schema(path).names)
+    run = pipeline.run_scenario(tiny_scenario, tmp_path / "results", None, "cpu", progress=False)
+    written |= set(pq.read_schema(run.path).names)
+    assert not written - set(columns.BY_NAME), sorted(written - set(columns.BY_NAME))
+    assert set(columns.CONTRACT) <= set(pq.read_schema(run.path).names)
