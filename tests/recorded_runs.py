@@ -34,13 +34,13 @@ warmup_s = 0.01
 min_samples = 20
 max_samples = 5000
 target_rel_ci = 0.0001
-budget_s = 0.08
+budget_s = 0.12
 
 [[sweep]]
 workload = "gemm"
 precisions = ["fp32", "tf32", "bf16", "fp16"]
 shapes = "square"
-sizes = [96, 128, 160, 192, 256]
+sizes = [128, 160, 192, 224, 256]
 """
 RUNS = 4  # the most any test pools
 SPEEDUP_CASES = 10  # bf16 and fp16 at five sizes; fp32 is the baseline, tf32 is skipped

@@ -21,7 +21,7 @@ from suite.errors import Unsupported
 from suite.measure.accuracy import NonFiniteOutput
 from suite.scenario.plan import Case
 from suite.precisions import flags
-from suite.measure.timing import TimingUnsupported, clock_for, measure
+from suite.measure.timing import TimingUnsupported, clock_for, measure, time_once
 
 
 def base_record(case: Case, run_meta: dict) -> dict:
@@ -83,6 +83,15 @@ def skipped_record(case: Case, run_meta: dict, reason: str) -> dict:
     return record
 
 
+def timed_first_call(prepared, sync: Callable[[], None]) -> dict:
+    """Make the workload's one-time first call (a compiled case's compiling call), timed and
+    synchronised; returns its record column ({"compile_s": seconds}), or {} where it has none."""
+    if prepared.first_call is None:
+        return {}
+    seconds = time_once(prepared.first_call, sync)
+    return {prepared.first_call_column: seconds} if prepared.first_call_column else {}
+
+
 def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
     began = time.perf_counter()
     record = base_record(case, run_meta)
@@ -100,6 +109,7 @@ def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
         with precision.active():
             record["matmul_flags"] = ", ".join(f"{k}={v}" for k, v in flags.snapshot().items())
             prepared = workload.prepare(case, precision, device)
+            record.update(timed_first_call(prepared, case_clock.sync))
             wall = getattr(case_clock, "wall", time.perf_counter)
             checked_at = wall()
             first_ms = None

@@ -28,6 +28,11 @@ class Prepared:
     # runner then times that first call and checks its output, so a call that takes a minute (bf16
     # on a CPU without native bf16) is paid once, not twice.
     check_output: Callable[[object], dict[str, float]] | None = None
+    # A one-time call the runner makes and times (synchronised) before the accuracy check: a
+    # compiled case's first, compiling call. Its seconds go in the record column `first_call_column`
+    # (compile_s) where set; the workload itself times nothing.
+    first_call: Callable[[], object] | None = None
+    first_call_column: str | None = None
 
 
 class Workload(Protocol):

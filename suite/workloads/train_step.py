@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from suite.measure import peaks, timing
+from suite.measure import peaks
 from suite.errors import UserError
 from suite.models import corpus, flops, gpt2, llama
 from suite.precisions.floating import FP32
@@ -267,10 +267,6 @@ def train(trainer: Trainer, batches, probe: GradZeros | None = None) -> tuple[li
     return [float(v) for v in torch.stack(losses).float().cpu()], skipped
 
 
-def _sync(device: torch.device):
-    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
-
-
 def _device_name(device: torch.device) -> str | None:
     return torch.cuda.get_device_name(device) if device.type == "cuda" else None
 
@@ -309,27 +305,30 @@ class TrainStep(Workload):
         if spec.compile:
             # Compiled code stays cached in dynamo until reset; drop it when the case is released.
             weakref.finalize(trainer, torch._dynamo.reset)
-        sync = _sync(device)
-
         def fn():
             return trainer.step(*fixed)
 
+        zeros = GradZeros()
+        first: list = []
+
+        def first_step() -> None:
+            """The check's first training step; it compiles a compiled model, so the runner times it
+            (compile_s)."""
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            first.append(train(trainer, train_batches[:1], zeros))
+
         def check() -> dict:
             out: dict = {}
-            zeros = GradZeros()
             with precision.active():
-                if device.type == "cuda":
-                    torch.cuda.reset_peak_memory_stats(device)
-                # The first step compiles a compiled model: its time is the compile time.
-                first: list = []
-                seconds = timing.time_once(lambda: first.append(train(trainer, train_batches[:1], zeros)), sync)
+                if not first:  # called without the runner's first call
+                    first_step()
                 rest = train(trainer, train_batches[1:]) if spec.steps > 1 else ([], 0)
                 curve, skipped = first[0][0] + rest[0], first[0][1] + rest[1]
                 # CUDA: the allocator's high-water mark over these steps. CPU tensors have no
                 # allocator statistics, and the process's peak RSS is not this case's.
                 out["peak_mem_mb"] = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
                 out["state_mem_mb"] = trainer.state_bytes() / 2**20
-            out["compile_s"] = seconds if spec.compile else None
             if trainer.scaler is not None:
                 out.update(scaler_skipped_steps=skipped, loss_scale_final=float(trainer.scaler.get_scale()))
 
@@ -374,6 +373,8 @@ class TrainStep(Workload):
             flops=float(flops_per_token * tokens),
             bytes_moved=None,
             check=check,
+            first_call=first_step,
+            first_call_column="compile_s" if spec.compile else None,
             extra={
                 "model": spec.model,
                 "n_layer": cfg.n_layer,
