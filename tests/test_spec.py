@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from suite.scenario import spec
-from suite.scenario.spec import ScenarioError
+from suite.errors import ScenarioError
 
 GOOD = """
 name = "ok"

@@ -6,6 +6,8 @@ import math
 
 import torch
 
+from suite.errors import NonFiniteOutput
+
 
 def error_metrics(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:
     """Relative Frobenius error, max absolute error, and SQNR in dB (= -20 log10 rel_err).
@@ -36,5 +38,3 @@ def sqnr_db(signal_norm: float, noise_norm: float) -> float:
     return 20.0 * math.log10(signal_norm / noise_norm)
 
 
-class NonFiniteOutput(ArithmeticError):
-    pass

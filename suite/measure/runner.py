@@ -17,11 +17,10 @@ import torch
 
 from suite.measure import peaks, telemetry
 from suite.scenario import registry
-from suite.errors import Unsupported
-from suite.measure.accuracy import NonFiniteOutput
+from suite.errors import NonFiniteOutput, TimingUnsupported, Unsupported
 from suite.scenario.plan import Case
 from suite.precisions import flags
-from suite.measure.timing import TimingUnsupported, clock_for, measure, time_once
+from suite.measure.timing import clock_for, measure, time_once
 
 
 def base_record(case: Case, run_meta: dict) -> dict:

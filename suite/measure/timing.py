@@ -31,11 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal, NamedTuple, Protocol
 
+from suite.errors import TimingUnsupported
 from suite.scenario.stop_rule import StopRule
-
-
-class TimingUnsupported(Exception):
-    """This timing setting cannot be used on this device; the message is the skip reason."""
 
 
 # ---------------------------------------------------------------------------------------------

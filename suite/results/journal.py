@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from suite.errors import UserError
+from suite.errors import JournalError
 
 try:  # POSIX; without it (Windows) a journal is simply not locked
     import fcntl
@@ -33,10 +33,6 @@ except ImportError:  # pragma: no cover - exercised only off POSIX
     fcntl = None
 
 FORMAT = 1
-
-
-class JournalError(UserError):
-    """A journal that cannot be read, created or continued; the message names the file."""
 
 
 def _plain(value):

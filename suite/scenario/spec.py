@@ -14,16 +14,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from suite.scenario import params as case_params
 from suite.scenario import registry
-from suite.errors import UserError
+from suite.errors import ScenarioError
 from suite.scenario.shapes import SHAPE_SETS
 from suite.scenario.stop_rule import StopRule
 
 PositiveInt = Annotated[int, Field(gt=0)]
 Scalar = Union[bool, int, float, str]
-
-
-class ScenarioError(UserError):
-    pass
 
 
 def _known(kind: str, value: str, table) -> str:
