@@ -82,3 +82,12 @@ def test_gemm_runs_in_the_precision_dtype():
     a, b = torch.randn(16, 32), torch.randn(32, 8)
     for p, dtype in ((FP32, torch.float32), (BF16, torch.bfloat16), (FP16, torch.float16)):
         assert p.gemm(a, b, {})().dtype == dtype
+
+
+def test_records_say_whether_half_precision_gemms_may_reduce_in_half_precision():
+    # bf16/fp16 "accumulate in float32" only while cuBLAS is not allowed reduced-precision split-K
+    # reductions: both flags are in every record's matmul_flags, with their values.
+    snap = flags.snapshot()
+    for t in ("bf16", "fp16"):
+        key = f"cuda.matmul.allow_{t}_reduced_precision_reduction"
+        assert snap[key] == str(getattr(torch.backends.cuda.matmul, f"allow_{t}_reduced_precision_reduction"))

@@ -7,6 +7,8 @@ error. With TE on a GPU the recipes run for real. No stand-in TE module is ever 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -17,6 +19,8 @@ from suite.errors import UserError
 from suite.scenario.plan import Case
 from suite.precisions import te
 from suite.measure.timing import StopRule
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 from suite.errors import Unsupported
 from suite.workloads.gemm import random_operands
 from suite.workloads.linear import LINEAR
@@ -88,7 +92,7 @@ def test_a_scenario_records_te_cases_as_skipped(write_scenario, tmp_path):
         workload = "gemm"
         precisions = ["bf16", "te_delayed", "te_current", "te_block", "mxfp8", "nvfp4"]
         mkn = [[32, 32, 32]]
-        params = { quantize = "inline", use_fast_accum = true }
+        params = { quantize = "inline" }
         """)
     result = pipeline.run_scenario(spec.load(path), tmp_path / "results", None, progress=False)
     by = {r["precision"]: r for r in result.records}
@@ -146,3 +150,33 @@ def test_capability_rules_with_te(monkeypatch):
     assert "8.9" in te.TE_CURRENT.unsupported(CUDA)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     assert "10.0" in te.TE_MXFP8.unsupported(CUDA) and "10.0" in te.TE_NVFP4.unsupported(CUDA)
+
+
+def test_block_scaling_always_splits_the_forward_accumulation():
+    # TE's Float8BlockScaling.__post_init__ asserts fp8_gemm_fprop.use_split_accumulator, so fast
+    # accumulation is a skip with the reason, not 13 failed cases; split (false) is its own setting.
+    with pytest.raises(Unsupported, match="requires split accumulation in the forward GEMM"):
+        te.recipe_kwargs("Float8BlockScaling", {"use_fast_accum": True})
+    assert te.recipe_kwargs("Float8BlockScaling", {}) == {}  # TE's default: split
+
+
+def test_te_keeps_an_explicit_accumulation_choice_in_the_case():
+    from suite.scenario import plan
+
+    # None is "the recipe's own": an explicit false is a choice, kept in the case's identity, and
+    # DelayedScaling (which cannot honour it) skips it instead of measuring fast accumulation.
+    assert plan.identity_params("gemm", "te_delayed", {"use_fast_accum": False}) == {"use_fast_accum": False}
+    assert plan.identity_params("gemm", "fp8_rowwise", {"use_fast_accum": False}) == {}  # torchao's default
+
+
+def test_te_gemm_bytes_count_fp8_operands_as_one_byte():
+    assert te.TE_CURRENT.operand_bytes() == te.TE_DELAYED.operand_bytes() == te.TE_BLOCK.operand_bytes() == 1
+    assert te.TE_NVFP4.operand_bytes() == 0.5
+
+
+def test_the_shipped_te_block_cases_ask_for_what_te_can_do():
+    from suite.scenario import plan, spec
+
+    for case in plan.expand(spec.load(SCENARIOS / "h100_fp8.toml")):
+        if case.precision == "te_block":
+            assert case.params.get("use_fast_accum") is not True, case.label

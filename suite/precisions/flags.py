@@ -57,13 +57,19 @@ def float32_matmul(tf32: bool):
 def snapshot() -> dict[str, str]:
     """The flags in force, read through the same API the suite sets them with (for records)."""
     b = torch.backends
+    # Whether cuBLAS may reduce split-K partial sums of bf16/fp16 GEMMs in that precision (PyTorch's
+    # default: allowed), so "float32 accumulation" is not the whole truth when they are True.
+    reduced = {f"cuda.matmul.allow_{t}_reduced_precision_reduction":
+               str(getattr(b.cuda.matmul, f"allow_{t}_reduced_precision_reduction", None)) for t in ("bf16", "fp16")}
     if has_fp32_precision_api():
         return {
             "cuda.matmul.fp32_precision": str(b.cuda.matmul.fp32_precision),
             "cudnn.conv.fp32_precision": str(b.cudnn.conv.fp32_precision),
+            **reduced,
         }
     return {
         "cuda.matmul.allow_tf32": str(b.cuda.matmul.allow_tf32),
         "cudnn.allow_tf32": str(b.cudnn.allow_tf32),
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        **reduced,
     }

@@ -51,8 +51,12 @@ from suite.scenario.params import FP8GemmParams
 
 FORMATS = ("HYBRID", "E4M3")
 AMAX_ALGOS = ("max", "most_recent")
-# Recipes whose forward-GEMM accumulation is a field (`fp8_gemm_fprop: MMParams`) in TE 2.x.
-FPROP_CONFIGURABLE = ("Float8CurrentScaling", "Float8BlockScaling")
+# Recipes whose forward-GEMM accumulation is a field (`fp8_gemm_fprop: MMParams`) in TE 2.x that
+# may be either way. Float8BlockScaling has the field but its __post_init__ asserts
+# fp8_gemm_fprop.use_split_accumulator ("Split accumulator required for fprop.", every TE release
+# since the recipe appeared): it always splits.
+FPROP_CONFIGURABLE = ("Float8CurrentScaling",)
+FPROP_ALWAYS_SPLIT = ("Float8BlockScaling",)
 # TE's FP8 GEMM shape rule: last dim % 16, product of the leading dims % 8 (te.Linear asserts it).
 ALIGN_FEATURES, ALIGN_TOKENS = 16, 8
 
@@ -107,10 +111,15 @@ def recipe_kwargs(recipe_class: str, params: dict) -> dict:
         if isinstance(margin, bool) or not isinstance(margin, int) or margin < 0:
             raise UserError(f"params.margin: expected a non-negative integer, got {margin!r}")
         kwargs["margin"] = margin
-    if "use_fast_accum" in params:
+    if params.get("use_fast_accum") is not None:  # None: the recipe's own accumulation
         fast = FP8GemmParams.of(params).use_fast_accum
-        if recipe_class in FPROP_CONFIGURABLE:
+        if recipe_class in FPROP_CONFIGURABLE or (recipe_class in FPROP_ALWAYS_SPLIT and not fast):
             kwargs["use_fast_accum"] = fast
+        elif recipe_class in FPROP_ALWAYS_SPLIT:
+            raise Unsupported(
+                f"TE's {recipe_class} requires split accumulation in the forward GEMM (its __post_init__ "
+                "asserts fp8_gemm_fprop.use_split_accumulator); use_fast_accum = true cannot be honoured"
+            )
         elif not fast:
             raise Unsupported(
                 f"TE's {recipe_class} always accumulates the forward GEMM the fast way (no "
@@ -163,6 +172,11 @@ class TransformerEngine(Precision):
             # TE's check_recipe_support raises for DelayedScaling while torch.compile traces
             raise Unsupported("TE's DelayedScaling does not run under torch.compile; te_current and te_block do")
         return dataclasses.replace(self, params=tuple(sorted(params.items())))
+
+    def operand_bytes(self):
+        """The GEMM reads FP8 operands (1 byte; NVFP4's are 4-bit, half a byte), whatever dtype the
+        activations stay in around it; the output is counted at the precision's dtype."""
+        return 0.5 if self.recipe_class == "NVFP4BlockScaling" else 1
 
     # --- the recipe and TE's autocast -----------------------------------------------------------
 

@@ -182,7 +182,8 @@ COLUMNS: list[Column] = [
         ("compiled", "bool", "", "torch.compile'd"),
         ("train_steps", "int", "", "steps of the accuracy check"),
         ("tokens_per_s", "float", "tokens/s", "tokens_per_step / median step time"),
-        ("mfu", "float", "fraction", "model FLOPs utilisation against the precision's vendor peak"),
+        ("mfu", "float", "fraction", "model FLOPs utilisation against the precision's vendor peak (FP8 recipes: "
+                                     "the FP8 peak, though lm_head, attention and optimizer stay bf16/fp32)"),
         ("peak_mem_mb", "float", "MiB", "CUDA allocator high-water mark over the check's steps"),
         ("state_mem_mb", "float", "MiB", "parameters, gradients and optimizer state"),
         ("loss_curve", "list<float>", "nats", "loss per step of the check"),

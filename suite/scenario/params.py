@@ -69,7 +69,17 @@ class FP8GemmParams(Params):
 FP8Format = Literal["HYBRID", "E4M3"]
 
 
-class TECurrentParams(FP8GemmParams):
+class TEParams(FP8GemmParams):
+    """Transformer Engine recipes: the forward GEMM's accumulation defaults to the recipe's own."""
+
+    use_fast_accum: bool | None = Field(
+        None, description="the forward GEMM's fast accumulation (TE: not fp8_gemm_fprop.use_split_accumulator); "
+                          "default: the recipe's own. Only Float8CurrentScaling can choose; DelayedScaling, "
+                          "MXFP8 and NVFP4 always accumulate fast (false is skipped), Float8BlockScaling "
+                          "always splits (true is skipped)")
+
+
+class TECurrentParams(TEParams):
     """Transformer Engine's Float8CurrentScaling and Float8BlockScaling (`te_current`, `te_block`)."""
 
     fp8_format: FP8Format | None = Field(
@@ -90,7 +100,7 @@ class TEDelayedParams(TEMXFP8Params):
         None, description="how the history becomes one amax (TE's default max)")
 
 
-class TENVFP4Params(FP8GemmParams):
+class TENVFP4Params(TEParams):
     """Transformer Engine's NVFP4BlockScaling (`nvfp4`): no format choice."""
 
 
