@@ -274,3 +274,21 @@ def test_cpu_fp8_scenario_end_to_end(tmp_path):
         assert not any(c.endswith("x") and c[:-1].replace(".", "").isdigit() for c in cells)  # no speedup
     assert (tmp_path / "reports" / "cpu_fp8" / "outlier_sqnr_outlier.png").exists()
     assert not math.isnan(outlier[("fp8_tensorwise", 1e5)]["sqnr_drop_db"])
+
+
+def test_fp8_training_cases_with_unaligned_token_counts_are_skipped_before_touching_the_gpu():
+    from suite.precisions import te
+    from suite.scenario.plan import Case
+    from suite.scenario.stop_rule import StopRule
+    from suite.workloads.linear import LINEAR
+
+    cuda = torch.device("cuda")  # a device object only: the check comes before any tensor
+    for recipe in (FP8_TENSORWISE, FP8_ROWWISE):
+        assert "multiple of 16" in recipe.tokens_unsupported(100, cuda)
+        assert recipe.tokens_unsupported(96, cuda) is None
+        assert recipe.tokens_unsupported(100, CPU) is None  # emulated on the CPU: no _scaled_mm rule
+    assert FP8_ROWWISE_GW_HP.tokens_unsupported(100, cuda) is None  # its weight gradient stays bf16
+    assert "multiple of 8" in te.TE_CURRENT.tokens_unsupported(100, cuda)
+    case = Case("t", "linear", "fp8_rowwise", None, 100, 64, 64, {}, 0, StopRule())
+    with pytest.raises(Unsupported, match=r"token count \(M = 100\)"):
+        LINEAR.prepare(case, FP8_ROWWISE, cuda)

@@ -41,6 +41,10 @@ class Precision:
         """Set every global flag the recipe needs, and restore each on exit."""
         yield
 
+    def tokens_unsupported(self, tokens: int, device: torch.device) -> str | None:
+        """Why a layer or model case whose GEMMs have `tokens` rows (M) cannot run here, or None."""
+        return None
+
     def operand_bytes(self) -> int:
         """Bytes per element of the GEMM operands as the kernel reads them (for bytes moved)."""
         return torch.empty((), dtype=self.dtype).element_size()

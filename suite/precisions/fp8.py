@@ -94,6 +94,15 @@ class ScaledFloat8(Precision):
     def configured(self, params):
         return dataclasses.replace(self, pad=FP8GemmParams.of(params).pad)
 
+    def tokens_unsupported(self, tokens, device):
+        # In a training step the weight-gradient GEMM, dW = dY^T X, contracts over the tokens, and
+        # torch._scaled_mm on CUDA needs its inner dimension to be a multiple of 16 (tensorwise and
+        # rowwise alike); rowwise_with_gw_hp keeps that GEMM in bf16.
+        if device.type == "cuda" and self.torchao_recipe in ("tensorwise", "rowwise") and tokens % 16:
+            return (f"torchao's {self.torchao_recipe} FP8 training needs the token count (M = {tokens}) to be a "
+                    "multiple of 16: its weight-gradient torch._scaled_mm contracts over the tokens")
+        return None
+
     def operand_bytes(self):
         return 1  # float8 operands; the bf16 output is counted at the precision's dtype
 

@@ -173,6 +173,12 @@ class TransformerEngine(Precision):
             raise Unsupported("TE's DelayedScaling does not run under torch.compile; te_current and te_block do")
         return dataclasses.replace(self, params=tuple(sorted(params.items())))
 
+    def tokens_unsupported(self, tokens, device):
+        if tokens % ALIGN_TOKENS:  # te.Linear asserts it on FP8 inputs
+            return (f"Transformer Engine's FP8 GEMMs need the product of the leading dimensions (M = {tokens}) "
+                    f"to be a multiple of {ALIGN_TOKENS}")
+        return None
+
     def operand_bytes(self):
         """The GEMM reads FP8 operands (1 byte; NVFP4's are 4-bit, half a byte), whatever dtype the
         activations stay in around it; the output is counted at the precision's dtype."""

@@ -52,9 +52,10 @@ class LinearStep(Workload):
     def prepare(self, case, precision, device):
         opts = CompileParams.of(case.params)
         reason = compile_unsupported(device, opts.compile_backend) if opts.compile else None
+        m, k, n = case.m, case.k, case.n
+        reason = reason or precision.tokens_unsupported(m, device)
         if reason:
             raise Unsupported(reason)
-        m, k, n = case.m, case.k, case.n
 
         reference_cpu = build_layer(self.layernorm, k, n, case.seed)
         gen = torch.Generator().manual_seed(case.seed + 1)

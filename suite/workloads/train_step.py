@@ -280,6 +280,9 @@ class TrainStep(Workload):
         if reason:
             raise Unsupported(reason)
         cfg = spec.config()
+        reason = precision.tokens_unsupported(spec.batch * cfg.seq_len, device)
+        if reason:
+            raise Unsupported(reason)
         with torch.device("meta"):  # sizes only: nothing is allocated before the memory check
             shape_only = MODELS[spec.model][0](cfg)
         n_params = flops.unique_parameters(shape_only)
