@@ -292,3 +292,20 @@ def test_fp8_training_cases_with_unaligned_token_counts_are_skipped_before_touch
     case = Case("t", "linear", "fp8_rowwise", None, 100, 64, 64, {}, 0, StopRule())
     with pytest.raises(Unsupported, match=r"token count \(M = 100\)"):
         LINEAR.prepare(case, FP8_ROWWISE, cuda)
+
+
+def test_rowwise_without_fast_accumulation_runs_the_kernel_torchao_training_runs():
+    # torchao's training path (float8 addmm_float8_unwrapped): for rowwise scales without fast
+    # accumulation, the tensorwise kernel with unit scales, then the row x column scales on its bf16
+    # output. The suite's GEMM is that computation, to the bit; with fast accumulation the rowwise kernel.
+    a, b = random_operands(32, 64, 48, 0, CPU)
+    qa, qw = FP8_ROWWISE._quantize(a.bfloat16(), b.t().contiguous().bfloat16())
+    ones_a, ones_b = torch.ones(32, 1), torch.ones(1, 48)
+    unit = torch._scaled_mm(qa.data, qw.data.t(), ones_a, ones_b, out_dtype=torch.bfloat16)
+    expected = (unit * (qa.inv_scale * qw.inv_scale.t())).to(torch.bfloat16)
+    assert torch.equal(FP8_ROWWISE._matmul(qa, qw, use_fast_accum=False), expected)
+    rowwise = torch._scaled_mm(qa.data, qw.data.t(), qa.inv_scale, qw.inv_scale.t().contiguous(),
+                               out_dtype=torch.bfloat16, use_fast_accum=True)
+    assert torch.equal(FP8_ROWWISE._matmul(qa, qw, use_fast_accum=True), rowwise)
+    ref = a.double() @ b.double()
+    assert FP8_BAND[0] <= error_metrics(FP8_ROWWISE.gemm(a, b, {})(), ref)["sqnr_db"] <= FP8_BAND[1]

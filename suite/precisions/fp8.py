@@ -120,6 +120,13 @@ class ScaledFloat8(Precision):
         # Rowwise scales: (M, 1) for A and (1, N) for B; tensorwise: 0-d. Both are inverse scales.
         scale_a = qa.inv_scale
         scale_b = qw.inv_scale.t().contiguous() if qw.inv_scale.dim() == 2 else qw.inv_scale
+        post = None
+        if scale_a.dim() == 2 and not use_fast_accum:
+            # What torchao's training path runs for rowwise scales without fast accumulation
+            # (float8 `addmm_float8_unwrapped`): the tensorwise kernel with unit scales, then the
+            # product of the row and column scales applied to its bf16 output.
+            post = scale_a * scale_b
+            scale_a, scale_b = scale_a.new_ones(()), scale_b.new_ones(())
         if qa.data.device.type == "cpu" and scale_a.dim() == 0:
             # torch 2.13's CPU tensorwise kernel is a slow reference loop (1.5 s for 256x512x384,
             # ~500x its rowwise kernel on the same operands), so on the CPU the one scale is
@@ -127,9 +134,10 @@ class ScaledFloat8(Precision):
             # product (tests check it against the tensorwise kernel). CPU timings are emulation.
             scale_a = scale_a.expand(qa.data.shape[0], 1).contiguous()
             scale_b = scale_b.expand(1, qw.data.shape[0]).contiguous()
-        return torch._scaled_mm(
+        out = torch._scaled_mm(
             qa.data, qw.data.t(), scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=use_fast_accum
         )
+        return out if post is None else (out * post).to(torch.bfloat16)
 
     def check_alignment(self, k: int, n: int, pad: bool) -> None:
         reason = q.alignment_reason(k, n)
