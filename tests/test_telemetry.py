@@ -152,7 +152,7 @@ def test_sampler_thread_reads_until_the_block_ends():
 
 def test_a_broken_sensor_stops_sampling_without_breaking_the_case():
     class Broken:
-        bits, sm_clock_max_mhz, power_limit_w = BITS, None, None
+        bits, sm_clock_max_mhz, power_limit_w, power_reading = BITS, None, None, None
 
         def read(self, now):
             raise OSError("GPU is lost")
@@ -212,3 +212,20 @@ def test_reports_mark_throttled_cases(tmp_path):
     assert "ok (throttled 35%: SwPowerCap, HwSlowdown)" in md and md.count("throttled") == 1
     assert '<tr class="ok throttled">' in html and html.count("ok throttled") == 1
     assert "stopped by" in md and tmp_path / "index.html" in written
+
+
+def test_power_is_read_instantaneously_where_nvml_has_the_field():
+    # nvmlDeviceGetPowerUsage averages over one second on Ampere and newer; a 0.2 s case would mix
+    # in the warm-up. The instantaneous field is preferred; without it, the average is labelled.
+    nvml = fake_nvml([(1980, 2619, 650_000, 60, 0)])
+    plain = telemetry.NvmlDevice(nvml, "h")
+    assert plain.power_reading == "average (1 s)" and plain.read().power_w == 650.0
+
+    nvml.NVML_FI_DEV_POWER_INSTANT, nvml.NVML_SUCCESS = 186, 0
+    field = types.SimpleNamespace(nvmlReturn=0, value=types.SimpleNamespace(uiVal=412_000))
+    nvml.nvmlDeviceGetFieldValues = lambda h, ids: [field] if ids == [186] else []
+    instant = telemetry.NvmlDevice(nvml, "h")
+    assert instant.power_reading == "instant" and instant.read().power_w == 412.0
+
+    field.nvmlReturn = 3  # NVML_ERROR_NOT_SUPPORTED on this board
+    assert telemetry.NvmlDevice(nvml, "h").power_reading == "average (1 s)"

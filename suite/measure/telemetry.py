@@ -43,7 +43,7 @@ COLUMNS = (
     "telemetry", "telemetry_note", "telemetry_readings", "sm_clock_mhz_mean", "sm_clock_mhz_min",
     "sm_clock_max_mhz", "mem_clock_mhz_mean", "power_w_mean", "power_w_max", "power_limit_w",
     "temp_c_max", "throttled", "throttled_fraction", "throttle_reasons", "samples_throttled",
-    "n_samples_throttled",
+    "n_samples_throttled", "power_reading",
 )
 NULL_COLUMNS: dict[str, object] = dict.fromkeys(COLUMNS)
 
@@ -104,6 +104,21 @@ class NvmlDevice:
         self.sm_clock_max_mhz = self._query(nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_SM)
         limit_mw = self._query(getattr(nvml, "nvmlDeviceGetEnforcedPowerLimit", None), handle)
         self.power_limit_w = limit_mw / 1e3 if limit_mw is not None else None
+        # nvmlDeviceGetPowerUsage is a one-second average on Ampere and newer (NVML's docs), longer
+        # than many cases' samples, so it mixes in the warm-up or the previous case; the
+        # instantaneous field (NVML_FI_DEV_POWER_INSTANT) is read instead wherever it answers.
+        self.power_reading = "instant" if self._instant_power_mw() is not None else "average (1 s)"
+
+    def _instant_power_mw(self) -> float | None:
+        nvml = self.nvml
+        field = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
+        get = getattr(nvml, "nvmlDeviceGetFieldValues", None)
+        if field is None or get is None:
+            return None
+        values = self._query(get, self.handle, [field])
+        if not values or getattr(values[0], "nvmlReturn", 1) != getattr(nvml, "NVML_SUCCESS", 0):
+            return None
+        return float(values[0].value.uiVal)
 
     @staticmethod
     def _query(fn, *args):
@@ -117,7 +132,7 @@ class NvmlDevice:
 
     def read(self, now: Callable[[], float] = time.perf_counter) -> Reading:
         nvml, h, q = self.nvml, self.handle, self._query
-        power_mw = q(nvml.nvmlDeviceGetPowerUsage, h)
+        power_mw = self._instant_power_mw() if self.power_reading == "instant" else q(nvml.nvmlDeviceGetPowerUsage, h)
         return Reading(
             t=now(),
             sm_mhz=q(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM),
@@ -303,6 +318,7 @@ class Sampler:
             "telemetry_note": self.error,
             "sm_clock_max_mhz": self.device.sm_clock_max_mhz,
             "power_limit_w": self.device.power_limit_w,
+            "power_reading": self.device.power_reading,
             **summarize(self.readings, window, batches, self.device.bits),
         }
 

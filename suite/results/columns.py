@@ -137,6 +137,7 @@ COLUMNS: list[Column] = [
         ("power_w_mean", "float", "W", "mean board power while timed"),
         ("power_w_max", "float", "W", "highest board power while timed"),
         ("power_limit_w", "float", "W", "the board's power limit"),
+        ("power_reading", "string", "", "instant (NVML_FI_DEV_POWER_INSTANT) or average (1 s): what power_w_* were read from"),
         ("temp_c_max", "float", "°C", "highest GPU temperature while timed"),
         ("throttled", "bool", "", "any throttle reason (other than idle) while timed"),
         ("throttled_fraction", "float", "fraction", "share of the timed window spent throttled"),
