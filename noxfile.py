@@ -187,6 +187,13 @@ def gpu_check(session: nox.Session) -> None:
     session.run("bash", "scripts/gpu_check.sh", *session.posargs, external=True)
 
 
+@nox.session(venv_backend="none")
+def wheelhouse(session: nox.Session) -> None:
+    """Every wheel a bare GPU machine lacks for `gpu_check` (pydantic, jinja2, torchao, resolved),
+    for its Python and platform, into .whl/: `nox -s wheelhouse -- [--python 3.12] [--torchao X]`."""
+    session.run("python3", "scripts/wheelhouse.py", *session.posargs, external=True)
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """What the harness itself costs (planning, parquet, reports), timed by pytest-benchmark."""

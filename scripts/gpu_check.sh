@@ -4,8 +4,9 @@
 #
 #   scripts/gpu_check.sh [--pack] [OUT_DIR]      OUT_DIR defaults to $OUT, else ./gpu_check
 #
-# - Carried wheels: every .whl/*.whl (torchao, pydantic, ... for a machine that lacks them) is
-#   installed into a temporary folder put first on PYTHONPATH; without .whl/ the installed ones run.
+# - Carried wheels: every .whl/*.whl (made by scripts/wheelhouse.py on a machine with an index:
+#   pydantic, jinja2, torchao and their dependencies, resolved) is installed offline into a
+#   temporary folder put first on PYTHONPATH; without .whl/ the installed ones run.
 # - Writes OUT_DIR/results/<scenario>/<run>.parquet and OUT_DIR/reports/<scenario>/ (index.html,
 #   report.md, plots); with --pack, one OUT_DIR/gpu_check.tar.gz holding both instead.
 # - Prints versions first and a summary table last. Without CUDA every case is recorded as skipped
@@ -73,8 +74,9 @@ print(f"gpu_check: python {platform.python_version()} | torch {torch.__version__
       f" | gpu {gpu} | driver {driver} | " + " | ".join(f"{n} {version(n)}" for n in names), flush=True)
 missing = [m for m in ("pydantic", "pandas", "pyarrow", "jinja2", "matplotlib") if importlib.util.find_spec(m) is None]
 if missing:
-    print(f"gpu_check: error: missing Python packages {missing}; carry their wheels in .whl/ "
-          "(see the measurement-fidelity section of the README)", file=sys.stderr)
+    print(f"gpu_check: error: missing Python packages {missing}; make their wheels with "
+          "`python scripts/wheelhouse.py` on a machine with an index and carry .whl/ here "
+          "(docs/gpu-check.md)", file=sys.stderr)
     sys.exit(2)
 EOF
 if (( ${#wheels[@]} )); then
@@ -130,5 +132,22 @@ if len(ok):
         "vs_ref": col("fidelity_ratio"),
     })
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+
+    # Is the suite's number sane? bf16 and the best FP8 GEMM at 8192^3 against the vendor peak,
+    # and the suite's time against triton's do_bench on the same GEMMs.
+    big = ok[(ok["workload"] == "gemm") & (ok["m"] == 8192) & (ok["k"] == 8192) & (ok["n"] == 8192)]
+    lines = []
+    for label, rows in (("bf16", big[big["precision"] == "bf16"]),
+                        ("fp8 (best)", big[big["precision"].str.startswith(("fp8", "te_"))])):
+        if len(rows) and rows["tflops"].notna().any():
+            best = rows.loc[rows["tflops"].idxmax()]
+            peak = best.get("peak_tflops")
+            frac = f" = {best['tflops'] / peak:.0%} of the vendor peak {peak:.4g}" if pd.notna(peak) and peak else ""
+            lines.append(f"{label} 8192^3: {best['tflops']:.4g} TFLOP/s ({best['precision']}){frac}")
+    ratios = ok[(col("ref_harness") == "triton.testing.do_bench")]["fidelity_ratio"] if "fidelity_ratio" in ok else []
+    if len(ratios):
+        lines.append(f"suite / do_bench time: median {pd.Series(ratios).median():.3f} over {len(ratios)} GEMMs")
+    if lines:
+        print("\n".join(["", "== sanity =="] + lines))
 EOF
 exit $status

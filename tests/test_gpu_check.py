@@ -78,3 +78,17 @@ def test_without_a_gpu_the_check_records_skips_and_ends_with_the_summary(tmp_pat
     assert not (out / "results").exists()  # packed: only the archive is left in OUT_DIR
     skipped = pd.read_parquet(next((tmp_path / "unpacked/results/gpu_check_fidelity").glob("*.parquet")))
     assert len(skipped) == 9 and set(skipped["status"]) == {"skipped"}
+
+
+def test_the_wheelhouse_is_resolved_binary_wheels_for_the_target_python():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("wheelhouse", REPO / "scripts" / "wheelhouse.py")
+    wheelhouse = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(wheelhouse)
+    cmd = wheelhouse.command(Path("/tmp/w"), python="3.12", torchao="0.18.0")
+    assert cmd[1:4] == ["-m", "pip", "download"] and "--only-binary=:all:" in cmd
+    assert cmd[cmd.index("--python-version") + 1] == "3.12" and "--no-deps" not in cmd  # pip resolves
+    assert {"pydantic>=2.5", "jinja2>=3.1", "torchao==0.18.0"} <= set(cmd)
+    assert not any(arg.startswith("torch") and not arg.startswith("torchao") for arg in cmd)  # the image has torch
+    assert "torchao==" not in " ".join(wheelhouse.command(Path("/tmp/w"), torchao=""))
