@@ -12,6 +12,8 @@ How a run survives trouble:
 - `resume=RUN_ID` reopens that run's journal and runs only the cases missing from it, on the same
   kind of machine and software (`IDENTITY`), then writes the one complete parquet;
 - `isolate=True` runs each case in its own subprocess with a time limit (`suite.measure.isolate`);
+- on a GPU the cases run in one worker process, replaced after a case that leaves CUDA unusable
+  (`isolate.CaseWorker`), so one sticky CUDA error costs one case;
 - a scenario asking for CUDA on a machine without it records every case as skipped, with the reason.
 """
 
@@ -215,6 +217,11 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
         from suite.measure import isolate as isolation
 
         run_one = isolation.CaseProcess(dev, meta, case_timeout)
+    elif dev.type == "cuda" and unavailable is None:
+        from suite.measure import isolate as isolation
+
+        # One worker process for the run, replaced after a case that leaves CUDA unusable.
+        run_one = isolation.CaseWorker(dev, meta)
     else:
         worker = runner.CaseThread()
     try:
@@ -241,6 +248,8 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
     finally:
         if worker is not None:
             worker.close()
+        if hasattr(run_one, "close"):
+            run_one.close()
     print(f"mpsuite: wrote {path}", file=sys.stderr)
 
     records = store.read_file(path)

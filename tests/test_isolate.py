@@ -142,3 +142,60 @@ def test_case_timeout_without_isolate_is_a_usage_error(write_scenario, capsys):
         with pytest.raises(SystemExit) as stop:
             cli.main(["run", str(scenario), "--isolate", "--case-timeout", bad])
         assert stop.value.code == 2
+
+
+# --- a persistent worker process for GPU runs, replaced after a sticky CUDA error ---------------
+
+STICKY_ERROR = "CUDA error: an illegal memory access was encountered"
+
+
+class Sticky:
+    """Fails the way a poisoned CUDA context does: after the `poison` case, every later case in the
+    same process fails with the same error, as every CUDA call does after an illegal access."""
+
+    poisoned = False
+
+    def prepare(self, case, precision, device):
+        from suite.measure.accuracy import error_metrics
+        from suite.workloads.base import Prepared
+
+        mode = case.params["mode"]
+        if mode == "poison":
+            Sticky.poisoned = True
+        if Sticky.poisoned:
+            raise RuntimeError(STICKY_ERROR)
+        if mode == "segv":
+            import ctypes
+
+            ctypes.string_at(0)  # a segfault inside the workload
+        a = torch.ones(8, 8)
+        return Prepared(lambda: a @ a, 2.0 * 8**3, None, lambda: error_metrics(a @ a, a.double() @ a.double()))
+
+
+STICKY = Sticky()
+WORKER_CHILD = """
+import sys
+sys.path.insert(0, ROOT)
+from suite.scenario import registry
+registry.WORKLOADS["sticky"] = registry.WorkloadRecord("tests.test_isolate:STICKY")
+from suite.measure import isolate
+raise SystemExit(isolate.main(["--serve"]))
+"""
+
+
+def test_a_sticky_cuda_error_costs_one_case_and_the_worker_is_replaced():
+    cases = [plan.Case("w", "sticky", "fp32", None, None, None, None, params={"mode": mode, "i": i}, seed=0,
+                       timing=FAST, device="cpu")
+             for i, mode in enumerate(["ok", "poison", "ok", "segv", "ok"])]
+    worker = isolate.CaseWorker("cpu", META, command=[sys.executable, "-c", WORKER_CHILD.replace("ROOT", repr(str(ROOT)))])
+    try:
+        records = [worker(case) for case in cases]
+    finally:
+        worker.close()
+    assert [r["status"] for r in records] == ["ok", "failed", "ok", "failed", "ok"]
+    assert STICKY_ERROR in records[1]["reason"] and records[1]["worker_replaced"]
+    assert records[3]["reason"].startswith("crashed: signal 11 (SIGSEGV)")
+    assert worker.started == 3  # the first, one after the sticky error, one after the crash
+    assert isolate.poisoned({"status": "failed", "reason": f"RuntimeError: {STICKY_ERROR}"}, torch.device("cpu"))
+    assert not isolate.poisoned({"status": "failed", "reason": "RuntimeError: shapes cannot be multiplied"},
+                                torch.device("cpu"))

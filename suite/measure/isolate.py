@@ -76,6 +76,23 @@ def child_command() -> list[str]:
     return [sys.executable, "-m", "suite.measure.isolate"]
 
 
+def _failed(case, run_meta: dict, reason: str, log: str, started_at: str) -> dict:
+    """The record of a case whose process sent none back: failed, with the log's start and end."""
+    from suite.measure import runner
+
+    record = runner.base_record(case, run_meta)
+    record.update(status="failed", reason=reason, started_at=started_at, isolated=True,
+                  isolate_log=_clip(log) or None)
+    return record
+
+
+def _child_env() -> dict:
+    """The child must import this very `suite`, wherever the parent found it."""
+    package_root = str(Path(__file__).resolve().parent.parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
+
+
 class CaseProcess:
     """`runner.run`'s `run_one`: run one case in a subprocess and return its record."""
 
@@ -85,18 +102,7 @@ class CaseProcess:
         self.timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else float(timeout_s)
         # The child's command line; a wrapper (a debugger, a sanitizer, a test double) may replace it.
         self.command = command or child_command()
-        # The child must import this very `suite`, wherever the parent found it.
-        package_root = str(Path(__file__).resolve().parent.parent)
-        path = os.environ.get("PYTHONPATH")
-        self.env = {**os.environ, "PYTHONPATH": package_root + (os.pathsep + path if path else "")}
-
-    def _failed(self, case, reason: str, log: str, started_at: str) -> dict:
-        from suite.measure import runner
-
-        record = runner.base_record(case, self.run_meta)
-        record.update(status="failed", reason=reason, started_at=started_at, isolated=True,
-                      isolate_log=_clip(log) or None)
-        return record
+        self.env = _child_env()
 
     def __call__(self, case) -> dict:
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -110,7 +116,7 @@ class CaseProcess:
         except subprocess.TimeoutExpired:
             out, err = self._kill(proc)
             log = err.decode(errors="replace")
-            return self._failed(case, f"timed out after {self.timeout_s:g} s", log, started_at)
+            return _failed(case, self.run_meta, f"timed out after {self.timeout_s:g} s", log, started_at)
         except BaseException:  # Ctrl-C in the parent: the child (and its group) must not outlive it
             self._kill(proc)
             raise
@@ -125,9 +131,9 @@ class CaseProcess:
                 record["isolate_log"] = _clip(f"exited with {_status(proc.returncode)} after sending its record\n{log}")
             return record
         if proc.returncode < 0:
-            return self._failed(case, f"crashed: {_status(proc.returncode)}", log, started_at)
+            return _failed(case, self.run_meta, f"crashed: {_status(proc.returncode)}", log, started_at)
         detail = _last_line(log) or "no record and no error message"
-        return self._failed(case, f"crashed: {_status(proc.returncode)}: {detail}", log, started_at)
+        return _failed(case, self.run_meta, f"crashed: {_status(proc.returncode)}: {detail}", log, started_at)
 
     @staticmethod
     def _kill(proc: subprocess.Popen) -> tuple[bytes, bytes]:
@@ -148,8 +154,134 @@ class CaseProcess:
             return b"", b""
 
 
-def main() -> int:
-    """The child: one case from stdin, its record to the original stdout."""
+# What a CUDA error that leaves the context unusable looks like in a case's reason: after one of
+# these, every later CUDA call in the process fails too (an illegal access, a device-side assert).
+STICKY_ERRORS = (
+    "CUDA error", "illegal memory access", "device-side assert", "unspecified launch failure",
+    "CUBLAS_STATUS_EXECUTION_FAILED", "cudaErrorIllegalAddress", "CUDA driver error",
+)
+
+
+def poisoned(record: dict, device) -> bool:
+    """Did this case leave the worker's CUDA context unusable? Its error says so, or (on a GPU) a
+    synchronize now fails."""
+    if record.get("status") == "failed" and any(s in str(record.get("reason")) for s in STICKY_ERRORS):
+        return True
+    if getattr(device, "type", None) == "cuda":
+        import torch
+
+        try:
+            torch.cuda.synchronize(device)
+        except Exception:
+            return True
+    return False
+
+
+class CaseWorker:
+    """`runner.run`'s `run_one` for GPU runs: the cases run one after another in one worker process
+    (one interpreter, one CUDA context: cheaper than a process per case), and a worker that a case
+    left unusable is replaced. A sticky CUDA error (an illegal access in a TE or cuBLAS kernel) in
+    one process fails every later CUDA call there; here it costs the case that hit it, recorded
+    with its error, and the next case starts in a fresh worker. A worker that dies (a segfault)
+    likewise costs only its case. Same protocol as `CaseProcess`, one JSON line per case."""
+
+    def __init__(self, device, run_meta: dict, command: list[str] | None = None):
+        self.device = str(device)
+        self.run_meta = run_meta
+        self.command = command or [*child_command(), "--serve"]
+        self.env = _child_env()
+        self.proc: subprocess.Popen | None = None
+        self.log = None
+        self.started = 0  # workers started so far
+
+    def _start(self) -> None:
+        import tempfile
+
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     env=self.env, start_new_session=True)
+        self.started += 1
+
+    def _log_text(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def _stop(self) -> None:
+        if self.proc is not None:
+            CaseProcess._kill(self.proc)
+            self.proc = None
+
+    def __call__(self, case) -> dict:
+        started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        request = journal.encode({"case": case_to_json(case), "device": self.device, "run_meta": self.run_meta})
+        try:
+            self.proc.stdin.write(request)
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except BrokenPipeError:
+            line = b""
+        except BaseException:  # Ctrl-C: the worker (and its group) must not outlive the run
+            self._stop()
+            raise
+        record = None
+        if line:
+            try:
+                record = journal.decode(line)
+            except ValueError:
+                record = None
+        if record is not None and record.get("case_id") == case.case_id:
+            if record.pop("worker_poisoned", False):
+                record["worker_replaced"] = True  # the next case runs in a fresh worker
+                self._stop()
+            return record
+        code = self.proc.wait()
+        log = self._log_text()
+        self.proc = None
+        detail = _last_line(log) or "no record and no error message"
+        return _failed(case, self.run_meta, f"crashed: {_status(code)}: {detail}" if code >= 0 else f"crashed: {_status(code)}",
+                      log, started_at)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=DRAIN_S)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            self._stop()
+
+
+def serve() -> int:
+    """A worker: cases from stdin, one JSON line each, records to the original stdout, until stdin
+    closes or a case leaves the process unusable (then it says so in the record and exits)."""
+    faulthandler.enable()
+    channel = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+
+    import torch
+
+    from suite.measure import runner
+    from suite.measure.timing import clock_for
+
+    for line in sys.stdin.buffer:
+        request = journal.decode(line)
+        case = case_from_json(request["case"])
+        device = torch.device(request["device"])
+        record = runner.run_case(case, device, clock_for(device), request["run_meta"])
+        bad = poisoned(record, device)
+        channel.write(journal.encode({**record, "worker_poisoned": bad}))
+        channel.flush()
+        if bad:
+            return 3
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The child: one case from stdin, its record to the original stdout (`--serve`: many)."""
+    if (argv if argv is not None else sys.argv[1:]) == ["--serve"]:
+        return serve()
     faulthandler.enable()  # a segfault prints the Python stack into the log before the process dies
     record_fd = os.dup(1)
     os.dup2(2, 1)  # from here on, anything written to stdout goes to the log

@@ -124,6 +124,8 @@ COLUMNS: list[Column] = [
         ("label", "string", "", "a label given on import (`import --label`)"),
         ("isolated", "bool", "", "the case ran in its own subprocess (--isolate)"),
         ("isolate_log", "string", "", "start and end of a failed subprocess's log"),
+        ("worker_replaced", "bool", "", "this case left its worker process unusable (a sticky CUDA error): "
+                                        "the next case ran in a fresh one"),
     ),
     *_group(
         "telemetry (NVML, CUDA only)", False,
