@@ -294,11 +294,26 @@ def test_fp8_training_cases_with_unaligned_token_counts_are_skipped_before_touch
         LINEAR.prepare(case, FP8_ROWWISE, cuda)
 
 
-def test_rowwise_without_fast_accumulation_runs_the_kernel_torchao_training_runs():
+def test_rowwise_without_fast_accumulation_runs_the_kernel_torchao_training_runs(monkeypatch):
     # torchao's training path (float8 addmm_float8_unwrapped): for rowwise scales without fast
     # accumulation, the tensorwise kernel with unit scales, then the row x column scales on its bf16
     # output. The suite's GEMM is that computation, to the bit; with fast accumulation the rowwise kernel.
     a, b = random_operands(32, 64, 48, 0, CPU)
+    calls = []
+    real = torch._scaled_mm
+
+    def spy(x, y, scale_a, scale_b, **kw):
+        calls.append((scale_a.clone(), scale_b.clone(), kw.get("use_fast_accum")))
+        return real(x, y, scale_a, scale_b, **kw)
+
+    monkeypatch.setattr(torch, "_scaled_mm", spy)
+    qa0, qw0 = FP8_ROWWISE._quantize(a.bfloat16(), b.t().contiguous().bfloat16())
+    FP8_ROWWISE._matmul(qa0, qw0, use_fast_accum=False)
+    FP8_ROWWISE._matmul(qa0, qw0, use_fast_accum=True)
+    (unit_a, unit_b, slow), (row_a, row_b, fast) = calls
+    assert (unit_a == 1).all() and (unit_b == 1).all() and slow is False  # the kernel got unit scales
+    assert torch.equal(row_a, qa0.inv_scale) and fast is True  # the rowwise kernel, scales inside
+    monkeypatch.setattr(torch, "_scaled_mm", real)
     qa, qw = FP8_ROWWISE._quantize(a.bfloat16(), b.t().contiguous().bfloat16())
     ones_a, ones_b = torch.ones(32, 1), torch.ones(1, 48)
     unit = torch._scaled_mm(qa.data, qw.data.t(), ones_a, ones_b, out_dtype=torch.bfloat16)
