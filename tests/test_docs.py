@@ -56,3 +56,10 @@ def test_every_column_a_results_file_holds_is_defined(tiny_scenario, tmp_path):
     written |= set(pq.read_schema(run.path).names)
     assert not written - set(columns.BY_NAME), sorted(written - set(columns.BY_NAME))
     assert set(columns.CONTRACT) <= set(pq.read_schema(run.path).names)
+
+
+def test_the_mfu_convention_is_stated_where_the_column_is_defined():
+    # An FP8 step's MFU is taken against the FP8 peak while lm_head, attention and optimizer stay
+    # bf16/fp32: a convention, so it is written beside the column (schema page and models page).
+    assert "FP8 peak" in columns.BY_NAME["mfu"].description
+    assert "FP8 peak" in DOCS["models.md"]
