@@ -50,3 +50,49 @@ def test_the_driver_device_list_shows_a_gpu(noxfile, tmp_path, monkeypatch):
     assert noxfile.nvidia_gpu(gpus) is None
     (gpus / "0000:17:00.0").mkdir()
     assert "1 GPU(s)" in noxfile.nvidia_gpu(gpus)
+
+
+class FakeSession:
+    """What install_torch calls on a nox session, recorded; `held` is the environment's pip list."""
+
+    def __init__(self, held: dict[str, str], fail_first_install: bool = False):
+        self.held, self.fail = held, fail_first_install
+        self.calls: list[tuple] = []
+
+    def log(self, text):
+        self.calls.append(("log", text))
+
+    def run(self, *args, **kwargs):
+        self.calls.append(("run", *args))
+        if args[3:5] == ("list", "--format=freeze"):
+            return "\n".join(f"{k}=={v}" for k, v in self.held.items())
+        return ""
+
+    def install(self, *args):
+        self.calls.append(("install", *args))
+        if self.fail:
+            self.fail = False
+            import nox.command
+
+            raise nox.command.CommandFailed("no matching distribution")
+
+
+def test_a_reused_cuda_environment_is_cleaned_before_the_cpu_build(noxfile, monkeypatch):
+    monkeypatch.setattr(noxfile, "TORCH", "")
+    monkeypatch.setattr(noxfile, "TORCH_INDEX", "")
+    monkeypatch.setattr(noxfile, "nvidia_gpu", lambda: None)
+    session = FakeSession({"torch": "2.13.0", "triton": "3.8.0", "nvidia-cublas-cu12": "12.9", "numpy": "2.4"})
+    noxfile.install_torch(session)
+    uninstall = next(c for c in session.calls if c[0] == "run" and "uninstall" in c)
+    assert {"torch", "triton", "nvidia-cublas-cu12"} <= set(uninstall) and "numpy" not in uninstall
+    assert session.calls[-1] == ("install", f"torch=={noxfile.DEFAULT_TORCH}+cpu")
+    assert "no NVIDIA GPU" in session.calls[0][1]  # the choice and why, first
+
+
+def test_the_cpu_build_falls_back_to_pytorchs_cpu_index(noxfile, monkeypatch):
+    monkeypatch.setattr(noxfile, "TORCH", "")
+    monkeypatch.setattr(noxfile, "TORCH_INDEX", "")
+    monkeypatch.setattr(noxfile, "nvidia_gpu", lambda: None)
+    session = FakeSession({}, fail_first_install=True)  # e.g. public PyPI: no +cpu wheels there
+    noxfile.install_torch(session)
+    assert session.calls[-1] == ("install", f"torch=={noxfile.DEFAULT_TORCH}+cpu", "--index-url", noxfile.CPU_INDEX)
