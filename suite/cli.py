@@ -29,7 +29,7 @@ def cmd_run(args) -> int:
         print(f"mpsuite: to finish run {stop.run_id}: {resume_command(args, stop.run_id)}", file=sys.stderr)
         if stop.done:
             print(f"mpsuite: a partial report of the finished cases: python -m suite report "
-                  f"{stop.journal.parent}", file=sys.stderr)
+                  f"{stop.journal.parent.parent}", file=sys.stderr)
         global _ABANDONED
         _ABANDONED = _ABANDONED or stop.abandoned
         return 128 + stop.signal  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM

@@ -34,7 +34,7 @@ warmup_s = 0.01
 min_samples = 20
 max_samples = 5000
 target_rel_ci = 0.0001
-budget_s = 0.12
+budget_s = 0.25
 
 [[sweep]]
 workload = "gemm"

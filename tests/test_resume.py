@@ -62,7 +62,7 @@ def wait_for_some_cases(proc: subprocess.Popen, folder: Path, total: int) -> tup
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
-        for path in folder.glob(f"*{store.JOURNAL_SUFFIX}"):
+        for path in (folder / store.JOURNAL_DIR).glob(f"*{store.JOURNAL_SUFFIX}"):
             done = len(journal.read(path).records)
             if 1 <= done < total:
                 return path, done
@@ -184,7 +184,7 @@ def test_sigterm_stops_a_run_like_ctrl_c(write_scenario, tmp_path, monkeypatch, 
     assert rc == 128 + signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is the caller's again
     assert "interrupted after 1 of 2 cases" in capsys.readouterr().err
-    (journal_file,) = (tmp_path / "results" / "term").glob(f"*{store.JOURNAL_SUFFIX}")
+    (journal_file,) = (tmp_path / "results" / "term" / store.JOURNAL_DIR).glob(f"*{store.JOURNAL_SUFFIX}")
     assert [r["workload"] for r in journal.read(journal_file).records] == ["gemm"]
 
 

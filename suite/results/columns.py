@@ -211,6 +211,25 @@ BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
 CONTRACT: list[str] = [c.name for c in COLUMNS if c.contract]
 
 
+def arrow_type(column: Column):
+    """The column's Arrow type: every results file has every column with this type (null where a
+    record has no value), so pandas, pyarrow, polars and DuckDB read any mix of files as one table."""
+    import pyarrow as pa
+
+    return {
+        "string": pa.string(), "json": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(),
+        "list<float>": pa.list_(pa.float64()), "list<bool>": pa.list_(pa.bool_()),
+    }[column.type]
+
+
+def arrow_schema():
+    """The one schema of every results file, units and meanings in each field's metadata."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(c.name, arrow_type(c), metadata={"unit": c.unit, "description": c.description})
+                      for c in COLUMNS])
+
+
 def schema_markdown() -> str:
     """docs/results-schema.md: one table per group."""
     lines = [

@@ -5,7 +5,7 @@ fsynced, then renamed into place, so a reader never sees half a file and two run
 The schema version lives in the parquet key-value metadata; `read` migrates older files.
 
 While a run is going, its finished cases live in a journal next to where its parquet will be,
-`results/<scenario>/<run_id>.journal.jsonl` (format: `suite.results.journal`). `finish_run` turns the
+`results/<scenario>/_journals/<run_id>.journal.jsonl` (format: `suite.results.journal`). `finish_run` turns the
 journal into the parquet and then deletes it, so a journal on disk always means "this run is not
 complete" and `--resume <run_id>` continues it.
 """
@@ -28,7 +28,9 @@ from suite.results.atomic import atomic_write
 from suite.errors import UserError
 
 # 1: the first schema. 2: case ids from typed, normalised parameters (see `_typed_params`).
-SCHEMA_VERSION = 2
+# 3: every defined column in every file, in its declared type (`suite.results.columns`); a
+# version-2 file reads as before (the reader's frames are the same), so its migration is empty.
+SCHEMA_VERSION = 3
 META_KEY = b"mpsuite.schema_version"
 
 # Columns every record has (the record contract); workloads and recipes add more. Every column,
@@ -69,13 +71,16 @@ def _typed_params(df: pd.DataFrame) -> pd.DataFrame:
 
 
 # schema version -> function upgrading a DataFrame from that version to the next one.
-MIGRATIONS: dict[int, callable] = {1: _typed_params}
+MIGRATIONS: dict[int, callable] = {1: _typed_params, 2: lambda df: df}
 
 
 # UTC start time (so ids sort by age) and 24 random bits (so two runs started in the same second
 # on one or many machines do not collide; creating the journal with O_EXCL catches the rest).
 RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{6}")
 JOURNAL_SUFFIX = ".journal.jsonl"
+# Journals live in a subfolder whose name pyarrow's dataset discovery skips (a leading "_"), so
+# `pandas.read_parquet("results/<scenario>")` and DuckDB/polars globs see parquet files only.
+JOURNAL_DIR = "_journals"
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -103,7 +108,7 @@ def run_path(results_dir: str | Path, scenario: str, run_id: str) -> Path:
 
 
 def journal_path(results_dir: str | Path, scenario: str, run_id: str) -> Path:
-    return scenario_dir(results_dir, scenario) / f"{check_run_id(run_id)}{JOURNAL_SUFFIX}"
+    return scenario_dir(results_dir, scenario) / JOURNAL_DIR / f"{check_run_id(run_id)}{JOURNAL_SUFFIX}"
 
 
 def _column(values: list) -> tuple[pa.Array, bool]:
@@ -115,19 +120,58 @@ def _column(values: list) -> tuple[pa.Array, bool]:
         return pa.array([None if v is None else json.dumps(v, default=str) for v in values], pa.string()), True
 
 
+def _typed(values: list, field: pa.Field) -> tuple[pa.Array, bool]:
+    """A defined column in its declared type; a value that does not fit (a producer's bug) turns
+    the column into JSON text rather than costing the run, and the file's metadata says so."""
+    try:
+        return pa.array(values, type=field.type), False
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.array([None if v is None else json.dumps(v, default=str) for v in values], pa.string()), True
+
+
 def _table(records: list[dict]) -> pa.Table:
+    """Every defined column (`suite.results.columns`) in its declared type, in one order, null
+    where a record has no value; a column no definition knows (there should be none: a test checks)
+    after them, its type inferred."""
     records = [{**r, "schema_version": SCHEMA_VERSION} for r in records]  # the store stamps the version
-    names = list(CONTRACT) + sorted({k for r in records for k in r} - set(CONTRACT))
-    arrays, as_text = [], []
-    for name in names:
-        array, text = _column([r.get(name) for r in records])
+    schema = columns.arrow_schema()
+    extra = sorted({k for r in records for k in r} - set(schema.names))
+    fields, arrays, as_text = [], [], []
+    for field in [*schema, *(pa.field(name, pa.null()) for name in extra)]:
+        values = [r.get(field.name) for r in records]
+        array, text = _column(values) if field.name in extra else _typed(values, field)
+        fields.append(pa.field(field.name, array.type, metadata=field.metadata))
         arrays.append(array)
         if text:
-            as_text.append(name)
-    table = pa.Table.from_arrays(arrays, names=names)
+            as_text.append(field.name)
+    table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     meta = {META_KEY: str(SCHEMA_VERSION).encode(), b"mpsuite.columns": json.dumps(CONTRACT).encode(),
             b"mpsuite.text_columns": json.dumps(as_text).encode()}
     return table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
+
+
+def records_of(df: pd.DataFrame) -> list[dict]:
+    """A DataFrame of records back to plain records in the declared types (pandas turns an int
+    column with nulls into floats, and lists into arrays), e.g. to rewrite a migrated file."""
+    out = []
+    for row in df.to_dict("records"):
+        record = {}
+        for name, value in row.items():
+            if hasattr(value, "tolist"):
+                value = value.tolist()
+            if isinstance(value, float) and value != value:
+                value = None
+            kind = columns.BY_NAME[name].type if name in columns.BY_NAME else None
+            if kind == "int" and isinstance(value, float) and value.is_integer():
+                value = int(value)
+            record[name] = value
+        out.append(record)
+    return out
+
+
+def rewrite(path: str | Path) -> Path:
+    """Read a results file (migrating it) and write it back in the current schema, in place."""
+    return write_run(records_of(read_file(path)), path)
 
 
 def write_run(records: list[dict], path: str | Path) -> Path:
@@ -146,7 +190,7 @@ def start_run(results_dir: str | Path, scenario: str, run_id: str, header: dict)
 def incomplete_runs(results_dir: str | Path, scenario: str) -> list[str]:
     """Run ids of this scenario that have a journal and no results file yet, oldest first."""
     folder = scenario_dir(results_dir, scenario)
-    ids = [p.name[: -len(JOURNAL_SUFFIX)] for p in folder.glob(f"*{JOURNAL_SUFFIX}")]
+    ids = [p.name[: -len(JOURNAL_SUFFIX)] for p in (folder / JOURNAL_DIR).glob(f"*{JOURNAL_SUFFIX}")]
     return sorted(i for i in ids if RUN_ID.fullmatch(i) and not (folder / f"{i}.parquet").exists())
 
 
@@ -197,7 +241,11 @@ def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) 
             run.path.unlink()
             journal.fsync_dir(run.path.parent)
         except OSError:
-            pass  # a journal next to its run's parquet is inert: never resumed, never read
+            pass  # a journal beside its run's parquet is inert: never resumed, never read
+        try:
+            run.path.parent.rmdir()  # the last journal of the folder: leave only parquet files
+        except OSError:
+            pass
     finally:
         run.close()
     return path
@@ -255,7 +303,8 @@ def unfinished_journals(paths: Iterable[str | Path]) -> list[Path]:
         candidates = sorted(p.rglob(f"*{JOURNAL_SUFFIX}")) if p.is_dir() else [p] if p.name.endswith(JOURNAL_SUFFIX) else []
         for path in candidates:
             run_id = path.name[: -len(JOURNAL_SUFFIX)]
-            if RUN_ID.fullmatch(run_id) and not path.with_name(f"{run_id}.parquet").exists():
+            folder = path.parent.parent if path.parent.name == JOURNAL_DIR else path.parent
+            if RUN_ID.fullmatch(run_id) and not (folder / f"{run_id}.parquet").exists():
                 found.append(path)
     return found
 
