@@ -199,3 +199,18 @@ def test_a_sticky_cuda_error_costs_one_case_and_the_worker_is_replaced():
     assert isolate.poisoned({"status": "failed", "reason": f"RuntimeError: {STICKY_ERROR}"}, torch.device("cpu"))
     assert not isolate.poisoned({"status": "failed", "reason": "RuntimeError: shapes cannot be multiplied"},
                                 torch.device("cpu"))
+
+
+def test_an_isolated_case_runs_with_the_runs_threads_setting(write_scenario, tmp_path):
+    scenario = write_scenario(quick_toml("thr", """
+        [[sweep]]
+        workload = "gemm"
+        precisions = ["fp32"]
+        mkn = [[32, 32, 32]]
+    """))
+    results = tmp_path / "results"
+    assert cli.main(["run", str(scenario), "--results", str(results), "--no-report", "--quiet", "--isolate",
+                     "--threads", "1"]) == 0
+    (path,) = (results / "thr").glob("*.parquet")
+    df = store.read_file(path)
+    assert list(df["cpu_threads"]) == [1] and list(df["threads_setting"]) == [1] and df["isolated"].all()

@@ -253,6 +253,16 @@ class CaseWorker:
             self._stop()
 
 
+def _child_threads(run_meta: dict) -> None:
+    """The run's `threads` setting in this process too: a child does not inherit the parent's
+    torch.set_num_threads (records say cpu_threads; it must be true here as well)."""
+    threads = run_meta.get("threads_setting")
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+
+
 def serve() -> int:
     """A worker: cases from stdin, one JSON line each, records to the original stdout, until stdin
     closes or a case leaves the process unusable (then it says so in the record and exits)."""
@@ -267,6 +277,7 @@ def serve() -> int:
 
     for line in sys.stdin.buffer:
         request = journal.decode(line)
+        _child_threads(request["run_meta"])
         case = case_from_json(request["case"])
         device = torch.device(request["device"])
         record = runner.run_case(case, device, clock_for(device), request["run_meta"])
@@ -292,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     from suite.measure import runner
     from suite.measure.timing import clock_for
 
+    _child_threads(request["run_meta"])
     case = case_from_json(request["case"])
     device = torch.device(request["device"])
     record = runner.run_case(case, device, clock_for(device), request["run_meta"])

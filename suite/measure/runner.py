@@ -95,6 +95,7 @@ def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
     began = time.perf_counter()
     record = base_record(case, run_meta)
     record["started_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    record["cpu_threads"] = torch.get_num_threads()  # of the process that runs the case (a child too)
     prepared = None
     try:
         # the recipe with this case's parameters applied (TE scaling knobs, FP8 padding)

@@ -44,7 +44,6 @@ def _typed_params(df: pd.DataFrame) -> pd.DataFrame:
     that way, and the committed runs of version 1 join runs made now. A run that measured one case
     twice under a parameter it ignores (bf16 beside an FP8 recipe's `quantize` sweep) keeps the
     first. Rows of unknown workloads or precisions (an imported file) are left as they were."""
-    from suite.errors import UserError as Invalid
     from suite.scenario import plan, registry
 
     df = df.copy()
@@ -60,7 +59,7 @@ def _typed_params(df: pd.DataFrame) -> pd.DataFrame:
             raw = json.loads(row["params"]) if isinstance(row.get("params"), str) else {}
             own = plan.identity_params(workload, precision, raw)
             base = plan.identity_params(workload, baseline, raw) if baseline in registry.PRECISIONS else None
-        except (Invalid, ValueError, TypeError):
+        except (UserError, ValueError, TypeError):
             continue  # parameters no model accepts: the row keeps its old identity
         shape = [dim(row.get(d)) for d in ("m", "k", "n")]
         df.at[i, "params"] = json.dumps(own, sort_keys=True)
