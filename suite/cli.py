@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -22,7 +23,12 @@ def cmd_run(args) -> int:
         result = pipeline.run_scenario(
             scenario, args.results, None if args.no_report else args.reports, args.device, not args.quiet,
             resume=args.resume, isolate=args.isolate, case_timeout=args.case_timeout, threads=args.threads,
+            max_cases=args.max_cases,
         )
+    except pipeline.ReportInterrupted as stop:
+        print(f"mpsuite: interrupted while rendering the report; the run is stored in {stop.path} "
+              f"(`python -m suite report {stop.path}` renders it)", file=sys.stderr)
+        return 128 + stop.signal
     except pipeline.RunInterrupted as stop:
         print(f"mpsuite: interrupted after {stop.done} of {stop.total} cases; they are kept in {stop.journal}",
               file=sys.stderr)
@@ -57,7 +63,8 @@ def resume_command(args, run_id: str) -> str:
     parts = ["python", "-m", "suite", "run", args.scenario, "--resume", run_id]
     for flag, value, default in (("--scenarios", args.scenarios, "scenarios"), ("--results", args.results, "results"),
                                  ("--reports", args.reports, "reports"), ("--device", args.device, None),
-                                 ("--case-timeout", args.case_timeout, None), ("--threads", args.threads, None)):
+                                 ("--case-timeout", args.case_timeout, None), ("--threads", args.threads, None),
+                                 ("--max-cases", args.max_cases, None)):
         if value != default:
             parts += [flag, str(value)]
     parts += [flag for flag, on in (("--isolate", args.isolate), ("--no-report", args.no_report),
@@ -112,8 +119,19 @@ def cmd_report(args) -> int:
 def cmd_list(args) -> int:
     from suite.scenario import plan, spec
 
-    for name, (path, scenario) in spec.load_dir(args.scenarios).items():
-        print(f"{name:<16} {len(plan.expand(scenario)):>5} cases  {path}  {scenario.description}")
+    problems: list[str] = []
+    found = spec.load_dir(args.scenarios, problems)
+    for name, (path, scenario) in found.items():
+        bound = plan.count(scenario)
+        cases = f"{len(plan.expand(scenario)):>5}" if bound <= plan.MAX_CASES else f"<= {bound:,}"
+        print(f"{name:<16} {cases} cases  {path}  {scenario.description}")
+    for problem in problems:
+        print(f"mpsuite: warning: left out {problem}", file=sys.stderr)
+    if problems:
+        raise UserError(f"{len(problems)} scenario file(s) in {args.scenarios} do not load (listed above); "
+                        "the others are listed")
+    if not found:
+        raise UserError(f"no scenario files (*.toml) in {Path(args.scenarios).resolve()}")
     return 0
 
 
@@ -121,6 +139,7 @@ def cmd_plan(args) -> int:
     from suite.scenario import plan, spec
 
     scenario = spec.resolve(args.scenario, args.scenarios)
+    plan.check_size(scenario, args.max_cases)
     for case in plan.expand(scenario):
         print(f"{case.case_id}  {case.label}")
     return 0
@@ -202,14 +221,23 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of cases, at least 1, got {text!r}")
+    return int(text)
+
+
 def parser() -> argparse.ArgumentParser:
     from suite.measure.isolate import DEFAULT_TIMEOUT_S
+    from suite.scenario.plan import MAX_CASES
 
     p = argparse.ArgumentParser(prog="mpsuite", description="Mixed-precision benchmarks: speed and accuracy side by side.")
     sub = p.add_subparsers(dest="command", required=True)
     scen = argparse.ArgumentParser(add_help=False)
     scen.add_argument("scenario", help="scenario name (from --scenarios) or path to a .toml file")
     scen.add_argument("--scenarios", default="scenarios", help="folder of scenario files (default: scenarios)")
+    scen.add_argument("--max-cases", metavar="N", type=_count,
+                      help=f"refuse a scenario of more cases than this (default: {MAX_CASES:,})")
 
     r = sub.add_parser("run", parents=[scen], help="run a scenario, store its records, render its report")
     r.add_argument("--results", default="results", help="results folder (default: results)")
@@ -288,19 +316,50 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+class Printable:
+    """A text stream that drops control characters (ESC, BEL, CR, ...; not newline or tab) from what
+    is written: scenario descriptions, failure reasons and record values reach the terminal, and
+    none of them may move its cursor, retitle it or ring it."""
+
+    _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(self._CONTROL.sub("", text))
+        return len(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = Printable(sys.stdout), Printable(sys.stderr)
+    try:
+        return _dispatch(args)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _dispatch(args) -> int:
     try:
         return args.func(args)
     except UserError as err:
         print(f"mpsuite: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("mpsuite: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
         sys.stderr.close()
         return 0
+    except OSError as err:  # an output folder that is not writable, a full disk: the user's to fix
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"mpsuite: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mpsuite: interrupted", file=sys.stderr)
+        return 130
 
 
 def entry() -> int:

@@ -19,6 +19,8 @@ How a run survives trouble:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import signal
 import sys
 import threading
@@ -30,6 +32,7 @@ from pathlib import Path
 from suite.measure import env, runner
 from suite.scenario import plan
 from suite.results import store
+from suite.results.atomic import remove_stale
 from suite.errors import UserError
 from suite.scenario.spec import Scenario
 
@@ -65,6 +68,15 @@ class RunInterrupted(KeyboardInterrupt):
         # A case was still running (inside a call that cannot be stopped from Python) when the signal
         # came: the process should exit at once rather than wait for it.
         self.abandoned = abandoned
+
+
+class ReportInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) while the report of a stored run was being rendered: the run is whole in
+    `path`; the report folder still holds the previous report (it is replaced whole, or not at all)."""
+
+    def __init__(self, path: Path, signal: int):
+        super().__init__(f"interrupted while rendering the report of {path}")
+        self.path, self.signal = path, signal
 
 
 class _Stop:
@@ -124,8 +136,34 @@ def run_meta(device) -> dict:
     return meta
 
 
-def _check_resumable(journal, order: list[str], meta: dict) -> None:
+def scenario_spec(scenario: Scenario, device_choice: str) -> dict:
+    """Everything a run was asked to do (the validated scenario: its cases, baselines, seed, timing
+    rules; the device asked for) as plain data, and its hash, kept in the journal header: a resumed
+    run must be asked the same, or its rows would mix two baselines, seeds or timing rules."""
+    spec = {"scenario": scenario.model_dump(mode="json"), "device": device_choice}
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+    return {"spec": spec, "spec_hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
+
+
+def _differences(then, now, where: str = "") -> list[str]:
+    """`path: old -> new` for every leaf where two plain-data trees differ."""
+    if isinstance(then, dict) and isinstance(now, dict):
+        return [d for key in sorted(set(then) | set(now), key=str)
+                for d in _differences(then.get(key), now.get(key), f"{where}.{key}" if where else str(key))]
+    if isinstance(then, list) and isinstance(now, list) and len(then) == len(now):
+        return [d for i, (a, b) in enumerate(zip(then, now)) for d in _differences(a, b, f"{where}[{i}]")]
+    return [] if then == now else [f"{where}: {json.dumps(then)} -> {json.dumps(now)}"]
+
+
+def _check_resumable(journal, order: list[str], meta: dict, spec: dict) -> None:
     head = journal.header
+    if head.get("spec_hash") not in (None, spec["spec_hash"]):
+        changed = _differences(head.get("spec"), spec["spec"])
+        shown = "; ".join(changed[:3]) + (f"; and {len(changed) - 3} more" if len(changed) > 3 else "")
+        raise UserError(
+            f"scenario {head['scenario']!r} changed since run {head['run_id']} started ({shown or 'its hash differs'}); "
+            "one run must be measured under one scenario: restore the scenario file to resume, or start a new run"
+        )
     planned, now = set(head.get("plan") or []), set(order)
     if planned != now:
         raise UserError(
@@ -157,9 +195,12 @@ def run_scenario(
     isolate: bool = False,
     case_timeout: float | None = None,
     threads: int | None = None,
+    max_cases: int | None = None,
 ) -> RunResult:
     """Run a scenario; `threads` (else the scenario's `threads`, else torch's default) sets torch's
-    intra-op threads for the run and is restored after it."""
+    intra-op threads for the run and is restored after it. A scenario of more than `max_cases`
+    cases (default `plan.MAX_CASES`) is refused before anything is expanded."""
+    plan.check_size(scenario, max_cases)
     if case_timeout is not None and not isolate:
         raise UserError("--case-timeout needs --isolate: only a case in its own process can be stopped")
     threads = threads or scenario.defaults.threads
@@ -184,17 +225,32 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
     order = [case.case_id for case in cases]
     dev = env.resolve_device(device or scenario.defaults.device)
     meta = {**run_meta(dev), "scenario_description": scenario.description, "threads_setting": threads}
+    spec = scenario_spec(scenario, device or scenario.defaults.device)
 
+    report_dir = None if reports_dir is None else Path(reports_dir) / scenario.name
+    if report_dir is not None:
+        from suite import report  # matplotlib and jinja2: only paid for when a report is wanted
+
+        report.output_dir(report_dir)  # an unwritable report folder is found now, not after the run
+    folder = store.scenario_dir(results_dir, scenario.name)
+    remove_stale(folder)  # temporaries of writes killed midway (their process is gone)
+    if resume is not None and store.run_path(results_dir, scenario.name, resume).exists():
+        return _already_complete(store.run_path(results_dir, scenario.name, resume), report_dir)
+    if resume is None:
+        for other in store.incomplete_runs(results_dir, scenario.name):
+            print(f"mpsuite: note: run {other} of {scenario.name} is unfinished; "
+                  f"`python -m suite run {scenario.name} --resume {other}` finishes it", file=sys.stderr)
     if resume is not None:
         journal = store.continue_run(results_dir, scenario.name, resume)
         try:
-            _check_resumable(journal, order, meta)
+            _check_resumable(journal, order, meta, spec)
         except BaseException:
             journal.close()
             raise
     else:
         header = {
             "plan": order,
+            **spec,
             "identity": {key: meta.get(key) for key in IDENTITY},
             "code_hash": meta.get("code_hash"),
             "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -253,15 +309,32 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
     print(f"mpsuite: wrote {path}", file=sys.stderr)
 
     records = store.read_file(path)
-    written: list[Path] = []
-    if reports_dir is not None:
-        from suite import report  # matplotlib and jinja2: only paid for when a report is wanted
+    return RunResult(run_id, path, records.to_dict("records"), _render(records, path, report_dir))
 
-        out = Path(reports_dir) / scenario.name
-        try:
-            written = report.render(records, out)
-        except OSError as err:
-            raise UserError(f"the run is stored in {path}, but its report cannot be written to {out}: {err} "
-                            f"(`python -m suite report {path}` renders it later)") from None
-        print(f"mpsuite: report in {out}/", file=sys.stderr)
-    return RunResult(run_id, path, records.to_dict("records"), written)
+
+def _render(records, path: Path, out: Path | None) -> list[Path]:
+    """The stored run's report in `out` (None: no report). The run is whole whatever happens here."""
+    if out is None:
+        return []
+    from suite import report
+
+    try:
+        with _stop_signals() as stop:
+            try:
+                written = report.render(records, out)
+            except KeyboardInterrupt:
+                raise ReportInterrupted(path, int(stop.signal)) from None
+    except (OSError, UserError) as err:
+        raise UserError(f"the run is stored in {path}, but its report cannot be written to {out}: {err} "
+                        f"(`python -m suite report {path}` renders it later)") from None
+    print(f"mpsuite: report in {out}/", file=sys.stderr)
+    return written
+
+
+def _already_complete(path: Path, report_dir: Path | None) -> RunResult:
+    """`--resume` of a run that is stored whole (it finished, or was killed between writing its
+    parquet and its report): nothing to run; its report is rendered, so a missing one is repaired."""
+    print(f"mpsuite: run {path.stem} is already complete ({path}); rendering its report", file=sys.stderr)
+    store.journal_path(path.parent.parent, path.parent.name, path.stem).unlink(missing_ok=True)  # inert now
+    records = store.read_file(path)
+    return RunResult(path.stem, path, records.to_dict("records"), _render(records, path, report_dir))

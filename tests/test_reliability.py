@@ -142,7 +142,8 @@ def test_interleaved_runs_in_one_folder_keep_their_own_records(tmp_path):
     journals = [store.start_run(tmp_path, "s", run_id, {"plan": ["a", "b"]}) for run_id in ids]
     for case_id in ("a", "b"):
         for run_id, run in zip(ids, journals):
-            run.append({"case_id": case_id, "run_id": run_id, "scenario": "s", "status": "ok"})
+            run.append({"case_id": case_id, "run_id": run_id, "scenario": "s", "workload": "gemm",
+                            "precision": "fp32", "status": "ok", "time_ms_median": 1.0})
     paths = [store.finish_run(run, tmp_path, ["a", "b"]) for run in reversed(journals)]
     for run_id, path in zip(reversed(ids), paths):
         df = store.read_file(path)

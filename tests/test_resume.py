@@ -9,6 +9,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -156,11 +157,20 @@ class Terminate:
 
     def prepare(self, case, precision, device):
         os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(5)  # the signal arrives first
+        RELEASE.wait(5)  # the signal arrives first; the test releases the abandoned case after it
         raise AssertionError("SIGTERM did not stop the run")
 
 
 TERMINATE = Terminate()
+RELEASE = threading.Event()
+
+
+def finish_abandoned_cases() -> None:
+    """Let an abandoned case's thread end (restoring the flags its case set) before the next test."""
+    RELEASE.set()
+    for thread in threading.enumerate():
+        if thread.name == "mpsuite-case":
+            thread.join(10)
 
 
 def gemm_then(name: str, workload: str) -> str:
@@ -180,7 +190,10 @@ def test_sigterm_stops_a_run_like_ctrl_c(write_scenario, tmp_path, monkeypatch, 
     monkeypatch.setitem(registry.WORKLOADS, "terminate", registry.WorkloadRecord(f"{__name__}:TERMINATE"))
     scenario = write_scenario(gemm_then("term", "terminate"))
     before = signal.getsignal(signal.SIGTERM)
-    rc = cli.main(["run", str(scenario), "--results", str(tmp_path / "results"), "--no-report", "--quiet"])
+    try:
+        rc = cli.main(["run", str(scenario), "--results", str(tmp_path / "results"), "--no-report", "--quiet"])
+    finally:
+        finish_abandoned_cases()
     assert rc == 128 + signal.SIGTERM
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is the caller's again
     assert "interrupted after 1 of 2 cases" in capsys.readouterr().err

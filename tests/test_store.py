@@ -20,7 +20,8 @@ RUN = "20260101T120000Z-abcdef"
 
 
 def rec(case_id: str, **extra) -> dict:
-    return {"case_id": case_id, "scenario": "s", "run_id": RUN, "status": "ok", "reason": None, **extra}
+    return {"case_id": case_id, "scenario": "s", "run_id": RUN, "workload": "gemm", "precision": "fp32",
+            "status": "ok", "reason": None, "time_ms_median": 1.0, **extra}
 
 
 def start(tmp_path, plan=("a", "b", "c")) -> journal.Journal:
@@ -140,7 +141,7 @@ def test_run_ids_are_never_paths(tmp_path, bad):
 
 @pytest.mark.parametrize("bad", ["..", ".", "", "a/b"])
 def test_scenario_names_are_one_folder(tmp_path, bad):
-    with pytest.raises(UserError, match="cannot name a results folder"):
+    with pytest.raises(UserError, match="cannot name a file or folder"):
         store.run_path(tmp_path, bad, RUN)
 
 
@@ -160,7 +161,8 @@ def write_version(path, version: bytes, columns: dict) -> None:
 
 
 # A made-up "version 0" layout: the median was called `time_ms` and there was no `reason` column.
-V0 = {"run_id": [RUN], "case_id": ["a"], "status": ["ok"], "time_ms": [1.25]}
+V0 = {"run_id": [RUN], "scenario": ["s"], "case_id": ["a"], "workload": ["gemm"], "precision": ["fp32"],
+      "status": ["ok"], "time_ms": [1.25]}
 
 
 def test_a_version_0_file_without_a_migration_names_its_version(tmp_path):

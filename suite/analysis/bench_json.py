@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite import names
 from suite.analysis import derived
 from suite.scenario import plan
 from suite.results import store
@@ -192,7 +193,7 @@ def export(df: pd.DataFrame, out: str | Path) -> list[Path]:
 
 
 def _started(doc: dict) -> datetime:
-    text = doc.get("datetime") or (doc.get("commit_info") or {}).get("time")
+    text = doc.get("datetime") or _obj(doc.get("commit_info"), "commit_info").get("time")
     try:
         when = datetime.fromisoformat(str(text))
     except ValueError:
@@ -200,10 +201,37 @@ def _started(doc: dict) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
+class _Malformed(ValueError):
+    """A part of the document is not what pytest-benchmark writes (its message says which)."""
+
+
+def _obj(value, what: str) -> dict:
+    """`value` as a JSON object; absent (null) is an empty one."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _Malformed(f"{what} is a {type(value).__name__}, expected an object")
+    return value
+
+
+def _list(value, what: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Malformed(f"{what} is a {type(value).__name__}, expected a list")
+    return value
+
+
+def _seconds(value, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise _Malformed(f"{what} is {value!r}, expected a time in seconds (a number >= 0)")
+    return float(value)
+
+
 def _foreign_identity(bench: dict) -> dict:
     """Identity of a benchmark written by pytest-benchmark itself: the test's full name is the case."""
-    params = {"test": bench.get("fullname") or bench.get("name")}
-    precision = str((bench.get("params") or {}).get("precision") or IMPORTED_PRECISION)
+    params = {"test": str(bench.get("fullname") or bench.get("name"))}
+    precision = str(_obj(bench.get("params"), "params").get("precision") or IMPORTED_PRECISION)
     return {
         "case_id": plan.case_hash(IMPORTED_WORKLOAD, precision, None, None, None, params),
         "baseline_case_id": None, "workload": IMPORTED_WORKLOAD, "precision": precision, "baseline": None,
@@ -213,22 +241,43 @@ def _foreign_identity(bench: dict) -> dict:
 
 def from_pytest_benchmark(doc: dict, scenario: str | None = None, label: str | None = None,
                           source: str = "") -> list[dict]:
-    """Records (one per benchmark, plus any not-measured cases of an mpsuite export) of one run."""
+    """Records (one per benchmark, plus any not-measured cases of an mpsuite export) of one run.
+    A document of another shape is a one-line UserError naming the part that is wrong."""
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise UserError(f"{source}: not a pytest-benchmark JSON file (no 'benchmarks' list)")
-    ours = doc.get("mpsuite") or {}
-    run_meta = dict(ours.get("run") or {})
-    machine, commit = doc.get("machine_info") or {}, doc.get("commit_info") or {}
+    try:
+        records = _records(doc, scenario, label, source)
+    except _Malformed as err:
+        raise UserError(f"{source}: not a pytest-benchmark JSON file we can read: {err}") from None
+    if not records:
+        raise UserError(f"{source}: no benchmarks in the file")
+    store.check_records(records, source)
+    return records
+
+
+def _records(doc: dict, scenario: str | None, label: str | None, source: str) -> list[dict]:
+    ours = _obj(doc.get("mpsuite"), "mpsuite")
+    version = ours.get("schema_version", store.SCHEMA_VERSION)
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= store.SCHEMA_VERSION:
+        raise _Malformed(f"mpsuite.schema_version is {version!r}; this mpsuite reads versions 1 to "
+                         f"{store.SCHEMA_VERSION} (a newer file needs a newer mpsuite)")
+    run_meta = dict(_obj(ours.get("run"), "mpsuite.run"))
+    machine, commit = _obj(doc.get("machine_info"), "machine_info"), _obj(doc.get("commit_info"), "commit_info")
     started = _started(doc)
+    # A file mpsuite exported carries its run's own machine fields, kept as they were (an all-skipped
+    # CUDA run has no device name, and must not gain the importing machine's); a file
+    # pytest-benchmark wrote has only its machine_info.
     meta = {
         "device": "cpu",
-        "device_name": (machine.get("cpu") or {}).get("brand_raw") or machine.get("processor") or machine.get("machine"),
+        "device_name": _obj(machine.get("cpu"), "machine_info.cpu").get("brand_raw") or machine.get("processor")
+        or machine.get("machine"),
         "host": machine.get("node"),
         "python_version": machine.get("python_version"),
         "git_sha": None if commit.get("id") in (None, "unversioned") else commit.get("id"),
         "git_dirty": commit.get("dirty"),
-        **{k: v for k, v in run_meta.items() if v is not None},
     }
+    meta = {k: v if v is None or isinstance(v, (bool, int, float)) else str(v) for k, v in meta.items()}
+    meta.update({k: v for k, v in run_meta.items() if k in RUN_FIELDS})
     meta.update(
         run_id=store.new_run_id(started),  # a new id: importing twice gives two runs, never a clash
         scenario=scenario or run_meta.get("scenario") or IMPORTED_WORKLOAD,
@@ -236,40 +285,43 @@ def from_pytest_benchmark(doc: dict, scenario: str | None = None, label: str | N
         schema_version=store.SCHEMA_VERSION,
         imported_from=source,
         source_run_id=run_meta.get("run_id"),
-        pytest_benchmark_version=doc.get("version"),
+        pytest_benchmark_version=None if doc.get("version") is None else str(doc.get("version")),
     )
     if label is not None:
         meta["label"] = label
     records = []
-    for bench in doc["benchmarks"]:
-        s = bench.get("stats") or {}
-        carried = (bench.get("extra_info") or {}).get("mpsuite")
+    for i, bench in enumerate(doc["benchmarks"]):
+        where = f"benchmarks[{i}]"
+        bench = _obj(bench, where)
+        s = _obj(bench.get("stats"), f"{where}.stats")
+        carried = _obj(_obj(bench.get("extra_info"), f"{where}.extra_info").get("mpsuite"), f"{where}.extra_info.mpsuite")
         identity = {c: carried.get(c) for c in IDENTITY} if carried else _foreign_identity(bench)
-        data = [float(x) * 1e3 for x in s.get("data") or []]
-        iterations = s.get("iterations") or 1
-        median_ms = float(s["median"]) * 1e3 if s.get("median") is not None else None
-        if median_ms is None:
-            raise UserError(f"{source}: benchmark {bench.get('fullname')!r} has no median in its stats")
+        data = [_seconds(x, f"{where}.stats.data[{j}]") * 1e3 for j, x in enumerate(_list(s.get("data"), f"{where}.stats.data"))]
+        if s.get("median") is None:
+            raise _Malformed(f"benchmark {bench.get('fullname')!r} has no median in its stats")
+        median_ms = _seconds(s["median"], f"{where}.stats.median") * 1e3
+        q1 = _seconds(s.get("q1", s["median"]), f"{where}.stats.q1") * 1e3
+        q3 = _seconds(s.get("q3", s["median"]), f"{where}.stats.q3") * 1e3
+        rounds = s.get("rounds")
         record = {
             **meta, **identity,
             "status": "ok", "reason": None,
             "time_ms_median": median_ms,
             # q1/q3 stand in for p10/p90 only when there are no rounds to take quantiles from
-            "time_ms_p10": _quantile(data, 0.1) if data else float(s.get("q1", s["median"])) * 1e3,
-            "time_ms_p90": _quantile(data, 0.9) if data else float(s.get("q3", s["median"])) * 1e3,
-            "n_samples": len(data) or s.get("rounds"),
+            "time_ms_p10": _quantile(data, 0.1) if data else q1,
+            "time_ms_p90": _quantile(data, 0.9) if data else q3,
+            "n_samples": len(data) or (rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else None),
             "samples_ms": data or None,
-            "pytest_benchmark_name": bench.get("fullname"),
-            "pytest_benchmark_iterations": iterations,
+            "pytest_benchmark_name": None if bench.get("fullname") is None else str(bench.get("fullname")),
+            "pytest_benchmark_iterations": s.get("iterations") or 1,
         }
         if carried:
             record.update({c: carried.get(c) for c in CARRIED if c in carried and c != "speedup"})
         records.append(record)
-    for row in ours.get("not_measured") or []:
+    for i, row in enumerate(_list(ours.get("not_measured"), "mpsuite.not_measured")):
+        row = _obj(row, f"mpsuite.not_measured[{i}]")
         records.append({**meta, **{c: row.get(c) for c in IDENTITY + SUMMARY}, "status": row.get("status"),
                         "reason": row.get("reason")})
-    if not records:
-        raise UserError(f"{source}: no benchmarks in the file")
     return records
 
 
@@ -289,6 +341,10 @@ def import_file(path: str | Path, results_dir: str | Path = "results", *, scenar
         raise UserError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UserError(f"{path}: not readable as JSON: {err}") from None
+    except RecursionError:
+        raise UserError(f"{path}: not readable as JSON: nested too deeply") from None
+    if scenario is not None:
+        names.check_name("--scenario", scenario)
     records = from_pytest_benchmark(doc, scenario=scenario, label=label, source=str(path))
     first = records[0]
     return store.write_run(records, store.run_path(results_dir, first["scenario"], first["run_id"]))

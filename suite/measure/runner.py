@@ -344,9 +344,10 @@ class CaseThread:
             return result
 
     def close(self) -> None:
-        """End the worker thread, unless it is still inside an abandoned job."""
+        """End the worker thread: now, or, when it is inside an abandoned job, once that returns
+        (without waiting for it here)."""
+        self._requests.put(None)
         if not self.busy:
-            self._requests.put(None)
             self._thread.join()
 
 

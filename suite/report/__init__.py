@@ -8,14 +8,18 @@ or comes from `suite.analysis` applied to the records, so a report can be re-ren
 from __future__ import annotations
 
 import math
+import os
+import re
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 import jinja2
 import pandas as pd
 
 from suite.analysis import derived
-from suite.results.atomic import atomic_write_text
+from suite import names
+from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
 from suite.errors import UserError
 from suite.report import plots
 from suite.scenario import registry
@@ -184,14 +188,30 @@ def _detail_tables(df: pd.DataFrame) -> list[dict]:
     return tables
 
 
-def _md_cell(value) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+# Text from scenarios and records (a description, a reason, a parameter value) lands in report.md,
+# which CI shows as a job summary: nothing in it may become a heading, link, image, emphasis, table
+# cell or HTML there. Control characters (CR included: CommonMark ends a line at a lone CR) become
+# spaces; the characters CommonMark and GFM give a meaning are backslash-escaped (an escaped '<' is a
+# literal '<', never a tag); '_' only where it could open or close emphasis, so fp8_rowwise reads as is.
+_MD_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_MD_PUNCT = re.compile(r"[\\`*\[\]<>|~!&]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# what would start a heading, quote, list or rule: escaped at the start of the text
+_MD_BLOCK = re.compile(r"^(\s*)(?:([#>+=-])|(\d+)([.)])(?=\s|$))")
+
+
+def md_text(value, code_spans: bool = False) -> str:
+    """`value` as literal Markdown text on one line; `code_spans` keeps backticks, for sentences
+    this package writes with commands in them."""
+    text = _MD_CONTROL.sub(" ", str(value))
+    pattern = _MD_PUNCT if not code_spans else re.compile(_MD_PUNCT.pattern.replace("`", ""))
+    text = pattern.sub(lambda m: "\\" + m.group(0), text)
+    return _MD_BLOCK.sub(lambda m: m.group(1) + (f"\\{m.group(2)}" if m.group(2) else f"{m.group(3)}\\{m.group(4)}"), text)
 
 
 def md_table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
-    head = "| " + " | ".join(title for _, title in columns) + " |"
     sep = "|" + "|".join("---" for _ in columns) + "|"
-    body = ["| " + " | ".join(_md_cell(r[key]) for key, _ in columns) + " |" for r in rows]
+    head = "| " + " | ".join(md_text(title) for _, title in columns) + " |"
+    body = ["| " + " | ".join(md_text(r[key]) for key, _ in columns) + " |" for r in rows]
     return "\n".join([head, sep, *body])
 
 
@@ -215,13 +235,14 @@ def markdown(view: dict) -> str:
     where = f"{env.get('device_name', 'unknown device')}, torch {env.get('torch_version', '?')}"
     if env.get("cuda_version"):
         where += f", CUDA {env['cuda_version']}"
+    where = md_text(where)
     lines = [
-        f"# mpsuite report: {view['scenario']}",
+        f"# mpsuite report: {md_text(view['scenario'])}",
         "",
-        *([f"- {_md_cell(line)}" for line in view["headline"]] + [""] if view["headline"] else []),
-        *([_md_cell(view["description"]), ""] if view["description"] else []),
+        *([f"- {md_text(line, code_spans=True)}" for line in view["headline"]] + [""] if view["headline"] else []),
+        *([md_text(view["description"]), ""] if view["description"] else []),
         f"Run {', '.join(view['runs'])} ({counts}) on {where}. "
-        f"Speedups are against the in-run baseline ({', '.join(view['baselines']) or 'none'}). "
+        f"Speedups are against the in-run baseline ({md_text(', '.join(view['baselines']) or 'none')}). "
         f"{ACCURACY_NOTE}",
         "",
         "## Summary",
@@ -235,12 +256,17 @@ def markdown(view: dict) -> str:
             [("status", "status"), ("count", "cases"), ("reason", "reason")],
         ), ""]
     for table in view["details"]:
-        lines += [f"## {table['workload']}", "", md_table(table["rows"], table["columns"]), ""]
+        lines += [f"## {md_text(table['workload'])}", "", md_table(table["rows"], table["columns"]), ""]
     lines += ["## Cases", "", md_table(view["cases"], view["case_columns"]), ""]
     if view["cases_left_out"]:
         lines += [f"({view['cases_left_out']} more cases are in the results parquet, not listed here.)", ""]
-    lines += [f"![{p['title']}]({p['file']})" for p in view["plots"]]
+    lines += [md_image(p["title"], p["file"]) for p in view["plots"]]
     return "\n".join(lines) + "\n"
+
+
+def md_image(title: str, file: str) -> str:
+    """An image line; the file is a slugged name (suite.names.slug), the title escaped text."""
+    return f"![{md_text(title)}]({names.slug(file)})"
 
 
 def html(view: dict) -> str:
@@ -256,14 +282,51 @@ def html(view: dict) -> str:
 
 
 def output_dir(out_dir: str | Path) -> Path:
-    """The report folder, created; a path that cannot be one (an existing file, no permission) is
-    the user's to fix, so it is a one-line error rather than a traceback."""
+    """The report folder's parent, created, and the folder checked replaceable: a path that
+    cannot be one (an existing file, no permission, a folder of other files) is the user's to fix,
+    so it is a one-line error rather than a traceback, and it comes before any work is done."""
     out = Path(out_dir)
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise UserError(f"{out}: cannot write a report there: {err.strerror or err}") from None
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: cannot write a report there: it is a file, not a folder")
+    if out.is_dir() and not (out / MARKER).exists():
+        foreign = [p.name for p in out.iterdir() if not REPORT_FILE.fullmatch(p.name)]
+        if foreign:
+            raise UserError(f"{out}: holds files that are not an mpsuite report (e.g. {foreign[0]!r}), and a "
+                            "report replaces its folder whole; choose an empty folder or a report's folder")
+    if not os.access(out.parent, os.W_OK) or (out.is_dir() and not os.access(out, os.W_OK)):
+        raise UserError(f"{out}: cannot write a report there: permission denied")
     return out
+
+
+# A report folder holds this marker (and only what a report writes): `publish` replaces such a
+# folder whole and refuses any other, so `--out .` never deletes someone's files.
+MARKER = ".mpsuite-report"
+REPORT_FILE = re.compile(r"[^/]+\.(png|md|html)")
+
+
+def publish(out_dir: str | Path, write: Callable[[Path], list[Path]]) -> list[Path]:
+    """Call write(staging) to render a report into a fresh folder, then swap it in for `out_dir`
+    (`suite.results.atomic.replace_dir`): a reader, or a kill midway, leaves the old report or the
+    new one, never one run's plot beside another run's page. Returns the files at their final place."""
+    out = output_dir(out_dir)
+    remove_stale(out.parent)  # what a report killed midway left (its process is gone)
+
+    def fill(staging: Path) -> list[Path]:
+        (staging / MARKER).write_text("mpsuite report folder: replaced whole by each render\n", encoding="utf-8")
+        files = write(staging)
+        for f in files:
+            names.inside(staging, f)
+        return files
+
+    try:
+        files = replace_dir(out, fill)
+    except OSError as err:
+        raise UserError(f"{out}: cannot write a report there: {err.strerror or err}") from None
+    return [out / f.name for f in files]
 
 
 def write_pages(out: Path, markdown_text: str, html_text: str) -> list[Path]:
@@ -271,17 +334,25 @@ def write_pages(out: Path, markdown_text: str, html_text: str) -> list[Path]:
     return [atomic_write_text(out / "report.md", markdown_text), atomic_write_text(out / "index.html", html_text)]
 
 
+def plot_name(kind: str, workload: str) -> str:
+    """A plot's file name; the workload is a record value from anywhere, so it is slugged."""
+    return f"{kind}_{names.slug(workload)}.png"
+
+
 def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
-    """Write the report for these records into out_dir; returns the files written."""
+    """Write the report for these records into out_dir (replacing it whole); returns the files."""
     if df.empty:
         raise ValueError("no records to report")
-    out = output_dir(out_dir)
+    return publish(out_dir, lambda staging: _render_into(df, staging))
+
+
+def _render_into(df: pd.DataFrame, out: Path) -> list[Path]:
     view = build_view(df)
     speed_df = derived.with_speedups(df)
     written = []
     for workload in speed_df["workload"].unique():
         for kind, plot in plots.PLOTS.items():
-            path = plot(speed_df, workload, out / f"{kind}_{workload}.png")
+            path = plot(speed_df, workload, out / plot_name(kind, workload))
             if path is not None:
                 written.append(path)
                 view["plots"].append({"file": path.name, "title": f"{workload} {kind}"})

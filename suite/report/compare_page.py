@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from suite.analysis import compare  # noqa: E402
-from suite.report import md_table, fmt, output_dir, write_pages  # noqa: E402
+from suite.report import md_table, fmt, publish, write_pages  # noqa: E402
 from suite.report.plots import save_figure  # noqa: E402
 
 ATTENTION = (
@@ -237,9 +237,11 @@ def _side_name(view_side: dict) -> str:
 
 
 def render(cmp: compare.Comparison, out_dir: str | Path) -> list[Path]:
-    """Write the comparison report into out_dir; returns the files written."""
-    out = Path(out_dir)
-    output_dir(out)
+    """Write the comparison report into out_dir (replacing it whole); returns the files written."""
+    return publish(out_dir, lambda staging: _render_into(cmp, staging))
+
+
+def _render_into(cmp: compare.Comparison, out: Path) -> list[Path]:
     view = build_view(cmp)
     cases = cmp.cases
     by_speedup = cases[cases["metric"] == "speedup"]

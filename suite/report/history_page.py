@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import jinja2
@@ -14,7 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from suite.analysis import history  # noqa: E402
-from suite.report import md_table, fmt, output_dir, write_pages  # noqa: E402
+from suite.names import slug  # noqa: E402
+from suite.report import md_table, fmt, publish, write_pages  # noqa: E402
 from suite.report.plots import save_figure  # noqa: E402
 
 RUN_TABLE = [("index", "#"), ("run_id", "run"), ("torch_version", "torch"), ("torchao_version", "torchao"),
@@ -27,10 +27,6 @@ def _run_label(run) -> str:
     when = str(run["run_id"])[:8]
     torch = run.get("torch_version")
     return f"{when}\n{torch}" if torch else when
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
 def _group_plot(h: history.History, workload: str, precision: str, series: list[history.CaseSeries], path: Path) -> Path:
@@ -114,15 +110,18 @@ def html(view: dict) -> str:
 
 
 def render(h: history.History, out_dir: str | Path) -> list[Path]:
-    out = Path(out_dir)
-    output_dir(out)
+    """Write the history report into out_dir (replacing it whole); returns the files written."""
+    return publish(out_dir, lambda staging: _render_into(h, staging))
+
+
+def _render_into(h: history.History, out: Path) -> list[Path]:
     view = build_view(h)
     written = []
     groups: dict[tuple[str, str], list[history.CaseSeries]] = {}
     for s in h.series:
         groups.setdefault((s.workload, s.precision), []).append(s)
     for (workload, precision), series in groups.items():
-        path = _group_plot(h, workload, precision, series, out / f"history_{_safe(workload)}_{_safe(precision)}.png")
+        path = _group_plot(h, workload, precision, series, out / f"history_{slug(workload)}_{slug(precision)}.png")
         written.append(path)
         view["plots"].append({"file": path.name, "title": f"{workload} {precision}"})
     written += write_pages(out, markdown(view), html(view))

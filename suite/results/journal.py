@@ -110,6 +110,17 @@ def read(path: str | Path) -> Contents:
     return parse(data, path)
 
 
+def has_header(path: str | Path) -> bool:
+    """Whether the journal's first line is a whole header (a run killed while creating its journal
+    leaves none, and cannot be resumed)."""
+    try:
+        with open(path, "rb") as f:
+            line = f.readline()
+        return line.endswith(b"\n") and decode(line[:-1]).get("kind") == "header"
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return False
+
+
 def fsync_dir(folder: Path) -> None:
     """Make a file's creation, rename or removal itself durable, not only its contents."""
     fd = os.open(folder, os.O_RDONLY)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
@@ -23,7 +24,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from suite.results import columns, journal
+from suite import names
+from suite.results import columns, journal, validate
 from suite.results.atomic import atomic_write
 from suite.errors import UserError
 
@@ -73,9 +75,8 @@ def _typed_params(df: pd.DataFrame) -> pd.DataFrame:
 MIGRATIONS: dict[int, callable] = {1: _typed_params, 2: lambda df: df}
 
 
-# UTC start time (so ids sort by age) and 24 random bits (so two runs started in the same second
-# on one or many machines do not collide; creating the journal with O_EXCL catches the rest).
-RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{6}")
+# Creating the journal with O_EXCL catches the collisions a run id's random bits leave.
+RUN_ID = names.RUN_ID
 JOURNAL_SUFFIX = ".journal.jsonl"
 # Journals live in a subfolder whose name pyarrow's dataset discovery skips (a leading "_"), so
 # `pandas.read_parquet("results/<scenario>")` and DuckDB/polars globs see parquet files only.
@@ -97,9 +98,7 @@ def check_run_id(run_id: str) -> str:
 
 def scenario_dir(results_dir: str | Path, scenario: str) -> Path:
     """`results/<scenario>`; the name must be one plain path component (never '..' or a path)."""
-    if scenario in ("", ".", "..") or "/" in scenario or "\\" in scenario or "\0" in scenario:
-        raise UserError(f"scenario name {scenario!r} cannot name a results folder")
-    return Path(results_dir) / scenario
+    return Path(results_dir) / names.check_name("scenario name", scenario)
 
 
 def run_path(results_dir: str | Path, scenario: str, run_id: str) -> Path:
@@ -173,6 +172,12 @@ def rewrite(path: str | Path) -> Path:
     return write_run(records_of(read_file(path)), path)
 
 
+def check_records(records: list[dict], source) -> None:
+    """Records from elsewhere (an imported file) against the record contract: a one-line UserError
+    naming `source` and what is wrong (`suite.results.validate`)."""
+    validate.check(_table(records), source)
+
+
 def write_run(records: list[dict], path: str | Path) -> Path:
     if not records:
         raise ValueError("a run with no records is not written")
@@ -189,7 +194,8 @@ def start_run(results_dir: str | Path, scenario: str, run_id: str, header: dict)
 def incomplete_runs(results_dir: str | Path, scenario: str) -> list[str]:
     """Run ids of this scenario that have a journal and no results file yet, oldest first."""
     folder = scenario_dir(results_dir, scenario)
-    ids = [p.name[: -len(JOURNAL_SUFFIX)] for p in (folder / JOURNAL_DIR).glob(f"*{JOURNAL_SUFFIX}")]
+    ids = [p.name[: -len(JOURNAL_SUFFIX)] for p in (folder / JOURNAL_DIR).glob(f"*{JOURNAL_SUFFIX}")
+           if journal.has_header(p)]
     return sorted(i for i in ids if RUN_ID.fullmatch(i) and not (folder / f"{i}.parquet").exists())
 
 
@@ -251,7 +257,10 @@ def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) 
 
 
 def schema_version_of(path: Path) -> int:
-    meta = pq.read_schema(path).metadata or {}
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (OSError, pa.ArrowException) as err:
+        raise UserError(f"{path}: cannot read results file: {err}") from None
     if META_KEY not in meta:
         raise UserError(f"{path}: not an mpsuite results file (no {META_KEY.decode()} metadata)")
     try:
@@ -264,19 +273,30 @@ def read_file(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     try:
         version = schema_version_of(path)
-        df = pq.read_table(path).to_pandas()
-    except (OSError, pa.ArrowInvalid) as err:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as err:
         raise UserError(f"{path}: cannot read results file: {err}") from None
     if version > SCHEMA_VERSION:
         raise UserError(
             f"{path}: written with results schema version {version}, newer than this mpsuite's "
             f"{SCHEMA_VERSION}; upgrade mpsuite to read it"
         )
+    # A file from elsewhere is data, not trusted: its records are checked against the contract
+    # (suite.results.validate) as this version defines it, so an older file after its migration.
+    current = version == SCHEMA_VERSION
+    if current:
+        validate.check(table, path)
+    try:
+        df = table.to_pandas()
+    except (pa.ArrowException, ValueError, TypeError) as err:
+        raise UserError(f"{path}: cannot read results file: {err}") from None
     while version < SCHEMA_VERSION:
         if version not in MIGRATIONS:
             raise UserError(f"{path}: results schema version {version} has no migration to {SCHEMA_VERSION}")
         df = MIGRATIONS[version](df)
         version += 1
+    if not current:
+        check_records(records_of(df), path)
     df["schema_version"] = SCHEMA_VERSION
     return df
 
@@ -314,20 +334,51 @@ def read_journal(path: str | Path) -> pd.DataFrame:
     contents = journal.read(path)
     if not contents.records:
         return pd.DataFrame()
-    df = _table(contents.records).to_pandas()
+    table = _table(contents.records)
+    validate.check(table, path)
+    df = table.to_pandas()
     df["run_partial"] = True
     df["run_planned_cases"] = len((contents.header or {}).get("plan") or []) or None
     return df
 
 
-def read(paths: Iterable[str | Path], unfinished: bool = False) -> pd.DataFrame:
+def _warn(message: str) -> None:
+    print(f"mpsuite: warning: {message}", file=sys.stderr)
+
+
+def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn) -> pd.DataFrame:
     """All records of the runs under `paths`, as one DataFrame; with `unfinished`, also the
-    finished cases of runs that have only a journal (marked `run_partial`, for a partial report)."""
+    finished cases of runs that have only a journal (marked `run_partial`, for a partial report).
+
+    A file that cannot be read or breaks the record contract is left out, with `warn` told which
+    and why, so one bad file never hides every other run; a file named explicitly is an error."""
     paths = list(paths)
-    files = [f for f in run_files(paths) if not unfinished or not f.name.endswith(JOURNAL_SUFFIX)]
-    frames = [read_file(f) for f in files]
+    named = {Path(p) for p in paths if Path(p).is_file()}
+    frames, left_out = [], []
+    for f in run_files(paths):
+        try:
+            frames.append(read_file(f))
+        except UserError as err:
+            if f in named:
+                raise
+            left_out.append(f)
+            warn(f"left out {err}")
+    journals = unfinished_journals(paths)
     if unfinished:
-        frames += [df for df in map(read_journal, unfinished_journals(paths)) if not df.empty]
+        for path in journals:
+            try:
+                df = read_journal(path)
+            except (UserError, OSError) as err:
+                warn(f"left out {path}: {err}")
+                continue
+            if df.empty:
+                warn(f"run {path.name[: -len(JOURNAL_SUFFIX)]} is unfinished with no finished case yet ({path})")
+            else:
+                frames.append(df)
     if not frames:
-        raise UserError(f"no results (*.parquet) under {', '.join(map(str, paths))}")
+        where = ", ".join(map(str, paths))
+        why = f"; {len(left_out)} file(s) left out as unreadable" if left_out else ""
+        runs = [p.name[: -len(JOURNAL_SUFFIX)] for p in journals]
+        pending = f"; unfinished run(s) without a results file yet: {', '.join(runs)}" if runs else ""
+        raise UserError(f"no results (*.parquet) under {where}{why}{pending}")
     return pd.concat(frames, ignore_index=True)

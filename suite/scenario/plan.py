@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -127,6 +128,31 @@ def identity_params(workload: str, precision: str, raw: dict, where: str = "para
         return case_params.normalise(registry.params_model(workload, precision), raw)
     except ValidationError as err:
         raise ScenarioError(f"{where}: {precision}: params.{case_params.one_line(err)}") from None
+
+
+# Above this many cases a plan is refused unless asked for (`--max-cases`): 10^6 cases take a
+# minute to expand and list, 10^10 would exhaust memory; no benchmark run needs that many.
+MAX_CASES = 100_000
+
+
+def count(scenario: Scenario) -> int:
+    """How many cases the scenario's sweeps produce, counted without building them: an upper bound
+    of `len(expand(scenario))` (exclude rules and duplicates only remove cases)."""
+    total = 0
+    for sweep in scenario.sweep:
+        grid = math.prod(len(v) if isinstance(v, list) else 1 for v in sweep.params.values())
+        total += len(_shapes(sweep)) * grid * len(sweep.precisions) + len(sweep.include)
+    return total
+
+
+def check_size(scenario: Scenario, max_cases: int | None = None) -> int:
+    """The case count bound, or a ScenarioError when it exceeds `max_cases` (default MAX_CASES)."""
+    limit = MAX_CASES if max_cases is None else max_cases
+    n = count(scenario)
+    if n > limit:
+        raise ScenarioError(f"scenario {scenario.name!r} expands to up to {n:,} cases, more than {limit:,}; "
+                            f"narrow its sweeps, or pass --max-cases {n} to proceed")
+    return n
 
 
 def expand(scenario: Scenario) -> list[Case]:

@@ -6,19 +6,22 @@ turned into one line that names the file, the field and what was expected (`Scen
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from suite import names
 from suite.scenario import params as case_params
 from suite.scenario import registry
 from suite.errors import ScenarioError
 from suite.scenario.shapes import SHAPE_SETS
 from suite.scenario.stop_rule import StopRule
 
-PositiveInt = Annotated[int, Field(gt=0)]
+# strict: a TOML `true`, "64" or 64.0 is an error, not 1 or 64 (pydantic's lax mode would coerce them)
+PositiveInt = Annotated[int, Field(gt=0, strict=True)]
 Scalar = Union[bool, int, float, str]
 
 
@@ -38,12 +41,12 @@ class Strict(BaseModel):
 class Defaults(Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     baseline: PrecisionName | None = None
-    seed: int = 0
+    seed: Annotated[int, Field(strict=True)] = 0
     # torch's intra-op CPU threads for the run (torch.set_num_threads), restored after it; None keeps
     # torch's default (one per physical core). On a busy machine one thread is steadier: a two-thread
     # GEMM stalls whenever one of its threads is descheduled (fp32 256^3: 0.67 ms on one thread,
     # about 32 ms on two, on a loaded 2-core VM).
-    threads: Annotated[int, Field(ge=1, le=4096)] | None = None
+    threads: Annotated[int, Field(ge=1, le=4096, strict=True)] | None = None
     timing: StopRule = StopRule()
 
 
@@ -130,7 +133,7 @@ class Sweep(Strict):
                 if "precision" in rule:
                     _known("precision", str(rule["precision"]), registry.PRECISIONS)
                 for dim in ("m", "k", "n"):
-                    if dim in rule and not (isinstance(rule[dim], int) and rule[dim] > 0):
+                    if dim in rule and not (type(rule[dim]) is int and rule[dim] > 0):  # bool is an int
                         raise ValueError(f"{kind}[{i}].{dim}: expected a positive integer, got {rule[dim]!r}")
             if kind == "include" and shaped:
                 for i, rule in enumerate(rules):
@@ -141,10 +144,17 @@ class Sweep(Strict):
 
 
 class Scenario(Strict):
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]
+    name: str
     description: str = ""
     defaults: Defaults = Defaults()
     sweep: Annotated[list[Sweep], Field(min_length=1)]
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_folder_name(cls, v):
+        if not names.NAME.fullmatch(v):  # it names results/<name>/ and reports/<name>/
+            raise ValueError(f"{v!r} cannot name a folder (expected {names.NAME_RULE})")
+        return v
 
     @model_validator(mode="after")
     def _baselines_are_measured(self):
@@ -205,26 +215,46 @@ def load(path: str | Path) -> Scenario:
     return parse(data, str(path))
 
 
-def load_dir(folder: str | Path) -> dict[str, tuple[Path, Scenario]]:
-    """Every scenario in a folder, by name; two files may not claim the same name."""
+def load_dir(folder: str | Path, problems: list[str] | None = None) -> dict[str, tuple[Path, Scenario]]:
+    """Every scenario in a folder, by name. With `problems` (a list), a file that does not load, and
+    a name two files claim, is appended there as one line and left out, so one bad file never
+    blocks the others; without it, the first such problem raises."""
     found: dict[str, tuple[Path, Scenario]] = {}
+    claimed: dict[str, list[Path]] = {}
     for path in sorted(Path(folder).glob("*.toml")):
-        scenario = load(path)
-        if scenario.name in found:
-            raise ScenarioError(
-                f"{path}: name: scenario name {scenario.name!r} is already used by {found[scenario.name][0]}"
-            )
-        found[scenario.name] = (path, scenario)
+        try:
+            scenario = load(path)
+        except ScenarioError as err:
+            if problems is None:
+                raise
+            problems.append(str(err))
+            continue
+        claimed.setdefault(scenario.name, []).append(path)
+        found.setdefault(scenario.name, (path, scenario))
+    for name, paths in claimed.items():
+        if len(paths) > 1:
+            message = f"{paths[1]}: name: scenario name {name!r} is already used by {paths[0]}"
+            if problems is None:
+                raise ScenarioError(message)
+            problems.append(f"{message} (both left out)")
+            del found[name]
     return found
 
 
 def resolve(name_or_path: str, folder: str | Path = "scenarios") -> Scenario:
-    """A scenario given as a file path or as a name from the scenarios folder."""
+    """A scenario given as a file path or as a name from the scenarios folder; other files of the
+    folder that do not load are reported (on stderr) but do not stop this one."""
     if name_or_path.endswith(".toml") or Path(name_or_path).is_file():
         return load(name_or_path)
-    scenarios = load_dir(folder)
+    problems: list[str] = []
+    scenarios = load_dir(folder, problems)
+    clash = [p for p in problems if f"scenario name {name_or_path!r} is already used" in p]
+    if clash:
+        raise ScenarioError(clash[0].removesuffix(" (both left out)"))
     if name_or_path not in scenarios:
         valid = ", ".join(sorted(scenarios)) or "(none)"
-        raise ScenarioError(f"unknown scenario {name_or_path!r} in {folder}/; valid: {valid}")
+        unreadable = f"; {len(problems)} file(s) there do not load: {problems[0]}" if problems else ""
+        raise ScenarioError(f"unknown scenario {name_or_path!r} in {folder}/; valid: {valid}{unreadable}")
+    for problem in problems:
+        print(f"mpsuite: warning: left out {problem}", file=sys.stderr)
     return scenarios[name_or_path][1]
-

@@ -35,15 +35,15 @@ class StopRule(BaseModel):
     # Warm-up: run until consecutive batch medians agree (clocks ramped, caches and allocator
     # settled), at least `warmup_s` and `min_warmup` calls, at most `warmup_max_s`.
     warmup_s: float = Field(0.1, ge=0, le=MAX_SECONDS, description="warm up at least this long (seconds)")
-    min_warmup: int = Field(2, ge=1, description="calls in the first warm-up batch (first call compiles, allocates)")
+    min_warmup: int = Field(2, ge=1, strict=True, description="calls in the first warm-up batch (first call compiles, allocates)")
     warmup_max_s: float | None = Field(
         None, ge=0, le=MAX_SECONDS, description="warm up at most this long, even if not settled (default: 1 s or warmup_s)"
     )
     warmup_tol: float = Field(0.03, gt=0, description="batch medians (and the SM clock) agree within this fraction")
-    warmup_agree: int = Field(1, ge=1, description="consecutive agreeing batch pairs that end the warm-up")
+    warmup_agree: int = Field(1, ge=1, strict=True, description="consecutive agreeing batch pairs that end the warm-up")
     # Measurement: stop when the first of these holds (checked after each batch).
-    min_samples: int = Field(5, ge=1, description="samples taken whatever the budget, while the case cap allows")
-    max_samples: int = Field(1000, ge=1)
+    min_samples: int = Field(5, ge=1, strict=True, description="samples taken whatever the budget, while the case cap allows")
+    max_samples: int = Field(1000, ge=1, le=1_000_000, strict=True)
     # Stop once the 95% confidence interval of the median is this narrow, relative to the median.
     target_rel_ci: float = Field(0.01, gt=0)
     budget_s: float = Field(1.0, gt=0, le=MAX_SECONDS, description="time for the measured repetitions of one case")
@@ -54,7 +54,7 @@ class StopRule(BaseModel):
                     "on a CPU, 30 s on CUDA, or twice warm-up cap + budget if that is more)",
     )
     floor_samples: int = Field(
-        1, ge=1, description="samples kept even when one call exceeds the case cap (the first call counts)"
+        1, ge=1, strict=True, description="samples kept even when one call exceeds the case cap (the first call counts)"
     )
     # What one repetition is.
     mode: Literal["eager", "cuda_graph"] = Field(
@@ -63,7 +63,7 @@ class StopRule(BaseModel):
     cache: Literal["auto", "cold", "warm"] = Field(
         "auto", description="cold: flush the cache before each repetition; auto: cold on CUDA, warm on CPU"
     )
-    graph_calls: int = Field(1, ge=1, description="calls captured per graph replay (cuda_graph, warm cache)")
+    graph_calls: int = Field(1, ge=1, le=10_000, strict=True, description="calls captured per graph replay (cuda_graph, warm cache)")
 
     @model_validator(mode="after")
     def _consistent(self):

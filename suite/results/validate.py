@@ -1,0 +1,115 @@
+"""The record contract, checked on data from elsewhere: a results file read, a JSON file imported.
+
+`problems(table)` lists what breaks the contract (`suite.results.columns` defines the columns);
+`check(table, source)` raises one line naming the source and the first problem. The checks are
+columnar (pyarrow.compute), so a million records cost milliseconds, not a Python loop.
+
+What a record must hold, and why each check exists (each was a crash or a silent wrong answer):
+- `run_id` (a run id, `names.RUN_ID`) and `scenario` (a folder name, `suite.names.NAME`): they
+  become paths of reports and exports;
+- `case_id`: present and unique within its run (a comparison joins on it: a duplicate made
+  `compare` report a case "missing", a null one crashed it);
+- `workload`, `precision`: present; `status`: ok, skipped or failed;
+- times (every column in ms or s): finite and not negative where present; an `ok` case has a
+  median time.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from suite import names
+from suite.errors import UserError
+from suite.results import columns
+
+STATUSES = ("ok", "skipped", "failed")
+REQUIRED = ("run_id", "scenario", "case_id", "workload", "precision", "status")
+TIME_COLUMNS = [c.name for c in columns.COLUMNS if c.unit in ("ms", "s")]
+
+
+def _first(table: pa.Table, mask: pa.ChunkedArray, column: str) -> str:
+    """`case <case_id>` (or the row number) of the first row where mask holds, for the message."""
+    rows = pc.indices_nonzero(pc.fill_null(mask, False))
+    i = rows[0].as_py()
+    case = table.column("case_id")[i].as_py() if "case_id" in table.column_names else None
+    where = f"case {case}" if isinstance(case, str) else f"row {i}"
+    return f"{where}, {column} = {table.column(column)[i].as_py()!r}"
+
+
+def _bad_count(mask) -> int:
+    return pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0
+
+
+def problems(table: pa.Table) -> list[str]:
+    """Every way the records break the contract, one phrase each (empty: they keep it)."""
+    out: list[str] = []
+    missing = [c for c in REQUIRED if c not in table.column_names]
+    if missing:
+        return [f"no {', '.join(missing)} column{'s' if len(missing) > 1 else ''} (not mpsuite records)"]
+    for name in REQUIRED:
+        col = table.column(name)
+        if not pa.types.is_string(col.type) and not pa.types.is_large_string(col.type):
+            if col.null_count == len(col):
+                return [f"{name} is empty in every record"]
+            return [f"{name} holds {col.type} values, expected text"]
+        if col.null_count:
+            out.append(f"{col.null_count} record(s) have no {name} (first: {_first(table, pc.is_null(col), name)})")
+    if out:
+        return out
+    bad = pc.invert(pc.match_substring_regex(table.column("run_id"), f"^{names.RUN_ID.pattern}$"))
+    if _bad_count(bad):
+        out.append(f"run_id is not a run id ({_first(table, bad, 'run_id')})")
+    scenarios = table.column("scenario").unique().to_pylist()
+    for name in scenarios:
+        if not names.NAME.fullmatch(name):
+            out.append(f"scenario {name!r} cannot name a folder (expected {names.NAME_RULE})")
+    bad = pc.invert(pc.is_in(table.column("status"), value_set=pa.array(STATUSES)))
+    if _bad_count(bad):
+        out.append(f"status must be one of {', '.join(STATUSES)} ({_first(table, bad, 'status')})")
+    keys = pa.table({"run": table.column("run_id"), "case": table.column("case_id")})
+    counts = keys.group_by(["run", "case"]).aggregate([([], "count_all")])
+    dup = counts.filter(pc.greater(counts.column("count_all"), 1))
+    if dup.num_rows:
+        out.append(f"{dup.num_rows} case_id(s) appear more than once in one run "
+                   f"(first: {dup.column('case')[0].as_py()} in run {dup.column('run')[0].as_py()})")
+    ok = pc.equal(table.column("status"), "ok")
+    for name in TIME_COLUMNS:
+        if name not in table.column_names:
+            continue
+        col = table.column(name)
+        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+            values = pc.list_flatten(col)
+            if not pa.types.is_floating(values.type) and not pa.types.is_integer(values.type):
+                if len(values):
+                    out.append(f"{name} holds {values.type} values, expected numbers")
+                continue
+            bad = pc.or_(pc.invert(pc.is_finite(values)), pc.less(values, 0)) if len(values) else None
+            if bad is not None and _bad_count(bad):
+                row = pc.list_parent_indices(col)[pc.indices_nonzero(pc.fill_null(bad, True))[0].as_py()].as_py()
+                case = table.column("case_id")[row].as_py()
+                out.append(f"{name} holds NaN, infinite or negative times (first: case {case})")
+            continue
+        if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
+            if col.null_count != len(col):
+                out.append(f"{name} holds {col.type} values, expected numbers")
+            continue
+        bad = pc.or_(pc.invert(pc.is_finite(col)) if pa.types.is_floating(col.type) else pc.is_null(col),
+                     pc.less(col, 0))
+        bad = pc.and_(bad, pc.is_valid(col))
+        if _bad_count(bad):
+            out.append(f"{name} must be a finite, non-negative time ({_first(table, bad, name)})")
+    if "time_ms_median" in table.column_names:
+        no_time = pc.and_(ok, pc.is_null(table.column("time_ms_median")))
+        if _bad_count(no_time):
+            out.append(f"{_bad_count(no_time)} ok case(s) have no median time "
+                       f"(first: {_first(table, no_time, 'time_ms_median')})")
+    return out
+
+
+def check(table: pa.Table, source) -> None:
+    """Raise one line naming `source` and the first broken rule, if any."""
+    found = problems(table)
+    if found:
+        more = f" (and {len(found) - 1} more problem{'s' if len(found) > 2 else ''})" if len(found) > 1 else ""
+        raise UserError(f"{source}: {found[0]}{more}")
