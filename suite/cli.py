@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -23,7 +26,7 @@ def cmd_run(args) -> int:
         result = pipeline.run_scenario(
             scenario, args.results, None if args.no_report else args.reports, args.device, not args.quiet,
             resume=args.resume, isolate=args.isolate, case_timeout=args.case_timeout, threads=args.threads,
-            max_cases=args.max_cases,
+            max_cases=args.max_cases, only=args.only,
         )
     except pipeline.ReportInterrupted as stop:
         print(f"mpsuite: interrupted while rendering the report; the run is stored in {stop.path} "
@@ -39,16 +42,53 @@ def cmd_run(args) -> int:
         global _ABANDONED
         _ABANDONED = _ABANDONED or stop.abandoned
         return 128 + stop.signal  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
-    records = pd.DataFrame(result.records)
-    df = derived.summary(records)
-    print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     from suite import report
 
-    for line in report.headline(records):
-        print(f"mpsuite: {line}", file=sys.stderr)
+    records = pd.DataFrame(result.records)
+    lines = report.headline(records)
+    if args.json:
+        _json({"run_id": result.run_id, "results": str(result.path),
+               "report": str(result.report_files[0].parent) if result.report_files else None,
+               "cases": len(records), "failed": result.failed, "headline": lines,
+               "summary": report.summary_rows(records)})
+    else:
+        _table(report.summary_rows(records), report.SUMMARY_COLUMNS, "Summary (geomean speedup over the in-run baseline)")
+        for line in lines:
+            print(f"mpsuite: {line}", file=sys.stderr)
     if result.failed:
         print(f"mpsuite: {result.failed} case(s) failed; see the 'reason' column", file=sys.stderr)
     return 1 if result.failed else 0
+
+
+def _json(doc) -> None:
+    """One JSON document on stdout (the `--json` output of every command; docs/cli.md)."""
+    print(json.dumps(doc, indent=2, default=str, allow_nan=False))
+
+
+def _table(rows: list[dict], columns: list[tuple[str, str]], title: str | None = None) -> None:
+    """A table on stdout: rich's box drawing on a terminal, plain columns when piped."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from rich import box
+
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD if sys.stdout.isatty() else None,
+                  show_edge=False, pad_edge=False)
+    for _, heading in columns:
+        table.add_column(heading, overflow="fold")
+    for row in rows:
+        table.add_row(*(str(row.get(key, "")) for key, _ in columns))
+    tty = sys.stdout.isatty()
+    buffer = io.StringIO()
+    Console(file=buffer, width=shutil.get_terminal_size().columns if tty else 240, force_terminal=tty,
+            highlight=False, emoji=False, markup=False).print(table)
+    print("\n".join(line.rstrip() for line in buffer.getvalue().splitlines()))
+
+
+def _info(args, message: str) -> None:
+    """A progress note on stderr, unless --quiet."""
+    if not getattr(args, "quiet", False):
+        print(f"mpsuite: {message}", file=sys.stderr)
 
 
 # Set when a run was interrupted while a case was still inside a call Python cannot stop (a
@@ -61,12 +101,14 @@ def resume_command(args, run_id: str) -> str:
     import shlex
 
     parts = ["python", "-m", "suite", "run", args.scenario, "--resume", run_id]
-    for flag, value, default in (("--scenarios", args.scenarios, "scenarios"), ("--results", args.results, "results"),
+    for flag, value, default in (("--scenarios", args.scenarios, None), ("--results", args.results, "results"),
                                  ("--reports", args.reports, "reports"), ("--device", args.device, None),
                                  ("--case-timeout", args.case_timeout, None), ("--threads", args.threads, None),
                                  ("--max-cases", args.max_cases, None)):
         if value != default:
             parts += [flag, str(value)]
+    for terms in args.only or []:
+        parts += ["--only", terms]
     parts += [flag for flag, on in (("--isolate", args.isolate), ("--no-report", args.no_report),
                                     ("--quiet", args.quiet)) if on]
     return shlex.join(parts)
@@ -112,7 +154,7 @@ def cmd_report(args) -> int:
         else:
             out = Path(args.out) / name if len(scenarios) > 1 else Path(args.out)
         written = report.render(df[df["scenario"] == name], out)
-        print(f"mpsuite: report in {out}/ ({', '.join(p.name for p in written)})", file=sys.stderr)
+        _info(args, f"report in {out}/ ({', '.join(p.name for p in written)})")
     return 0
 
 
@@ -120,18 +162,25 @@ def cmd_list(args) -> int:
     from suite.scenario import plan, spec
 
     problems: list[str] = []
-    found = spec.load_dir(args.scenarios, problems)
+    folder = spec.find_folder(args.scenarios)
+    found = spec.load_dir(folder, problems)
+    listed = []
     for name, (path, scenario) in found.items():
         bound = plan.count(scenario)
-        cases = f"{len(plan.expand(scenario)):>5}" if bound <= plan.MAX_CASES else f"<= {bound:,}"
-        print(f"{name:<16} {cases} cases  {path}  {scenario.description}")
+        listed.append({"name": name, "cases": len(plan.expand(scenario)) if bound <= plan.MAX_CASES else None,
+                       "max_cases": bound, "path": str(path), "description": scenario.description})
+    if args.json:
+        _json({"folder": str(folder), "scenarios": listed, "problems": problems})
+    for row in [] if args.json else listed:
+        cases = f"{row['cases']:>5}" if row["cases"] is not None else f"<= {row['max_cases']:,}"
+        print(f"{row['name']:<16} {cases} cases  {row['path']}  {row['description']}")
     for problem in problems:
         print(f"mpsuite: warning: left out {problem}", file=sys.stderr)
     if problems:
-        raise UserError(f"{len(problems)} scenario file(s) in {args.scenarios} do not load (listed above); "
+        raise UserError(f"{len(problems)} scenario file(s) in {folder} do not load (listed above); "
                         "the others are listed")
     if not found:
-        raise UserError(f"no scenario files (*.toml) in {Path(args.scenarios).resolve()}")
+        raise UserError(f"no scenario files (*.toml) in {folder.resolve()}")
     return 0
 
 
@@ -140,7 +189,13 @@ def cmd_plan(args) -> int:
 
     scenario = spec.resolve(args.scenario, args.scenarios)
     plan.check_size(scenario, args.max_cases)
-    for case in plan.expand(scenario):
+    cases = plan.only(plan.expand(scenario), args.only)
+    if args.json:
+        _json({"scenario": scenario.name, "cases": [
+            {"case_id": c.case_id, "workload": c.workload, "precision": c.precision, "baseline": c.baseline,
+             "m": c.m, "k": c.k, "n": c.n, "params": c.params, "label": c.label} for c in cases]})
+        return 0
+    for case in cases:
         print(f"{case.case_id}  {case.label}")
     return 0
 
@@ -179,6 +234,40 @@ def cmd_compare(args) -> int:
     return 1 if len(failing) else 0
 
 
+def cmd_recommend(args) -> int:
+    from suite.analysis import answers, derived
+    from suite.results import store
+
+    budget = answers.Budget(max_rel_err=args.max_rel_err, min_sqnr_db=args.min_sqnr_db,
+                            max_loss_delta=args.max_loss_delta)
+    df = store.read(args.results)
+    if not args.all_runs:
+        df = derived.latest_runs(df)
+    picks = answers.recommend(df, budget)
+    if args.json:
+        _json({"budget": {k: v for k, v in vars(budget).items() if v is not None},
+               "picks": json.loads(picks.to_json(orient="records"))})
+        return 0
+    rows = [{**r, "pick": r["pick"] or "none within budget",
+             "speedup": "" if pd_isna(r["speedup"]) else f"{r['speedup']:.3g}x",
+             "error": _error_text(r)} for r in picks.to_dict("records")]
+    _table(rows, [("workload", "workload"), ("setting", "case"), ("baseline", "baseline"), ("pick", "pick"),
+                  ("speedup", "speedup"), ("error", "its error"), ("rejected", "faster, but over budget"),
+                  ("not_timed", "within budget, not timed here")], f"Fastest precision with {budget.describe()}")
+    return 0
+
+
+def pd_isna(value) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _error_text(row: dict) -> str:
+    parts = [f"rel. error {row['rel_err']:.2e}" if not pd_isna(row.get("rel_err")) else "",
+             f"SQNR {row['sqnr_db']:.1f} dB" if not pd_isna(row.get("sqnr_db")) else "",
+             f"loss delta {row['loss_delta_vs_fp32']:+.3g}" if not pd_isna(row.get("loss_delta_vs_fp32")) else ""]
+    return ", ".join(p for p in parts if p)
+
+
 def cmd_history(args) -> int:
     from suite.analysis import history
     from suite.report import history_page
@@ -188,7 +277,7 @@ def cmd_history(args) -> int:
     out = Path(args.out) if args.out else Path(args.reports) / "history" / args.scenario
     written = history_page.render(series, out)
     print(history_page.text_summary(series))
-    print(f"mpsuite: history report in {out}/ ({', '.join(p.name for p in written)})", file=sys.stderr)
+    _info(args, f"history report in {out}/ ({', '.join(p.name for p in written)})")
     return 0
 
 
@@ -198,7 +287,7 @@ def cmd_export(args) -> int:
 
     df = select.select(args.selector, args.results, role="export")
     for path in bench_json.export(df, args.out):
-        print(f"mpsuite: wrote {path}", file=sys.stderr)
+        _info(args, f"wrote {path}")
     return 0
 
 
@@ -207,7 +296,7 @@ def cmd_import(args) -> int:
 
     for file in args.files:
         path = bench_json.import_file(file, args.results, scenario=args.scenario, label=args.label)
-        print(f"mpsuite: imported {file} as {path}", file=sys.stderr)
+        _info(args, f"imported {file} as {path}")
     return 0
 
 
@@ -221,6 +310,20 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _version() -> str:
+    """`mpsuite X (torch Y, torchao Z, python W)`, from installed metadata (nothing imported)."""
+    from importlib import metadata
+
+    def have(name):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    extras = [f"{n} {v}" for n in ("torch", "torchao", "transformer_engine") if (v := have(n))]
+    return f"mpsuite {have('mpsuite') or 'unknown'} ({', '.join(extras + [f'python {sys.version.split()[0]}'])})"
+
+
 def _count(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of cases, at least 1, got {text!r}")
@@ -231,20 +334,33 @@ def parser() -> argparse.ArgumentParser:
     from suite.measure.isolate import DEFAULT_TIMEOUT_S
     from suite.scenario.plan import MAX_CASES
 
-    p = argparse.ArgumentParser(prog="mpsuite", description="Mixed-precision benchmarks: speed and accuracy side by side.")
-    sub = p.add_subparsers(dest="command", required=True)
-    scen = argparse.ArgumentParser(add_help=False)
+    p = argparse.ArgumentParser(prog="mpsuite", description="Mixed-precision benchmarks: speed and accuracy side by "
+                                "side. Exit status: 0 ok, 1 a case failed (run) or matched --fail-on (compare), "
+                                "2 bad input (one line says what). docs/cli.md has every command.")
+    p.add_argument("--version", action="version", version=_version())
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--quiet", action="store_true", help="no progress or 'written to' lines on stderr "
+                        "(errors and warnings still)")
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="print one JSON document on stdout (shape: docs/cli.md)")
+    scenarios = argparse.ArgumentParser(add_help=False)
+    scenarios.add_argument("--scenarios", metavar="DIR", help="folder of scenario files (default: $MPSUITE_SCENARIOS, "
+                           "else ./scenarios, else the scenarios shipped with mpsuite)")
+    scen = argparse.ArgumentParser(add_help=False, parents=[scenarios])
     scen.add_argument("scenario", help="scenario name (from --scenarios) or path to a .toml file")
-    scen.add_argument("--scenarios", default="scenarios", help="folder of scenario files (default: scenarios)")
     scen.add_argument("--max-cases", metavar="N", type=_count,
                       help=f"refuse a scenario of more cases than this (default: {MAX_CASES:,})")
+    scen.add_argument("--only", metavar="TERMS", action="append",
+                      help="only the cases matching TERMS: comma-joined key=pattern (workload, precision, m, k, n, "
+                      "shape such as 2048x*, or a parameter; shell wildcards) or words of the case's label; "
+                      "repeat for 'or' (e.g. --only precision=bf16,shape=2048x* --only workload=linear)")
 
-    r = sub.add_parser("run", parents=[scen], help="run a scenario, store its records, render its report")
+    r = sub.add_parser("run", parents=[scen, common, as_json], help="run a scenario, store its records, render its report")
     r.add_argument("--results", default="results", help="results folder (default: results)")
     r.add_argument("--reports", default="reports", help="reports folder (default: reports)")
     r.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override the scenario's device")
     r.add_argument("--no-report", action="store_true", help="store records only")
-    r.add_argument("--quiet", action="store_true", help="no per-case progress lines")
     r.add_argument("--resume", metavar="RUN_ID", type=_run_id,
                    help="finish an interrupted run: run only the cases missing from its journal")
     r.add_argument("--isolate", action="store_true",
@@ -256,23 +372,36 @@ def parser() -> argparse.ArgumentParser:
                    "torch's default of one per core); recorded as cpu_threads")
     r.set_defaults(func=cmd_run)
 
-    rep = sub.add_parser("report", help="render a report from stored results")
+    rep = sub.add_parser("report", parents=[common], help="render a report from stored results")
     rep.add_argument("results", nargs="+", help="results files or folders (e.g. results/cpu)")
     rep.add_argument("--out", help="output folder (default: reports/<scenario>)")
     rep.add_argument("--all-runs", action="store_true", help="every run found, not only the newest per scenario")
     rep.set_defaults(func=cmd_report)
 
-    ls = sub.add_parser("list", help="list the scenarios and their case counts")
-    ls.add_argument("--scenarios", default="scenarios")
+    ls = sub.add_parser("list", parents=[scenarios, common, as_json], help="list the scenarios and their case counts")
     ls.set_defaults(func=cmd_list)
 
-    en = sub.add_parser("env", help="print the versions and device a run would record")
+    en = sub.add_parser("env", parents=[common], help="print the versions and device a run would record")
     en.set_defaults(func=cmd_env)
 
-    pl = sub.add_parser("plan", parents=[scen], help="print a scenario's cases without running them")
+    pl = sub.add_parser("plan", parents=[scen, common, as_json], help="print a scenario's cases without running them")
+
+    rc = sub.add_parser("recommend", parents=[common, as_json],
+                        help="the fastest precision per case within an accuracy budget, from stored results",
+                        description="Per case (workload x shape x parameters), the fastest measured precision whose "
+                        "accuracy meets every bound given, with its speedup over the in-run baseline. Emulated "
+                        "precisions (FP8 on a CPU) have no speed to rank and are listed apart. Example: "
+                        "python -m suite recommend results/h100_fp8 --max-rel-err 1e-2")
+    rc.add_argument("results", nargs="+", help="results files or folders (e.g. results/h100_fp8)")
+    rc.add_argument("--max-rel-err", type=float, metavar="X", help="relative error against the reference at most X")
+    rc.add_argument("--min-sqnr-db", type=float, metavar="DB", help="SQNR at least DB decibels")
+    rc.add_argument("--max-loss-delta", type=float, metavar="NATS",
+                    help="training steps: |final loss - the fp32 twin's| at most NATS")
+    rc.add_argument("--all-runs", action="store_true", help="every run found, not only the newest per scenario")
+    rc.set_defaults(func=cmd_recommend)
     pl.set_defaults(func=cmd_plan)
 
-    stat = argparse.ArgumentParser(add_help=False)
+    stat = argparse.ArgumentParser(add_help=False, parents=[common])
     stat.add_argument("--results", default="results", help="results folder selectors look in (default: results)")
     stat.add_argument("--reports", default="reports", help="reports folder (default: reports)")
     stat.add_argument("--min-effect", type=_fraction, default=0.05,
@@ -301,13 +430,13 @@ def parser() -> argparse.ArgumentParser:
     hi.add_argument("--out", help="report folder (default: reports/history/<scenario>)")
     hi.set_defaults(func=cmd_history)
 
-    ex = sub.add_parser("export", help="write runs as pytest-benchmark JSON (for `pytest-benchmark compare`)")
+    ex = sub.add_parser("export", parents=[common], help="write runs as pytest-benchmark JSON (for `pytest-benchmark compare`)")
     ex.add_argument("selector", help="which runs (selector, as for compare; runs=all for several)")
     ex.add_argument("-o", "--out", required=True, help="a .json file (one run) or a folder (one file per run)")
     ex.add_argument("--results", default="results", help="results folder (default: results)")
     ex.set_defaults(func=cmd_export)
 
-    im = sub.add_parser("import", help="store a pytest-benchmark JSON file as a run in the results folder")
+    im = sub.add_parser("import", parents=[common], help="store a pytest-benchmark JSON file as a run in the results folder")
     im.add_argument("files", nargs="+", help="pytest-benchmark JSON files (--benchmark-json or --benchmark-save)")
     im.add_argument("--results", default="results", help="results folder (default: results)")
     im.add_argument("--scenario", help="scenario name to file it under (default: from the file, else pytest-benchmark)")

@@ -136,11 +136,11 @@ def run_meta(device) -> dict:
     return meta
 
 
-def scenario_spec(scenario: Scenario, device_choice: str) -> dict:
+def scenario_spec(scenario: Scenario, device_choice: str, only: list[str] | None = None) -> dict:
     """Everything a run was asked to do (the validated scenario: its cases, baselines, seed, timing
-    rules; the device asked for) as plain data, and its hash, kept in the journal header: a resumed
-    run must be asked the same, or its rows would mix two baselines, seeds or timing rules."""
-    spec = {"scenario": scenario.model_dump(mode="json"), "device": device_choice}
+    rules; the device asked for; the case filter) as plain data, and its hash, kept in the journal
+    header: a resumed run must be asked the same, or its rows would mix baselines, seeds or rules."""
+    spec = {"scenario": scenario.model_dump(mode="json"), "device": device_choice, **({"only": only} if only else {})}
     text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
     return {"spec": spec, "spec_hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
 
@@ -196,36 +196,39 @@ def run_scenario(
     case_timeout: float | None = None,
     threads: int | None = None,
     max_cases: int | None = None,
+    only: list[str] | None = None,
 ) -> RunResult:
     """Run a scenario; `threads` (else the scenario's `threads`, else torch's default) sets torch's
     intra-op threads for the run and is restored after it. A scenario of more than `max_cases`
-    cases (default `plan.MAX_CASES`) is refused before anything is expanded."""
+    cases (default `plan.MAX_CASES`) is refused before anything is expanded; `only` (filters,
+    `plan.only`) runs the matching cases alone."""
     plan.check_size(scenario, max_cases)
     if case_timeout is not None and not isolate:
         raise UserError("--case-timeout needs --isolate: only a case in its own process can be stopped")
     threads = threads or scenario.defaults.threads
     if threads is None:
-        return _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, isolate, case_timeout, None)
+        return _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, isolate, case_timeout, None,
+                             only)
     import torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         return _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, isolate, case_timeout,
-                             threads)
+                             threads, only)
     finally:
         torch.set_num_threads(before)
 
 
 def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, isolate, case_timeout,
-                  threads) -> RunResult:
-    cases = plan.expand(scenario)
+                  threads, only) -> RunResult:
+    cases = plan.only(plan.expand(scenario), only)
     if not cases:
         raise UserError(f"scenario {scenario.name!r} has no cases: its include/exclude rules leave none")
     order = [case.case_id for case in cases]
     dev = env.resolve_device(device or scenario.defaults.device)
     meta = {**run_meta(dev), "scenario_description": scenario.description, "threads_setting": threads}
-    spec = scenario_spec(scenario, device or scenario.defaults.device)
+    spec = scenario_spec(scenario, device or scenario.defaults.device, only)
 
     report_dir = None if reports_dir is None else Path(reports_dir) / scenario.name
     if report_dir is not None:

@@ -53,7 +53,7 @@ def test_render_writes_html_markdown_and_plots(records, tmp_path):
 def test_emulated_timings_are_not_shown_as_speed(records, tmp_path):
     report.render(records, tmp_path)
     md = (tmp_path / "report.md").read_text()
-    row = next(line for line in md.splitlines() if "| fp8_tensorwise |" in line and "64x64x64" in line)
+    row = next(line for line in md.splitlines() if "| 64x64x64 | fp8_tensorwise |" in line)
     assert "emulated" in row
     assert "8x" not in row  # 4.0 ms / 0.5 ms would be an 8x "speedup": never shown
     summary = derived.summary(records)
@@ -94,20 +94,22 @@ def cpu_run(flags, isa="AVX2", isa_env=None):
     ])
 
 
-def test_a_cpu_without_native_bf16_is_named_as_the_cause_in_the_first_lines(tmp_path):
+def test_the_answer_comes_first_then_the_slow_path_and_its_cause(tmp_path):
     df = cpu_run("avx2 avx512f")
-    first = report.headline(df)[0]
-    assert first.startswith("bf16 is 60x slower than fp32 here (geomean of 2 cases)")
-    assert "no native bf16 matmul (no AVX512-BF16/AMX; torch dispatches to AVX2)" in first
+    answer, slow = report.headline(df)[:2]
+    assert answer == "gemm at 512x512x512: fp32 (the baseline) is fastest; bf16 is 60x slower than fp32 (rel. error 1.0e-03)."
+    assert slow.startswith("bf16 is 60x slower than fp32 here (geomean of 2 cases)")
+    assert "no native bf16 matmul (no AVX512-BF16/AMX; torch dispatches to AVX2)" in slow
     report.render(df, tmp_path)
     md = (tmp_path / "report.md").read_text().splitlines()
-    assert md[0] == "# mpsuite report: s" and "bf16 is 60x slower than fp32 here" in md[2]
+    assert md[0] == "# mpsuite report: s" and "fp32 (the baseline) is fastest" in md[2]
+    assert "bf16 is 60x slower than fp32 here" in md[3]
     html = (tmp_path / "index.html").read_text()
     assert html.index("bf16 is 60x slower") < html.index("<h2>Summary</h2>")
 
 
 def test_a_cpu_with_amx_but_a_lowered_isa_names_the_variables():
-    first = report.headline(cpu_run("avx2 avx512f amx_tile amx_bf16", "AVX2", "ONEDNN_MAX_CPU_ISA=AVX2"))[0]
+    first = report.headline(cpu_run("avx2 avx512f amx_tile amx_bf16", "AVX2", "ONEDNN_MAX_CPU_ISA=AVX2"))[1]
     assert "the CPU has amx_bf16 but torch dispatches to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2)" in first
 
 

@@ -17,7 +17,7 @@ from typing import Callable
 import jinja2
 import pandas as pd
 
-from suite.analysis import derived
+from suite.analysis import answers, derived
 from suite import names
 from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
 from suite.errors import UserError
@@ -94,7 +94,8 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def _summary_rows(df: pd.DataFrame) -> list[dict]:
+def summary_rows(df: pd.DataFrame) -> list[dict]:
+    """The summary table's rows, as the report and the end of a run show them (formatted text)."""
     return [
         {
             "workload": s["workload"], "precision": s["precision"],
@@ -109,8 +110,16 @@ def _summary_rows(df: pd.DataFrame) -> list[dict]:
 
 
 def headline(df: pd.DataFrame) -> list[str]:
-    """The first lines of a report: what makes its numbers unusual (a partial run, a slow path and
-    its cause, cases cut short by the cap, stalls), each a sentence with its numbers."""
+    """The first lines of a report, each a sentence with its numbers: that it is partial, if so;
+    the answer (per workload, at its largest case, each precision's speedup over the baseline and
+    its error: `suite.analysis.answers`); then what makes the numbers unusual (a slow path and its
+    cause, cases cut short by the cap, stalls) and what was not measured and why."""
+    lines = _partial_lines(df) + answers.largest_setting_answers(df) + _unusual_lines(df)
+    missing = answers.not_measured(df)
+    return lines + ([missing] if missing else [])
+
+
+def _partial_lines(df: pd.DataFrame) -> list[str]:
     lines = []
     if "run_partial" in df:
         partial = df[df["run_partial"].fillna(False).astype(bool)]
@@ -119,6 +128,11 @@ def headline(df: pd.DataFrame) -> list[str]:
             of = f" of {int(planned.iloc[0])}" if len(planned) else ""
             lines.append(f"Partial report: run {run} stopped after {len(g)}{of} cases; "
                          f"`python -m suite run {scenario} --resume {run}` finishes it.")
+    return lines
+
+
+def _unusual_lines(df: pd.DataFrame) -> list[str]:
+    lines = []
     for slow in derived.slow_paths(df):
         worst = f", up to {slow['worst']:.3g}x" if slow["worst"] > 1.05 * slow["slowdown"] else ""
         cause = f": {slow['cause']}" if slow["cause"] else ""
@@ -140,6 +154,36 @@ def headline(df: pd.DataFrame) -> list[str]:
     return lines
 
 
+# The accuracy budgets the report's "which precision" table answers for (relative error against
+# the reference): about bf16's unit roundoff (2^-8 = 3.9e-3) at 1e-2, ten times tighter at 1e-3.
+REPORT_BUDGETS = (1e-3, 1e-2)
+PICK_TABLE = [("workload", "workload"), ("setting", "case"), ("baseline", "baseline"),
+              *[(f"within_{b:g}", f"fastest with rel. error <= {b:g}") for b in REPORT_BUDGETS],
+              ("fastest", "fastest measured"), ("not_timed", "within 1e-2, speed not measured here")]
+
+
+def _pick_cell(row) -> str:
+    if row["pick"] is None or pd.isna(row["pick"]):
+        return "none"
+    return f"{row['pick']} {row['speedup']:.3g}x"
+
+
+def _pick_rows(df: pd.DataFrame) -> list[dict]:
+    """Per setting: the fastest precision within each report budget and overall (`recommend`)."""
+    any_error = answers.recommend(df)
+    if any_error.empty or not any_error["speedup"].notna().any():
+        return []
+    rows = [{"workload": r["workload"], "setting": r["setting"], "baseline": r["baseline"] or "",
+             "fastest": _pick_cell(r), "not_timed": ""} for _, r in any_error.iterrows()]
+    for budget in REPORT_BUDGETS:
+        picks = answers.recommend(df, answers.Budget(max_rel_err=budget))
+        for row, (_, r) in zip(rows, picks.iterrows()):
+            row[f"within_{budget:g}"] = _pick_cell(r)
+            if budget == 1e-2:
+                row["not_timed"] = r["not_timed"]
+    return rows[:MAX_CASE_ROWS]
+
+
 def build_view(df: pd.DataFrame) -> dict:
     """Everything the templates show, as strings, from the records of one or more runs."""
     df = derived.with_speedups(df)
@@ -154,7 +198,8 @@ def build_view(df: pd.DataFrame) -> dict:
         "started_at": first.get("started_at"),
         "env": [(c, first.get(c)) for c in ENV_COLUMNS if c in df and pd.notna(first.get(c))],
         "counts": dict(Counter(df["status"])),
-        "summary": _summary_rows(df),
+        "summary": summary_rows(df),
+        "picks": _pick_rows(df),
         "cases": _case_rows(df),
         "cases_left_out": max(0, len(df) - MAX_CASE_ROWS),
         "reasons": [{"status": s, "reason": r, "count": n} for (s, r), n in reasons.most_common()],
@@ -164,6 +209,12 @@ def build_view(df: pd.DataFrame) -> dict:
         "plots": [],
     }
 
+
+PICK_NOTE = (
+    "Per case, the fastest precision whose relative error meets each budget, with its measured "
+    "speedup over the in-run baseline (`python -m suite recommend` answers for any budget). "
+    "Emulated precisions (FP8 on a CPU) have no speed here; the last column names those within 1e-2."
+)
 
 ACCURACY_NOTE = (
     "Errors are against a higher-precision reference computed from the same inputs: float64 for "
@@ -245,11 +296,11 @@ def markdown(view: dict) -> str:
         f"Speedups are against the in-run baseline ({md_text(', '.join(view['baselines']) or 'none')}). "
         f"{ACCURACY_NOTE}",
         "",
-        "## Summary",
-        "",
-        md_table(view["summary"], SUMMARY_COLUMNS),
-        "",
     ]
+    if view["picks"]:
+        lines += ["## Which precision", "", PICK_NOTE, "", md_table(view["picks"], PICK_TABLE), ""]
+    lines += [md_image(p["title"], p["file"]) for p in view["plots"]]
+    lines += ["", "## Summary", "", md_table(view["summary"], SUMMARY_COLUMNS), ""]
     if view["reasons"]:
         lines += ["## Not measured", "", md_table(
             [{**r, "count": str(r["count"])} for r in view["reasons"]],
@@ -260,7 +311,6 @@ def markdown(view: dict) -> str:
     lines += ["## Cases", "", md_table(view["cases"], view["case_columns"]), ""]
     if view["cases_left_out"]:
         lines += [f"({view['cases_left_out']} more cases are in the results parquet, not listed here.)", ""]
-    lines += [md_image(p["title"], p["file"]) for p in view["plots"]]
     return "\n".join(lines) + "\n"
 
 
@@ -277,7 +327,7 @@ def html(view: dict) -> str:
     )
     return env.get_template("index.html.j2").render(
         view=view, summary_columns=SUMMARY_COLUMNS, case_columns=view["case_columns"],
-        accuracy_note=ACCURACY_NOTE,
+        accuracy_note=ACCURACY_NOTE, pick_columns=PICK_TABLE, pick_note=PICK_NOTE,
     )
 
 

@@ -17,13 +17,37 @@ from suite.analysis.derived import is_emulated, shape_label, vocab_padding  # no
 
 
 def _x(df: pd.DataFrame) -> tuple[pd.Series, str, dict | None]:
-    """x positions: the equivalent square size (M*K*N)^(1/3) for shaped cases, else categories."""
-    if df["m"].notna().all():
+    """x positions: the equivalent square size (M*K*N)^(1/3) where shapes form lines (`_family`),
+    else one category per shape, ordered by size."""
+    shaped = df["m"].notna().all()
+    if shaped:
         size = (df["m"].astype(float) * df["k"].astype(float) * df["n"].astype(float)) ** (1 / 3)
-        return size, "problem size (M*K*N)^(1/3)", None
-    labels = sorted({shape_label(r) for _, r in df.iterrows()})
-    pos = {label: i for i, label in enumerate(labels)}
-    return df.apply(lambda r: pos[shape_label(r)], axis=1), "case", pos
+        families = df.apply(_family, axis=1)
+        by_line = size.groupby([df["precision"], families])
+        if ((by_line.max() / by_line.min()) >= LINE_SPAN).any():
+            return size, "problem size (M*K*N)^(1/3)", None
+    labels = df.apply(shape_label, axis=1)
+    order = size.groupby(labels).first().sort_values() if shaped else pd.Series(0, index=sorted(set(labels)))
+    pos = {label: i for i, label in enumerate(order.index)}
+    return labels.map(pos), "case", pos
+
+
+# A family of shapes spanning less than this factor in size is drawn as categories: its points
+# would sit on top of each other on a size axis (the lm_head GEMMs of vocabularies 50257..50432).
+LINE_SPAN = 1.5
+
+
+def _family(row) -> str:
+    """Cases on one line: square GEMMs together; others by their K and N (M, the token count,
+    varies along the line), so a model's shapes never zigzag through the square sizes."""
+    if pd.isna(row.get("m")):
+        return ""
+    m, k, n = int(row["m"]), int(row["k"]), int(row["n"])
+    return "square" if m == k == n else f"K={k}, N={n}"
+
+
+MARKERS = "osD^v<>PX*h"
+DASHES = ["-", "--", ":", "-."]
 
 
 def save_figure(fig, path: Path) -> Path:
@@ -34,15 +58,45 @@ def save_figure(fig, path: Path) -> Path:
     return path
 
 
-def _finish(fig, ax, xlabel, categories, path: Path) -> Path:
+def _log_if_wide(ax, values, axis: str = "y") -> None:
+    """A log axis when the values span more than a decade: precisions 100x apart stay readable."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0], dtype=float)
+    if len(v) and v.max() / v.min() > 10:
+        (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+
+
+def _legend(ax) -> None:
+    """Inside when short; beside the axes when long, so it never covers the data."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    if len(handles) > 5:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    else:
+        ax.legend(fontsize=8, loc="best")
+
+
+def _finish(fig, ax, xlabel, categories, path: Path, x: pd.Series | None = None) -> Path:
     ax.set_xlabel(xlabel)
     if categories is None:
         ax.set_xscale("log", base=2)
+        ticks = []
+        for v in sorted(set(x.to_numpy(float))) if x is not None else []:
+            if not ticks or v > 1.08 * ticks[-1]:  # labels that would touch are left out
+                ticks.append(v)
+        if 0 < len(ticks) <= 12:  # ticks at the measured sizes: a narrow log axis has none of its own
+            ax.set_xticks(ticks, [f"{v:.0f}" for v in ticks], fontsize=7)
+            ax.minorticks_off()
     else:
-        ax.set_xticks(list(categories.values()), list(categories.keys()), rotation=30, ha="right")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+        ax.set_xticks(list(categories.values()), list(categories.keys()), rotation=30, ha="right", fontsize=7)
+    ax.grid(True, which="both", alpha=0.25)
+    _legend(ax)
     return save_figure(fig, path)
+
+
+def _size(categories: dict | None) -> tuple[float, float]:
+    """Wide enough that category labels do not overlap."""
+    return (max(8.0, 0.45 * len(categories) + 3) if categories else 8.0), 4.5
 
 
 def _speed_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -51,23 +105,58 @@ def _speed_rows(df: pd.DataFrame) -> pd.DataFrame:
     return ok[~is_emulated(ok)]
 
 
+def _spread(rows: pd.DataFrame, value: pd.Series) -> np.ndarray:
+    """Error bars (below, above) for a rate proportional to 1/time: from the stored 10th and 90th
+    percentile times, value * median / p90 .. value * median / p10."""
+    def column(name):
+        return pd.to_numeric(rows[name], errors="coerce").to_numpy(float) if name in rows else np.full(len(rows), np.nan)
+
+    median, p10, p90 = column("time_ms_median"), column("time_ms_p10"), column("time_ms_p90")
+    v = value.to_numpy(float)
+    low, high = v * median / p90, v * median / p10
+    return np.nan_to_num(np.vstack([v - low, high - v]), nan=0.0).clip(min=0)
+
+
+def _lines(ax, rows: pd.DataFrame, x: pd.Series, column: str, cats) -> None:
+    """One line per precision and shape family, with distinct markers and dashes (so precisions
+    with the same numbers stay visible) and error bars from the stored quantiles. Shapes that form
+    no line (one point in their family, or categories) are points, one legend entry per precision."""
+    families = rows.apply(_family, axis=1) if cats is None else pd.Series("", index=rows.index)
+    counts = rows.groupby([rows["precision"], families]).size()
+    lined = set() if cats is not None else {f for (_, f), n in counts.items() if n > 1}
+    for i, (precision, by_precision) in enumerate(rows.groupby("precision", sort=False)):
+        style = dict(color=f"C{i % 10}", marker=MARKERS[i % len(MARKERS)], ms=5, capsize=2, lw=1.2)
+        points = []
+        for j, (family, g) in enumerate(by_precision.groupby(families[by_precision.index], sort=False)):
+            if cats is not None or family not in lined or len(g) == 1:
+                points.append(g)
+                continue
+            g = g.iloc[np.argsort(x[g.index].to_numpy())]
+            label = f"{precision} ({family})" if len(lined) > 1 else precision
+            ax.errorbar(x[g.index], g[column], yerr=_spread(g, g[column]), ls=DASHES[j % len(DASHES)],
+                        label=label, **style)
+        if points:
+            g = pd.concat(points)
+            label = precision if len(lined) == 0 else f"{precision} (other shapes)"
+            ax.errorbar(x[g.index], g[column], yerr=_spread(g, g[column]), ls="none", label=label, **style)
+
+
 def throughput(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     rows = _speed_rows(df[df["workload"] == workload])
     rows = rows[rows["tflops"].notna()]
     if rows.empty:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.2))
     x, xlabel, cats = _x(rows)
+    fig, ax = plt.subplots(figsize=_size(cats))
+    _lines(ax, rows, x, "tflops", cats)
     for i, (precision, g) in enumerate(rows.groupby("precision", sort=False)):
-        color = f"C{i}"
-        order = np.argsort(x[g.index].to_numpy())
-        ax.plot(x[g.index].to_numpy()[order], g["tflops"].to_numpy()[order], "o-", color=color, label=precision)
         peak = g["peak_tflops"].dropna()
         if len(peak):
-            ax.axhline(float(peak.iloc[0]), color=color, ls="--", lw=1, label=f"{precision} vendor peak")
-    ax.set_ylabel("TFLOP/s (median)")
+            ax.axhline(float(peak.iloc[0]), color=f"C{i % 10}", ls=(0, (1, 3)), lw=1, label=f"{precision} vendor peak")
+    _log_if_wide(ax, list(rows["tflops"]) + list(rows["peak_tflops"].dropna()))
+    ax.set_ylabel("TFLOP/s (median; bars: p10-p90)")
     ax.set_title(f"{workload}: throughput by precision")
-    return _finish(fig, ax, xlabel, cats, path)
+    return _finish(fig, ax, xlabel, cats, path, x)
 
 
 def speedup(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
@@ -75,32 +164,51 @@ def speedup(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     rows = rows[rows["speedup"].notna() & (rows["precision"] != rows["baseline"])]
     if rows.empty:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.2))
     x, xlabel, cats = _x(rows)
-    for precision, g in rows.groupby("precision", sort=False):
-        order = np.argsort(x[g.index].to_numpy())
-        ax.plot(x[g.index].to_numpy()[order], g["speedup"].to_numpy()[order], "o-", label=precision)
+    fig, ax = plt.subplots(figsize=_size(cats))
+    _lines(ax, rows, x, "speedup", cats)
     ax.axhline(1.0, color="k", lw=1)
-    ax.set_ylabel(f"speedup over {rows['baseline'].iloc[0]} (x)")
+    _log_if_wide(ax, list(rows["speedup"]) + [1.0])
+    ax.set_ylabel(f"speedup over {rows['baseline'].iloc[0]} (x; bars: the case's p10-p90)")
     ax.set_title(f"{workload}: speedup over the baseline precision")
-    return _finish(fig, ax, xlabel, cats, path)
+    return _finish(fig, ax, xlabel, cats, path, x)
+
+
+def pareto_front(errors: np.ndarray, speedups: np.ndarray) -> np.ndarray:
+    """Indices of the cases no other case beats on both counts (lower error and higher speedup),
+    by increasing error: the best speedup each accuracy can buy."""
+    order = np.lexsort((-speedups, errors))
+    front, best = [], -np.inf
+    for i in order:
+        if speedups[i] > best:
+            front.append(i)
+            best = speedups[i]
+    return np.asarray(front, dtype=int)
 
 
 def accuracy_vs_speedup(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
+    """Speed against accuracy, one point per case (the baseline precision at 1x), the Pareto front
+    drawn: what each precision costs and buys."""
     rows = _speed_rows(df[df["workload"] == workload])
     rows = rows[rows["speedup"].notna() & rows["rel_err"].notna() & (rows["rel_err"] > 0)]
     if rows.empty:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for precision, g in rows.groupby("precision", sort=False):
-        ax.scatter(g["rel_err"], g["speedup"], label=precision)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for i, (precision, g) in enumerate(rows.groupby("precision", sort=False)):
+        ax.scatter(g["rel_err"], g["speedup"], marker=MARKERS[i % len(MARKERS)], color=f"C{i % 10}",
+                   s=28, alpha=0.8, label=precision)
+    errors, speedups = rows["rel_err"].to_numpy(float), rows["speedup"].to_numpy(float)
+    front = pareto_front(errors, speedups)
+    if len(front) > 1:
+        ax.step(errors[front], speedups[front], where="post", color="k", ls="--", lw=1, label="Pareto front")
     ax.set_xscale("log")
-    ax.axhline(1.0, color="k", lw=1)
-    ax.set_xlabel("relative error vs the reference (Frobenius)")
-    ax.set_ylabel("speedup over baseline (x)")
-    ax.set_title(f"{workload}: what each precision costs and buys")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    _log_if_wide(ax, list(speedups) + [1.0])
+    ax.axhline(1.0, color="k", lw=0.8, alpha=0.5)
+    ax.set_xlabel("relative error vs the reference (Frobenius; lower is better)")
+    ax.set_ylabel(f"speedup over {rows['baseline'].iloc[0]} (x; higher is better)")
+    ax.set_title(f"{workload}: speed against accuracy, one point per case")
+    ax.grid(True, which="both", alpha=0.25)
+    _legend(ax)
     return save_figure(fig, path)
 
 
@@ -220,10 +328,11 @@ def outlier_sqnr(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     return save_figure(fig, path)
 
 
+# In report order: the speed-accuracy trade-off first, then its parts.
 PLOTS = {
+    "accuracy": accuracy_vs_speedup,
     "throughput": throughput,
     "speedup": speedup,
-    "accuracy": accuracy_vs_speedup,
     "loss": loss_curves,
     "vocab_padding": vocab_padding_effect,
     "outlier_sqnr": outlier_sqnr,

@@ -6,6 +6,7 @@ the run, the machine or the versions, so the same case joins across all three.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import itertools
 import json
@@ -165,3 +166,45 @@ def expand(scenario: Scenario) -> list[Case]:
                 seen.add(case.case_id)
                 out.append(case)
     return out
+
+
+# --- a case filter (`run --only`, `plan --only`) ---------------------------------------------------
+
+FILTER_KEYS = ("workload", "precision", "m", "k", "n", "shape")
+
+
+def _case_fields(case: Case) -> dict[str, str]:
+    shape = f"{case.m}x{case.k}x{case.n}" if case.m is not None else ""
+    fields = {"workload": case.workload, "precision": case.precision, "m": str(case.m), "k": str(case.k),
+              "n": str(case.n), "shape": shape}
+    return {**fields, **{k: str(v) for k, v in case.params.items()}}
+
+
+def only(cases: list[Case], filters: list[str] | None) -> list[Case]:
+    """The cases matching any of `filters`. A filter is comma-joined terms that must all hold:
+    `key=pattern` (a key of FILTER_KEYS or a parameter; shell-style wildcards, e.g. `precision=fp8_*`,
+    `shape=2048x*`) or a bare word, which must occur in the case's label."""
+    if not filters:
+        return cases
+    keys = set(FILTER_KEYS) | {k for c in cases for k in c.params}
+    parsed = []
+    for text in filters:
+        terms = []
+        for term in (t.strip() for t in text.split(",")):
+            if not term:
+                continue
+            key, sep, pattern = term.partition("=")
+            if sep and key.strip() not in keys:
+                raise ScenarioError(f"--only {text!r}: unknown key {key.strip()!r}; valid: {', '.join(sorted(keys))}")
+            terms.append((key.strip(), pattern.strip()) if sep else (None, term))
+        parsed.append(terms)
+
+    def hit(case: Case, terms) -> bool:
+        fields = _case_fields(case)
+        return all(fnmatch.fnmatchcase(fields.get(k, ""), p) if k else p in case.label for k, p in terms)
+
+    chosen = [c for c in cases if any(hit(c, terms) for terms in parsed)]
+    if not chosen:
+        raise ScenarioError(f"--only {' / '.join(filters)} selects none of the {len(cases)} cases "
+                            "(`python -m suite plan SCENARIO` lists them)")
+    return chosen

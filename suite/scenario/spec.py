@@ -6,6 +6,7 @@ turned into one line that names the file, the field and what was expected (`Scen
 
 from __future__ import annotations
 
+import os
 import sys
 import tomllib
 from pathlib import Path
@@ -215,6 +216,32 @@ def load(path: str | Path) -> Scenario:
     return parse(data, str(path))
 
 
+# Where scenarios are looked for when --scenarios is not given, first match wins: $MPSUITE_SCENARIOS,
+# ./scenarios, then the scenarios shipped beside the package (a source checkout or editable install).
+ENV_FOLDER = "MPSUITE_SCENARIOS"
+SHIPPED = Path(__file__).resolve().parents[2] / "scenarios"
+
+
+def folder_candidates(given: str | Path | None = None) -> list[Path]:
+    """The folders `find_folder` tries, in order."""
+    if given is not None:
+        return [Path(given)]
+    env = os.environ.get(ENV_FOLDER)
+    return [Path(env)] if env else [Path("scenarios"), SHIPPED]
+
+
+def find_folder(given: str | Path | None = None) -> Path:
+    """The scenarios folder: `given`, else the first of `folder_candidates` that exists; a
+    ScenarioError naming every place looked at when there is none."""
+    looked = folder_candidates(given)
+    for folder in looked:
+        if folder.is_dir():
+            return folder
+    where = ", ".join(str(p.resolve()) for p in looked)
+    hint = "" if given is not None else f" (pass --scenarios DIR or set {ENV_FOLDER})"
+    raise ScenarioError(f"no scenarios folder: looked in {where}{hint}")
+
+
 def load_dir(folder: str | Path, problems: list[str] | None = None) -> dict[str, tuple[Path, Scenario]]:
     """Every scenario in a folder, by name. With `problems` (a list), a file that does not load, and
     a name two files claim, is appended there as one line and left out, so one bad file never
@@ -241,11 +268,12 @@ def load_dir(folder: str | Path, problems: list[str] | None = None) -> dict[str,
     return found
 
 
-def resolve(name_or_path: str, folder: str | Path = "scenarios") -> Scenario:
-    """A scenario given as a file path or as a name from the scenarios folder; other files of the
-    folder that do not load are reported (on stderr) but do not stop this one."""
+def resolve(name_or_path: str, folder: str | Path | None = None) -> Scenario:
+    """A scenario given as a file path or as a name from the scenarios folder (`find_folder`);
+    other files of the folder that do not load are reported (on stderr) but do not stop this one."""
     if name_or_path.endswith(".toml") or Path(name_or_path).is_file():
         return load(name_or_path)
+    folder = find_folder(folder)
     problems: list[str] = []
     scenarios = load_dir(folder, problems)
     clash = [p for p in problems if f"scenario name {name_or_path!r} is already used" in p]

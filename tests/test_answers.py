@@ -1,0 +1,181 @@
+"""Reports answer first, `recommend` picks within a budget, and the CLI speaks the conventions its
+users know (--version, --json, --only, --quiet, scenarios found outside the repository). On real
+runs of a tiny scenario."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suite import cli, pipeline, report
+from suite.analysis import answers
+from suite.report import plots
+from suite.results import store
+from suite.scenario import plan, spec
+from tests.conftest import TINY_SCENARIO
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    """A real run of the tiny scenario (fp32, tf32 (skipped off CUDA), bf16, fp16 at 32 and 64)."""
+    folder = tmp_path_factory.mktemp("answers")
+    (folder / "tiny.toml").write_text(TINY_SCENARIO, encoding="utf-8")
+    return pipeline.run_scenario(spec.load(folder / "tiny.toml"), folder / "results", None, progress=False).path
+
+
+def json_of(capsys, argv) -> dict:
+    assert cli.main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+# --- the answer ------------------------------------------------------------------------------------
+
+
+def test_the_headline_answers_at_the_largest_shape_with_speedups_and_errors(tiny):
+    df = store.read_file(tiny)
+    first = report.headline(df)[0]
+    assert first.startswith("gemm at 64x64x64: ")
+    ok = df[(df["status"] == "ok") & (df["m"] == 64)].set_index("precision")
+    for precision in ("bf16", "fp16"):
+        assert f"rel. error {ok.loc[precision, 'rel_err']:.1e}" in first
+    assert "tf32 skipped (TF32 is a CUDA tensor-core mode" in first
+    assert any(line.startswith("Not measured: 2 of 8 cases: 2 tf32 skipped") for line in report.headline(df))
+
+
+def test_pareto_front_keeps_only_the_undominated_cases():
+    errors = np.array([1e-7, 3e-3, 4e-4, 3e-3, 1e-2])
+    speedups = np.array([1.0, 3.0, 1.2, 2.0, 2.5])
+    assert plots.pareto_front(errors, speedups).tolist() == [0, 2, 1]  # 3 (2.0x) and 4 (2.5x) are beaten
+
+
+# --- recommend -------------------------------------------------------------------------------------
+
+
+def test_recommend_picks_the_fastest_precision_within_the_budget(tiny, capsys):
+    df = store.read_file(tiny)
+    budget = 1e-2
+    doc = json_of(capsys, ["recommend", str(tiny), "--max-rel-err", str(budget), "--json"])
+    assert doc["budget"] == {"max_rel_err": budget} and len(doc["picks"]) == 2  # one per shape
+    speed = report.derived.with_speedups(df)
+    for pick in doc["picks"]:
+        size = int(pick["setting"].split("x")[0])
+        rows = speed[(speed["m"] == size) & (speed["status"] == "ok")]
+        within = rows[rows["rel_err"] <= budget]
+        best = within.loc[within["speedup"].idxmax()]
+        assert pick["pick"] == best["precision"] and pick["speedup"] == pytest.approx(best["speedup"])
+        assert pick["rel_err"] <= budget
+        for entry in filter(None, pick["rejected"].split("; ")):  # faster ones are over budget
+            name = entry.split(" ")[0]
+            assert rows.set_index("precision").loc[name, "rel_err"] > budget
+
+
+def test_recommend_with_an_impossible_budget_picks_nothing_and_says_why(tiny, capsys):
+    doc = json_of(capsys, ["recommend", str(tiny), "--max-rel-err", "1e-12", "--json"])
+    assert all(p["pick"] is None and p["within_budget"] == 0 for p in doc["picks"])
+    assert all("rel. error" in p["rejected"] for p in doc["picks"])
+    assert cli.main(["recommend", str(tiny), "--max-rel-err", "-1"]) == 2
+    picks = json_of(capsys, ["recommend", str(tiny), "--max-rel-err", "1e-2", "--json"])["picks"]
+    assert cli.main(["recommend", str(tiny), "--max-rel-err", "1e-2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "Fastest precision with rel. error <= 0.01"
+    for pick in picks:  # the table says what the JSON says, whichever precision this CPU favours
+        assert any(line.split()[:4] == ["gemm", pick["setting"], "fp32", pick["pick"]] for line in out), out
+
+
+def test_recommend_needs_the_metric_its_budget_names(tiny):
+    df = store.read_file(tiny)
+    picks = answers.recommend(df, answers.Budget(max_loss_delta=0.1))  # GEMMs have no loss
+    assert picks["pick"].isna().all() and picks["rejected"].str.contains("no loss_delta_vs_fp32").all()
+
+
+# --- the CLI ---------------------------------------------------------------------------------------
+
+
+def test_version_names_mpsuite_and_torch(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["--version"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("mpsuite ") and "torch 2." in out
+
+
+def test_json_of_list_plan_and_run(write_scenario, tmp_path, capsys):
+    path = write_scenario(TINY_SCENARIO, "tiny.toml")
+    listed = json_of(capsys, ["list", "--scenarios", str(path.parent), "--json"])
+    assert listed["scenarios"] == [{"name": "tiny", "cases": 8, "max_cases": 8, "path": str(path),
+                                    "description": "unit-test scenario"}]
+    planned = json_of(capsys, ["plan", str(path), "--json"])
+    assert [c["case_id"] for c in planned["cases"]] == [c.case_id for c in plan.expand(spec.load(path))]
+    ran = json_of(capsys, ["run", str(path), "--results", str(tmp_path / "r"), "--no-report", "--quiet", "--json"])
+    assert ran["cases"] == 8 and ran["failed"] == 0 and Path(ran["results"]).exists()
+    assert ran["headline"][0].startswith("gemm at 64x64x64") and {r["precision"] for r in ran["summary"]} >= {"bf16"}
+
+
+def test_only_runs_the_matching_cases_and_resume_keeps_the_filter(write_scenario, tmp_path, capsys):
+    path = write_scenario(TINY_SCENARIO, "tiny.toml")
+    doc = json_of(capsys, ["plan", str(path), "--json", "--only", "precision=bf16", "--only", "precision=fp*,shape=32x*"])
+    assert sorted((c["precision"], c["m"]) for c in doc["cases"]) == [
+        ("bf16", 32), ("bf16", 64), ("fp16", 32), ("fp32", 32)]
+    assert cli.main(["plan", str(path), "--only", "quantise=pre"]) == 2
+    assert "unknown key 'quantise'" in capsys.readouterr().err
+    assert cli.main(["plan", str(path), "--only", "precision=fp64"]) == 2
+    assert "selects none of the 8 cases" in capsys.readouterr().err
+    results = tmp_path / "results"
+    scenario = spec.load(path)
+    run = store.start_run(results, "tiny", store.new_run_id(), {
+        "plan": [c.case_id for c in plan.only(plan.expand(scenario), ["precision=bf16"])],
+        **pipeline.scenario_spec(scenario, "cpu", ["precision=bf16"]),
+        "identity": {k: pipeline.run_meta(pipeline.env.resolve_device("cpu")).get(k) for k in pipeline.IDENTITY}})
+    run.close()
+    argv = ["run", str(path), "--resume", run.header["run_id"], "--results", str(results), "--no-report", "--quiet"]
+    assert cli.main(argv + ["--only", "precision=fp16"]) == 2
+    assert 'only[0]: "precision=bf16" -> "precision=fp16"' in capsys.readouterr().err
+    assert cli.main(argv + ["--only", "precision=bf16"]) == 0
+    assert set(store.read_file(next(results.glob("tiny/*.parquet")))["precision"]) == {"bf16"}
+
+
+def test_quiet_silences_the_written_lines(tiny, tmp_path, capsys):
+    assert cli.main(["report", str(tiny), "--out", str(tmp_path / "a")]) == 0
+    assert "report in" in capsys.readouterr().err
+    assert cli.main(["report", str(tiny), "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_scenarios_are_found_outside_the_repository(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # no ./scenarios here: the shipped ones are used
+    monkeypatch.delenv(spec.ENV_FOLDER, raising=False)
+    doc = json_of(capsys, ["list", "--json"])
+    assert Path(doc["folder"]).resolve() == (ROOT / "scenarios").resolve() and "cpu" in {s["name"] for s in doc["scenarios"]}
+    monkeypatch.setenv(spec.ENV_FOLDER, str(tmp_path / "nowhere"))
+    assert cli.main(["list"]) == 2
+    assert f"looked in {tmp_path / 'nowhere'}" in capsys.readouterr().err
+
+
+# --- the report in a real browser --------------------------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (apt install chromium)")
+def test_the_report_opens_with_its_answer_in_a_browser_and_every_image_loads(tiny, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    out = tmp_path / "report"
+    report.render(store.read_file(tiny), out)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto((out / "index.html").as_uri())
+            first = page.locator("ul.headline li").first.inner_text()
+            images = page.evaluate("Array.from(document.images).map(i => [i.getAttribute('src'), "
+                                   "i.complete && i.naturalWidth > 0])")
+            overflow = page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
+        finally:
+            browser.close()
+    assert first == report.headline(store.read_file(tiny))[0]
+    assert images and all(loaded for _, loaded in images), images
+    assert not overflow  # wide tables scroll inside their box; the page itself never does
