@@ -6,12 +6,12 @@ import argparse
 import io
 import json
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
 
 from suite.errors import UserError
+from suite.text import Printable
 
 
 def cmd_run(args) -> int:
@@ -443,24 +443,6 @@ def parser() -> argparse.ArgumentParser:
     im.add_argument("--label", help="a label for the run, selectable with label=TEXT")
     im.set_defaults(func=cmd_import)
     return p
-
-
-class Printable:
-    """A text stream that drops control characters (ESC, BEL, CR, ...; not newline or tab) from what
-    is written: scenario descriptions, failure reasons and record values reach the terminal, and
-    none of them may move its cursor, retitle it or ring it."""
-
-    _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-    def __init__(self, stream):
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        self._stream.write(self._CONTROL.sub("", text))
-        return len(text)
-
-    def __getattr__(self, name):
-        return getattr(self._stream, name)
 
 
 def main(argv: list[str] | None = None) -> int:

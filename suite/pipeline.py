@@ -270,7 +270,7 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
     unavailable = runner.device_unavailable(dev)
     if unavailable:
         print(f"mpsuite: {unavailable}: every case is recorded as skipped", file=sys.stderr)
-    bar = runner.Progress(len(cases), already_done=len(journal), device_type=dev.type) if progress else None
+    bar = runner.progress_for(len(cases), len(journal), dev.type) if progress else None
     run_one, worker = None, None
     if isolate:
         from suite.measure import isolate as isolation
@@ -305,6 +305,8 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
         journal.close()
         raise
     finally:
+        if bar is not None:
+            bar.close()
         if worker is not None:
             worker.close()
         if hasattr(run_one, "close"):

@@ -179,3 +179,24 @@ def test_the_report_opens_with_its_answer_in_a_browser_and_every_image_loads(tin
     assert first == report.headline(store.read_file(tiny))[0]
     assert images and all(loaded for _, loaded in images), images
     assert not overflow  # wide tables scroll inside their box; the page itself never does
+
+
+def test_a_terminal_gets_a_progress_bar_under_the_finished_cases(tiny_scenario):
+    import io
+
+    from suite.measure import runner
+
+    screen = io.StringIO()
+    bar = runner.TerminalProgress(2, screen, force_terminal=True)
+    cases = plan.expand(tiny_scenario)[:2]
+    bar.plan(cases)
+    for case in cases:
+        bar.begin(case)
+        bar.heartbeat(7.0)
+        bar.end({"status": "skipped", "reason": "not here"})
+    bar.close()
+    text = screen.getvalue()
+    assert f"[1/2] {cases[0].label}: skipped: not here" in text and f"[2/2] {cases[1].label}" in text
+    assert "\x1b[" in text  # drawn with the terminal's codes, which piped output never gets
+    plain = runner.progress_for(2, 0, "cpu", io.StringIO())
+    assert type(plain) is runner.Progress

@@ -21,6 +21,7 @@ from suite.errors import NonFiniteOutput, TimingUnsupported, Unsupported
 from suite.scenario.plan import Case
 from suite.precisions import flags
 from suite.measure.timing import clock_for, measure, time_once
+from suite.text import printable
 
 
 def base_record(case: Case, run_meta: dict) -> dict:
@@ -293,11 +294,64 @@ class Progress:
             what = f"ok {record['time_ms_median']:.4g} ms{rate}{err}{few}"
         else:
             what = f"{record['status']}: {record['reason']}"
-        if self._case is not None and now - self._case_start >= HEARTBEAT_AFTER_S:
+        self._write_end(what, elapsed, left, long=now - self._case_start >= HEARTBEAT_AFTER_S)
+        self._case = None
+
+    def _write_end(self, what: str, elapsed: float, left: float, long: bool) -> None:
+        if self._case is not None and long:  # heartbeat lines came between: name the case again
             what = f"\n[{self.done:>{self.width}}/{self.total}] {self._case.label}: {what}"
         self.stream.write(f"{what}  [{_fmt_duration(elapsed)} elapsed, ~{_fmt_duration(left)} left]\n")
         self.stream.flush()
-        self._case = None
+
+    def close(self) -> None:
+        """The run is over (finished or stopped)."""
+
+
+class TerminalProgress(Progress):
+    """On a terminal: the finished cases' lines scroll above a rich progress bar (the case running
+    and for how long, cases done, elapsed, the work-weighted estimate of what is left). Piped
+    output gets `Progress`'s plain lines instead, which logs and CI read better."""
+
+    def __init__(self, total: int, stream: TextIO | None = None, already_done: int = 0, device_type: str = "cpu",
+                 force_terminal: bool | None = None):
+        super().__init__(total, stream, already_done, device_type)
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+
+        raw = getattr(self.stream, "raw", self.stream)  # past the CLI's control-character filter: the bar's codes
+        console = Console(file=raw, force_terminal=force_terminal, highlight=False, markup=False, emoji=False)
+        self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("{task.fields[left]}"), console=console, transient=True)
+        self._task = self._bar.add_task("starting", total=total, completed=already_done, left="")
+        self._bar.start()
+
+    def begin(self, case: Case) -> None:
+        self._case, self._case_start, self._next_beat = case, time.perf_counter(), HEARTBEAT_AFTER_S
+        self._bar.update(self._task, description=printable(case.label))
+
+    def heartbeat(self, running_s: float) -> None:
+        if self._case is not None:
+            self._bar.update(self._task, description=printable(f"{self._case.label} (running {_fmt_duration(running_s)})"))
+
+    def interrupted(self) -> None:
+        if self._case is not None:
+            self._bar.console.print(printable(f"[{self.done + 1:>{self.width}}/{self.total}] {self._case.label}: interrupted"))
+        self.close()
+
+    def _write_end(self, what: str, elapsed: float, left: float, long: bool) -> None:
+        label = self._case.label if self._case is not None else ""
+        self._bar.console.print(printable(f"[{self.done:>{self.width}}/{self.total}] {label}: {what}"))
+        self._bar.update(self._task, completed=self.done, left=f"~{_fmt_duration(left)} left")
+
+    def close(self) -> None:
+        self._bar.stop()
+
+
+def progress_for(total: int, already_done: int, device_type: str, stream: TextIO | None = None) -> Progress:
+    """A progress display: the rich bar on a terminal, plain lines otherwise."""
+    stream = stream or sys.stderr
+    kind = TerminalProgress if stream.isatty() else Progress
+    return kind(total, stream, already_done=already_done, device_type=device_type)
 
 
 class CaseThread:
