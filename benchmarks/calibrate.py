@@ -221,7 +221,7 @@ def table(cells: list[Cell]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.calibrate", description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(m.name for m in MODELS),
-                   help="noise models, comma-separated (default: all): " + ", ".join(BY_NAME))
+                   help="noise models, comma-separated (default: all): " + ", ".join(BY_NAME).replace("%", "%%"))
     p.add_argument("--runs", default=",".join(map(str, RUN_COUNTS)), help="runs per side, comma-separated")
     p.add_argument("--clean", type=int, default=CLEAN, help=f"clean comparisons per cell (default {CLEAN})")
     p.add_argument("--planted", type=int, default=PLANTED_COMPARISONS,

@@ -97,6 +97,15 @@ def test_verdicts_are_the_same_through_parquet_and_the_cli(tmpl, tmp_path, monke
     capsys.readouterr()
 
 
+def test_the_harness_command_line(capsys):
+    with pytest.raises(SystemExit) as done:
+        calibrate.main(["--help"])
+    assert done.value.code == 0 and "bursts 10%" in capsys.readouterr().out
+    assert calibrate.main(["--models", "iid 5%", "--runs", "2", "--clean", "1", "--planted", "1", "--jobs", "1"]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("| noise | runs/side |") and "| iid 5% | 2 | 0.00% (0/20) |" in table
+
+
 def _cells(text: str) -> dict[tuple[str, int], dict[str, float]]:
     """The docs table: (noise, runs) -> column -> share (0..1)."""
     lines = text.splitlines()
