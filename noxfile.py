@@ -15,7 +15,9 @@ https://download.pytorch.org/whl/cpu, as the GitHub workflow does).
 Across torch versions (TORCH_MATRIX below, each in its own environment):
     nox -s "pinned(torch='2.14.1')" -- cpu     # one scenario under one listed version
     nox -s matrix -- cpu                       # every listed version, then consecutive ones compared
-    nox -s regress -- torch=2.13.0 torch=2.14.1 --fail-on regressed,new-failure
+    nox -s regress -- torch=2.13.0,runs=3 torch=2.14.1,runs=3   # the default gate (compare's --fail-on)
+A regression verdict needs run-to-run noise, which one run per side cannot show: record 3 runs per
+side (`matrix` three times, or `pinned` per version alternately); compare_versions pools the 3 newest.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ TORCH_MATRIX = {
     "2.13.0": "torchao==0.18.0",
     "2.14.1": "torchao==0.18.0",
 }
+# Runs per version compare_versions pools: a regression verdict needs at least 2 per side, 3 are
+# recommended (docs/calibration.md).
+COMPARE_RUNS = 3
 
 def nvidia_gpu(gpus: Path = Path("/proc/driver/nvidia/gpus")) -> str | None:
     """What shows an NVIDIA GPU on this machine (the driver's device list, or nvidia-smi), or None."""
@@ -238,7 +243,8 @@ def matrix(session: nox.Session) -> None:
 
 @nox.session
 def compare_versions(session: nox.Session) -> None:
-    """Each TORCH_MATRIX version's newest run of a scenario compared with the next version's.
+    """Each TORCH_MATRIX version's newest runs of a scenario (up to COMPARE_RUNS) compared with the
+    next version's.
 
     `nox -s compare_versions -- cpu [compare options]`. Every pair is reported even when one regresses."""
     if not session.posargs:
@@ -247,16 +253,26 @@ def compare_versions(session: nox.Session) -> None:
     install(session)
     versions = list(TORCH_MATRIX)
     for old, new in zip(versions, versions[1:]):
-        session.run("python", "-m", "suite", "compare", f"scenario={scenario},torch={old}",
-                    f"scenario={scenario},torch={new}", *session.posargs[1:], success_codes=[0, 1])
+        session.run("python", "-m", "suite", "compare", f"scenario={scenario},torch={old},runs={COMPARE_RUNS}",
+                    f"scenario={scenario},torch={new},runs={COMPARE_RUNS}", *session.posargs[1:], success_codes=[0, 1])
 
 
 @nox.session
 def regress(session: nox.Session) -> None:
-    """Regression gate: `python -m suite compare`, exit status 1 when a case matches --fail-on.
+    """Regression gate: `python -m suite compare`, exit status 1 when a case fails its gate.
 
-    `nox -s regress -- BASELINE CANDIDATE [compare options]` (default --fail-on regressed)."""
+    `nox -s regress -- BASELINE CANDIDATE [compare options]`, e.g. `results/cpu,skip=3,runs=3
+    results/cpu,runs=3`. The gate is compare's default --fail-on (regressed,time:regressed,new-failure,
+    new-skip: a slower speedup, a slower time on the same device, a new failure or skip)."""
     if len(session.posargs) < 2:
-        session.error("usage: nox -s regress -- BASELINE CANDIDATE [--fail-on regressed,new-failure ...]")
+        session.error("usage: nox -s regress -- BASELINE CANDIDATE [--fail-on ... --min-runs N ...]")
     install(session)
     session.run("python", "-m", "suite", "compare", *session.posargs)
+
+
+@nox.session
+def calibrate(session: nox.Session) -> None:
+    """How often compare raises a false alarm and finds a real slowdown, on synthetic runs of known
+    noise (benchmarks/calibrate.py): `nox -s calibrate -- --out docs/calibration.md` rewrites the table."""
+    install(session)
+    session.run("python", "-m", "benchmarks.calibrate", *session.posargs)

@@ -217,20 +217,28 @@ def cmd_compare(args) -> int:
     from suite.analysis import compare
     from suite.report import compare_page
 
-    fail_on = compare.parse_fail_on(args.fail_on)
-    options = compare.Options(min_effect=args.min_effect, confidence=args.confidence, resamples=args.resamples,
-                              noise=args.noise, seed=args.seed, any_scenario=args.any_scenario)
+    options = compare.Options(min_effect=args.min_effect, confidence=args.confidence, min_runs=args.min_runs,
+                              noise=args.noise, fail_on=compare.parse_fail_on(args.fail_on),
+                              any_scenario=args.any_scenario)
     baseline, candidate = compare.load_sides(args.baseline, args.candidate, args.results)
     result = compare.compare(baseline, candidate, options)
     out = Path(args.out) if args.out else compare_page.default_dir(result, args.reports)
     written = compare_page.render(result, out)
-    failing = result.failing(fail_on)
-    print(compare_page.text_summary(result, failing))
+    failing = result.failing()
+    if args.json:
+        view = compare_page.build_view(result)
+        _json({**{role: {k: side[k] for k in ("selector", "runs", "summary")}
+                  for role, side in zip(("baseline", "candidate"), view["sides"])},
+               "gate": view["gate"], "headline": view["headline"], "counts": result.counts(),
+               "failing": list(failing["case_id"]), "report": str(out),
+               "cases": json.loads(result.cases.drop(columns=["effect"], errors="ignore").to_json(orient="records"))})
+    else:
+        print(compare_page.text_summary(result, failing))
     for warning in result.warnings:
         print(f"mpsuite: note: {warning}", file=sys.stderr)
-    print(f"mpsuite: comparison report in {out}/ ({', '.join(p.name for p in written)})", file=sys.stderr)
+    _info(args, f"comparison report in {out}/ ({', '.join(p.name for p in written)})")
     if len(failing):
-        print(f"mpsuite: {len(failing)} case(s) match --fail-on {','.join(fail_on)}", file=sys.stderr)
+        print(f"mpsuite: {len(failing)} case(s) fail the gate --fail-on {','.join(options.fail_on)}", file=sys.stderr)
     return 1 if len(failing) else 0
 
 
@@ -300,6 +308,16 @@ def cmd_import(args) -> int:
     return 0
 
 
+def _min_runs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of runs >= 1, got {text!r}")
+    return value
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -328,6 +346,29 @@ def _count(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of cases, at least 1, got {text!r}")
     return int(text)
+
+
+SELECTOR_HELP = """selectors: comma-joined terms, all of which must hold
+  results/cpu, path/run.parquet     runs in that folder or file (default folder: --results)
+  20261129T143751Z-04f860           a run id, or a unique prefix of one (also run=PREFIX)
+  scenario=cpu                      runs of that scenario
+  torch=2.13.0 torchao=0.18 te=2.9 cuda=12.8 python=3.11
+                                    a version, or a prefix ending at . or + (2.13 matches 2.13.0+cpu)
+  device=cuda gpu=H100 host=NAME label=TEXT
+                                    device type; text in the device name; host; an import's label
+  git=abc123 code=9c93              prefix of the git commit / of the suite's code hash
+  runs=N, runs=all                  pool the N newest matching runs (default 1: the newest)
+  skip=N                            leave out the N newest matching runs first
+
+examples:
+  python -m suite compare torch=2.13.0,runs=3 torch=2.14.1,runs=3
+  python -m suite compare results/cpu,skip=1 results/cpu --fail-on none
+"""
+
+# compare's defaults, spelled out so that building the parser imports no pandas (tests/test_compare.py
+# checks they are suite.analysis.compare.DEFAULT_FAIL_ON and suite.analysis.stats.DEFAULT_MIN_RUNS).
+DEFAULT_FAIL_ON = ("regressed", "time:regressed", "new-failure", "new-skip")
+DEFAULT_MIN_RUNS = 2
 
 
 def parser() -> argparse.ArgumentParser:
@@ -406,20 +447,26 @@ def parser() -> argparse.ArgumentParser:
     stat.add_argument("--reports", default="reports", help="reports folder (default: reports)")
     stat.add_argument("--min-effect", type=_fraction, default=0.05,
                       help="smallest change worth a verdict, as a fraction (default: 0.05 = 5%%)")
-    stat.add_argument("--confidence", type=_fraction, default=0.99, help="interval confidence (default: 0.99)")
+    stat.add_argument("--confidence", type=_fraction, default=0.99,
+                      help="interval confidence per case; compare's gate holds it family-wise (default: 0.99)")
 
-    co = sub.add_parser("compare", parents=[stat], help="compare two sets of runs case by case (exit 1 on --fail-on)",
-                        description="Selectors: a results file or folder, a run id (prefix), or comma-joined "
-                        "terms such as torch=2.13.0,scenario=cpu,runs=3 (see suite/results/select.py).")
+    co = sub.add_parser("compare", parents=[stat, as_json],
+                        help="compare two sets of runs case by case (exit 1 on --fail-on)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        description="Compare two sets of runs case by case; each side is a selector.",
+                        epilog=SELECTOR_HELP)
     co.add_argument("baseline", help="selector of the baseline runs (e.g. torch=2.13.0 or results/cpu,skip=1)")
     co.add_argument("candidate", help="selector of the candidate runs (e.g. torch=2.14.1 or results/cpu)")
-    co.add_argument("--fail-on", default="regressed",
-                    help="verdicts that make the exit status 1, comma-separated (default: regressed; e.g. "
-                    "regressed,new-failure,time:regressed; none to never fail)")
+    co.add_argument("--fail-on", default=",".join(DEFAULT_FAIL_ON),
+                    help="verdicts that make the exit status 1, comma-separated; the time: prefix gates on "
+                    f"absolute times (default: {','.join(DEFAULT_FAIL_ON)}; none to never fail). regressed and "
+                    "improved must also hold at the family-wise --confidence (Holm over the cases)")
+    co.add_argument("--min-runs", type=_min_runs, default=DEFAULT_MIN_RUNS,
+                    help=f"runs per side a case needs for a regressed/improved verdict (default: {DEFAULT_MIN_RUNS}; "
+                    "record 3 per side); with fewer it is insufficient-runs")
     co.add_argument("--noise", type=_fraction, default=None,
-                    help="run-to-run noise as a relative sd (0.03 = 3%%); default: estimated from the cases")
-    co.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default: 2000)")
-    co.add_argument("--seed", type=int, default=0, help="bootstrap seed, for reproducible reports (default: 0)")
+                    help="a known run-to-run sd of one run's value, relative (0.03 = 3%%), used as a floor under "
+                    "the estimate; with --min-runs 1 it lets single runs be compared (default: estimated only)")
     co.add_argument("--any-scenario", action="store_true", help="join on case_id even across different scenarios")
     co.add_argument("--out", help="report folder (default: reports/compare/<scenario>/<baseline>_vs_<candidate>)")
     co.set_defaults(func=cmd_compare)

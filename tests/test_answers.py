@@ -200,3 +200,14 @@ def test_a_terminal_gets_a_progress_bar_under_the_finished_cases(tiny_scenario):
     assert "\x1b[" in text  # drawn with the terminal's codes, which piped output never gets
     plain = runner.progress_for(2, 0, "cpu", io.StringIO())
     assert type(plain) is runner.Progress
+
+
+def test_compare_json_has_the_documented_shape(tiny, tmp_path, capsys):
+    records = store.records_of(store.read_file(tiny))
+    other = store.write_run([{**r, "run_id": "20270101T000000Z-000002"} for r in records],
+                            tmp_path / "tiny" / "20270101T000000Z-000002.parquet")
+    doc = json_of(capsys, ["compare", str(tiny), str(other), "--reports", str(tmp_path / "reports"), "--json"])
+    assert set(doc) >= {"baseline", "candidate", "gate", "headline", "counts", "failing", "report", "cases"}
+    assert doc["baseline"]["runs"] == [tiny.stem] and doc["candidate"]["runs"] == [other.stem]
+    assert len(doc["cases"]) == 8 and sum(doc["counts"].values()) == 8 and doc["failing"] == []
+    assert {c["case_id"] for c in doc["cases"]} == {r["case_id"] for r in records}

@@ -1,8 +1,11 @@
-"""suite.analysis.stats: bootstrap of medians, the noise estimate, intervals and verdicts."""
+"""suite.analysis.stats: distributions, runs as the unit of replication, verdicts, Holm's adjustment, and the
+bootstrap of medians history uses."""
 
 from __future__ import annotations
 
 import math
+
+from statistics import NormalDist
 
 import numpy as np
 import pytest
@@ -55,18 +58,128 @@ def test_small_samples_are_resampled_directly_and_deterministically():
     assert set(np.round(np.exp(a), 6)) <= set(x)  # a median of 5 values is one of them
 
 
-def test_pooled_side_widens_when_runs_disagree():
-    reps_a = stats.boot_log_medians(rng(4).normal(10, 0.1, 200), 2000, rng(5))
-    reps_b = stats.boot_log_medians(rng(6).normal(10, 0.1, 200), 2000, rng(7))
-    agree = stats.side_estimate([0.0, 0.0], [reps_a - reps_a.mean(), reps_b - reps_b.mean()], rng(8))
-    disagree = stats.side_estimate([0.0, 0.4], [reps_a - reps_a.mean(), reps_b - reps_b.mean() + 0.4], rng(8))
-    assert agree.runs == disagree.runs == 2
-    assert disagree.log_value == pytest.approx(0.2)
-    assert disagree.se > 5 * agree.se
+# --- distributions ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("alpha", [0.5, 0.05, 0.01, 1e-4, 1e-7])
+def test_t_quantiles_match_closed_forms(alpha):
+    # df = 1 (Cauchy): q = tan(pi/2 (1 - alpha)); df = 2: q = c sqrt(2 / (1 - c^2)) with c = 1 - alpha;
+    # df -> inf: the normal.
+    assert stats.t_quantile(alpha, 1) == pytest.approx(math.tan(math.pi / 2 * (1 - alpha)), rel=1e-9)
+    c = 1 - alpha
+    assert stats.t_quantile(alpha, 2) == pytest.approx(c * math.sqrt(2 / (1 - c * c)), rel=1e-9)
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    assert stats.t_quantile(alpha, math.inf) == pytest.approx(z, rel=1e-12)
+    assert stats.t_quantile(alpha, 5e4) == pytest.approx(z, rel=1e-3)
+    for df in (1, 2.5, 3, 10, 40, 1000):
+        q = stats.t_quantile(alpha, df)
+        assert stats.t_two_sided_p(q, df) == pytest.approx(alpha, rel=1e-9)
 
 
-def _change(estimate, low, high):
-    return stats.Change(estimate, low, high, (high - low) / 4)
+def test_t_table_values():
+    # Printed tables (e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2): two-sided 95% and 99% points.
+    for alpha, df, q in [(0.05, 3, 3.182), (0.05, 10, 2.228), (0.01, 10, 3.169), (0.01, 40, 2.704),
+                         (0.05, 100, 1.984)]:
+        assert stats.t_quantile(alpha, df) == pytest.approx(q, abs=6e-4)
+
+
+def test_incomplete_beta_and_gamma():
+    # I_x(a, b) for integer a, b is a binomial tail: P(Binomial(a + b - 1, x) >= a).
+    for a, b, x in [(2, 3, 0.4), (5, 1, 0.9), (7, 9, 0.3), (30, 40, 0.45)]:
+        n = a + b - 1
+        tail = sum(math.comb(n, j) * x**j * (1 - x) ** (n - j) for j in range(a, n + 1))
+        assert stats.betainc(a, b, x) == pytest.approx(tail, rel=1e-10)
+    # chi-square medians: df = 2 is exponential (2 ln 2); df = 1 is the square of the normal's 75% point.
+    assert stats.chi2_median(2) == pytest.approx(2 * math.log(2), rel=1e-10)
+    assert stats.chi2_median(1) == pytest.approx(NormalDist().inv_cdf(0.75) ** 2, rel=1e-10)
+    assert stats.gammainc_lower(3, 2.0) == pytest.approx(1 - math.exp(-2) * (1 + 2 + 2), rel=1e-12)
+
+
+def test_holm_adjusts_step_down_and_skips_missing_tests():
+    adjusted = stats.holm([0.01, 0.04, 0.03, math.nan, 0.005])
+    # sorted 0.005, 0.01, 0.03, 0.04 with m = 4: x4, x3, x2, x1, each at least the one before
+    assert adjusted[[4, 0, 2, 1]] == pytest.approx([0.02, 0.03, 0.06, 0.06])
+    assert math.isnan(adjusted[3])
+    assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    assert stats.holm([]).size == 0
+
+
+# --- runs as the unit of replication ------------------------------------------------------------------
+
+def runs_of(values: np.ndarray, prefix: str) -> dict:
+    """{case: {run: value}} from a (runs, cases) array."""
+    return {f"c{j}": {f"{prefix}{i}": float(values[i, j]) for i in range(values.shape[0])}
+            for j in range(values.shape[1])}
+
+
+def test_pooled_spread_recovers_the_run_to_run_sd_and_intervals_cover():
+    r = rng(20)
+    sd, cases, k = 0.04, 40, 3
+    base = runs_of(r.normal(0.0, sd, (k, cases)), "b")
+    cand = runs_of(r.normal(0.0, sd, (k, cases)) + 0.3, "c")  # every case 35% better: not noise
+    spread, changes = stats.run_changes(base, cand, 0.99)
+    # the median of 80 variances with 2 df each: about 12% relative error in the sd, 25% is wide
+    assert math.sqrt(spread.run_var + spread.case_var) == pytest.approx(sd, rel=0.25)
+    assert spread.case_df == 2 * cases * (k - 1) and spread.run_df == 2 * (k - 1)
+    assert len(changes) == cases
+    assert all(ch.low < 0.3 < ch.high for ch in changes.values())
+    assert all(ch.base.runs == ch.cand.runs == k for ch in changes.values())
+    assert all(stats.verdict(ch) == stats.IMPROVED for ch in changes.values())
+
+
+def test_a_case_with_a_burst_keeps_its_own_variance():
+    r = rng(21)
+    base = r.normal(0.0, 0.01, (3, 20))
+    cand = r.normal(0.0, 0.01, (3, 20))
+    cand[0, 0] -= math.log(2)  # one run of one case 2x slow
+    spread, changes = stats.run_changes(runs_of(base, "b"), runs_of(cand, "c"), 0.99)
+    hit, calm = changes["c0"], changes["c1"]
+    assert hit.se > 10 * calm.se
+    assert stats.verdict(hit) == stats.NOISY  # a third of its runs 2x slow: not a regression
+    assert spread.case_var < 0.01**2 * 2  # the pooled floor does not take the burst in
+
+
+def test_whole_run_shifts_are_shared_by_every_case_and_have_few_degrees_of_freedom():
+    r = rng(22)
+    shift = 0.05
+    base = r.normal(0.0, 0.005, (3, 30)) + r.normal(0.0, shift, (3, 1))
+    cand = r.normal(0.0, 0.005, (3, 30)) + r.normal(0.0, shift, (3, 1))
+    spread, changes = stats.run_changes(runs_of(base, "b"), runs_of(cand, "c"), 0.99)
+    assert spread.run_var > 10 * spread.case_var and spread.run_df == 4
+    ch = changes["c0"]
+    # the shift dominates the variance: the degrees of freedom are those of 6 runs, not of 180 values
+    assert ch.df < 10
+    # the pooled variance is a floor: a case whose own is smaller gets exactly it, none gets less
+    var, _ = spread.change_variance(math.nan, math.nan, 3, 3)
+    assert min(c.se for c in changes.values()) == pytest.approx(math.sqrt(var))
+
+
+def test_one_run_per_side_gives_no_interval_unless_a_noise_floor_is_known():
+    base = runs_of(np.array([[0.0, 0.1, 0.2]]), "b")
+    cand = runs_of(np.array([[-0.4, 0.1, 0.2]]), "c")
+    spread, changes = stats.run_changes(base, cand, 0.99)
+    assert not spread.observable and "not observable" in spread.source
+    assert math.isnan(changes["c0"].low) and stats.verdict(changes["c0"], min_runs=1) == stats.INSUFFICIENT
+    assert changes["c0"].estimate == pytest.approx(-0.4)
+    floored, changes = stats.run_changes(base, cand, 0.99, noise_sd=0.05)
+    assert floored.observable and floored.sd == pytest.approx(math.log1p(0.05))
+    ch = changes["c0"]
+    assert ch.df == math.inf and ch.se == pytest.approx(math.log1p(0.05) * math.sqrt(2))
+    assert stats.verdict(ch, min_runs=1) == stats.REGRESSED
+    assert stats.verdict(ch) == stats.INSUFFICIENT  # the default asks for 2 runs per side
+
+
+def test_detectable_change_is_the_typical_half_width():
+    r = rng(23)
+    spread, changes = stats.run_changes(runs_of(r.normal(0, 0.03, (3, 20)), "b"),
+                                        runs_of(r.normal(0, 0.03, (3, 20)), "c"), 0.99)
+    var, df = spread.change_variance(math.nan, math.nan, 3, 3)
+    assert stats.detectable(spread, 3, 3, 0.99) == pytest.approx(math.expm1(stats.t_quantile(0.01, df) * math.sqrt(var)))
+    assert stats.detectable(spread, 5, 5, 0.99) < stats.detectable(spread, 3, 3, 0.99)
+
+
+def _change(estimate, low, high, runs=3):
+    side = stats.SideMean(0.0, 0.0, runs)
+    return stats.Change(estimate, low, high, (high - low) / 4, 10.0, 0.01, side, side)
 
 
 @pytest.mark.parametrize(
@@ -77,17 +190,31 @@ def _change(estimate, low, high):
         (0.0, math.log(0.97), math.log(1.03), stats.UNCHANGED),  # inside +-5%
         (math.log(0.98), math.log(0.97), math.log(0.99), stats.UNCHANGED),  # significant, below 5%
         (math.log(0.8), math.log(0.5), math.log(1.2), stats.NOISY),  # straddles 1, reaches past 5%
-        (math.log(0.9), math.log(0.8), math.inf, stats.NOISY),
+        (math.log(0.9), math.nan, math.nan, stats.INSUFFICIENT),  # no interval: spread not observable
     ],
 )
 def test_verdict_rules(estimate, low, high, expected):
     assert stats.verdict(_change(estimate, low, high), 0.05) == expected
 
 
-def test_minimum_effect_is_respected():
+def test_minimum_effect_and_minimum_runs_are_respected():
     ch = _change(math.log(0.93), math.log(0.92), math.log(0.94))  # clearly significant, 7% slower
     assert stats.verdict(ch, 0.05) == stats.REGRESSED
     assert stats.verdict(ch, 0.10) == stats.UNCHANGED
+    assert stats.verdict(ch, 0.05, min_runs=4) == stats.INSUFFICIENT
+    assert stats.verdict(_change(math.log(0.8), math.log(0.75), math.log(0.85), runs=1), 0.05) == stats.INSUFFICIENT
+
+
+# --- the bootstrap of medians (history) ------------------------------------------------------------------
+
+def test_pooled_side_widens_when_runs_disagree():
+    reps_a = stats.boot_log_medians(rng(4).normal(10, 0.1, 200), 2000, rng(5))
+    reps_b = stats.boot_log_medians(rng(6).normal(10, 0.1, 200), 2000, rng(7))
+    agree = stats.side_estimate([0.0, 0.0], [reps_a - reps_a.mean(), reps_b - reps_b.mean()], rng(8))
+    disagree = stats.side_estimate([0.0, 0.4], [reps_a - reps_a.mean(), reps_b - reps_b.mean() + 0.4], rng(8))
+    assert agree.runs == disagree.runs == 2
+    assert disagree.log_value == pytest.approx(0.2)
+    assert disagree.se > 5 * agree.se
 
 
 def test_excess_noise_recovers_a_known_spread_and_ignores_real_changes():
@@ -106,17 +233,3 @@ def test_excess_noise_needs_enough_cases_and_subtracts_sampling():
     assert stats.excess_noise([0.1, -0.1], [0.01, 0.01], ["a", "a"]).source.startswith("not estimated")
     quiet = stats.excess_noise(np.linspace(-0.01, 0.01, 9), np.full(9, 0.05), ["a"] * 9)
     assert quiet.sd == 0.0  # the spread is all sampling error
-    assert stats.given_noise(0.03).relative == pytest.approx(0.03)
-    with pytest.raises(ValueError):
-        stats.given_noise(-0.1)
-
-
-def test_interval_with_heavy_tailed_noise_is_wider_than_sampling_alone():
-    reps = rng(10).normal(0.0, 0.01, 2000)
-    bare = stats.interval(0.0, reps, 0.0, 0.99, rng(11))
-    noisy = stats.interval(0.0, reps, stats.NoiseEstimate(0.05, 20, "estimated"), 0.99, rng(11))
-    # sampling alone: +-2.58 * 0.01; t3 noise of MAD-equivalent sd 0.05 has a 99.5% quantile of
-    # 5.84 * 0.05 / 1.134 = 0.26, far wider than a normal's 0.13.
-    assert bare.high == pytest.approx(0.0258, rel=0.15)
-    assert 0.2 < noisy.high < 0.33 and -0.33 < noisy.low < -0.2
-    assert noisy.low <= noisy.estimate <= noisy.high

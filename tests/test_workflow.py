@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from suite import cli
+from suite.analysis import compare
 
 yaml = pytest.importorskip("yaml")
 
@@ -94,8 +95,9 @@ def test_the_arguments_passed_through_nox_are_valid_suite_commands(workflow):
         for session, posargs in nox_calls(job):
             args = [re.sub(r"\$\{?(\w+)\}?", r"/tmp/\1", a) for a in posargs]  # shell variables
             parsed = parser.parse_args(wrapped[session] + args)
-            if session == "regress":
-                assert parsed.fail_on == "regressed,new-failure" and parsed.out
+            if session == "regress":  # the default gate, on pooled runs
+                assert compare.parse_fail_on(parsed.fail_on) == compare.DEFAULT_FAIL_ON and parsed.out
+                assert all(",runs=3" in side for side in (parsed.baseline, parsed.candidate))
 
 
 def test_cpu_job_pins_a_cpu_torch_and_publishes_reports(workflow):
@@ -111,6 +113,8 @@ def test_cpu_job_pins_a_cpu_torch_and_publishes_reports(workflow):
 
 def test_gpu_job_gates_on_the_stored_baseline(workflow):
     job = workflow["jobs"]["gpu"]
+    assert [s for s, _ in nox_calls(job)].count("h100_fp8") == 1 and any(
+        "for i in 1 2 3" in ln for ln in run_lines(job))  # three runs per side
     regress = next(s for s in job["steps"] if "regress" in s.get("run", ""))
     assert "if" not in regress and "continue-on-error" not in regress  # its failure fails the job
     store_step = next(s for s in job["steps"] if "next baseline" in s.get("name", ""))

@@ -8,8 +8,9 @@ gives back the same case ids.
 
 `import_file(path, results_dir)` reads a pytest-benchmark JSON file (`--benchmark-json`, or one
 saved by `--benchmark-autosave`) and stores it through `suite.results.store` as one run. Per-round times
-(`stats.data`, saved unless --benchmark-save-data is off in autosave) become `samples_ms`, so
-`compare` can bootstrap them; without them a comparison has no interval and says `noisy`.
+(`stats.data`, saved unless --benchmark-save-data is off in autosave) become `samples_ms`; the
+median becomes `time_ms_median`, the run's value `compare` compares (import 3 runs per side for a
+verdict: one run cannot show run-to-run noise).
 
 Format: pytest-benchmark 5.x (checked against 5.2.3): top-level machine_info, commit_info,
 benchmarks, datetime, version; per benchmark group, name, fullname, params, param, extra_info,

@@ -1,31 +1,43 @@
 """Compare two sets of runs case by case: did a speedup (or a time) change, and can we tell?
 
-`compare(baseline_df, candidate_df, options)` joins the records of both sides on `case_id` and gives
-every case one verdict:
+`compare(baseline_side, candidate_side, options)` joins the records of both sides on `case_id` and
+gives every case one verdict:
 
-| verdict     | meaning |
-|-------------|---------|
-| regressed   | the speedup over the in-run baseline precision fell by at least the minimum effect, and the interval excludes no change |
-| improved    | the same, upwards |
-| unchanged   | the interval lies within +-minimum effect, or the change is significant but smaller than it |
-| noisy       | the interval straddles no change and reaches past the minimum effect: the data cannot tell |
-| missing     | the case is on one side only (`detail` says which) |
-| new-skip    | measured on the baseline side, skipped on the candidate side |
-| new-failure | not failed on the baseline side, failed on the candidate side |
-| recovered   | skipped or failed on the baseline side, measured on the candidate side |
-| skipped     | skipped on both sides |
-| failed      | failed on both sides |
-| n/a         | measured on both sides but has no speedup to compare (it is the baseline precision, its baseline case was not measured, or its timing is emulated) |
+| verdict           | meaning |
+|-------------------|---------|
+| regressed         | the speedup over the in-run baseline precision fell by at least the minimum effect, its interval excludes no change, and each side has at least `min_runs` runs of the case |
+| improved          | the same, upwards |
+| unchanged         | the interval lies within +-minimum effect, or the change is significant but smaller than it |
+| noisy             | the interval straddles no change and reaches past the minimum effect: the data cannot tell |
+| insufficient-runs | a side has fewer runs of the case than `min_runs` (default 2), or no case has 2 runs on a side: run-to-run noise is not observable, so no call is made (record 3 runs per side) |
+| missing           | the case is on one side only (`detail` says which) |
+| new-skip          | measured on the baseline side, skipped on the candidate side |
+| new-failure       | not failed on the baseline side, failed on the candidate side |
+| recovered         | skipped or failed on the baseline side, measured on the candidate side |
+| skipped           | skipped on both sides |
+| failed            | failed on both sides |
+| n/a               | measured on both sides but has no speedup to compare (it is the baseline precision, its baseline case was not measured, or its timing is emulated); its `time_verdict` still applies |
 
 The headline verdict is about the speedup (a ratio inside one run, so it survives a different card,
-clock or machine). Absolute times are compared as well, in `time_verdict`, only where both sides ran
-on the same device model. Statistics: `suite.analysis.stats`.
+clock or machine). Absolute times get the same treatment in `time_verdict` (regressed = slower),
+only where both sides ran on the same device model. Statistics: `suite.analysis.stats` (runs are the
+unit of replication; each case's verdict at `confidence`).
+
+The gate (`Comparison.failing`, the CLI's exit status): a case fails when its verdict (or, with the
+`time:` prefix, its time verdict) is one of `fail_on`. For `regressed` and `improved` the change
+must also be significant at the family-wise `confidence` over every test the gate looks at (Holm's
+step-down over the speedup tests, and the time tests when a `time:` verdict is named), so that a
+comparison of many unchanged cases fails by chance at most 1 - confidence of the time. The default
+gate is `DEFAULT_FAIL_ON`: a slower speedup, a slower absolute time on the same device (which is
+also how the baseline precision getting slower shows: its speedup is 1 by definition), a new
+failure, a new skip; `improved` never fails it.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,32 +48,16 @@ from suite.errors import UserError
 
 MISSING, NEW_SKIP, NEW_FAILURE = "missing", "new-skip", "new-failure"
 RECOVERED, SKIPPED, FAILED, NOT_APPLICABLE = "recovered", "skipped", "failed", "n/a"
+INSUFFICIENT_RUNS = stats.INSUFFICIENT
 VERDICTS = (
-    stats.REGRESSED, NEW_FAILURE, NEW_SKIP, MISSING, stats.NOISY, stats.IMPROVED, RECOVERED,
+    stats.REGRESSED, NEW_FAILURE, NEW_SKIP, MISSING, stats.NOISY, INSUFFICIENT_RUNS, stats.IMPROVED, RECOVERED,
     stats.UNCHANGED, SKIPPED, FAILED, NOT_APPLICABLE,
 )
 TIME_PREFIX = "time:"
-DEFAULT_FAIL_ON = (stats.REGRESSED,)
-
-
-@dataclass(frozen=True)
-class Options:
-    min_effect: float = stats.DEFAULT_MIN_EFFECT
-    confidence: float = stats.DEFAULT_CONFIDENCE
-    resamples: int = stats.DEFAULT_RESAMPLES
-    noise: float | None = None  # relative run-to-run sd; None: estimate it from the cases
-    seed: int = 0
-    any_scenario: bool = False
-
-    def __post_init__(self):
-        if not 0 < self.min_effect < 1:
-            raise UserError(f"--min-effect {self.min_effect}: expected a fraction between 0 and 1 (0.05 = 5%)")
-        if not 0.5 <= self.confidence < 1:
-            raise UserError(f"--confidence {self.confidence}: expected a value in [0.5, 1), e.g. 0.99")
-        if self.resamples < 100:
-            raise UserError(f"--resamples {self.resamples}: at least 100 are needed for a percentile interval")
-        if self.noise is not None and self.noise < 0:
-            raise UserError(f"--noise {self.noise}: expected a relative sd >= 0 (0.03 = 3%)")
+DEFAULT_FAIL_ON = (stats.REGRESSED, TIME_PREFIX + stats.REGRESSED, NEW_FAILURE, NEW_SKIP)
+# Verdicts that are statistical decisions: the gate holds them to the family-wise level.
+TESTED = (stats.REGRESSED, stats.IMPROVED)
+METRICS = ("speedup", "time")
 
 
 def parse_fail_on(text: str) -> tuple[str, ...]:
@@ -69,12 +65,48 @@ def parse_fail_on(text: str) -> tuple[str, ...]:
     if text.strip().lower() == "none":
         return ()
     names = tuple(t.strip().lower() for t in text.split(",") if t.strip())
+    _check_fail_on(names)
+    return names
+
+
+def _check_fail_on(names) -> None:
     for name in names:
         bare = name[len(TIME_PREFIX):] if name.startswith(TIME_PREFIX) else name
         if bare not in VERDICTS:
             raise UserError(f"--fail-on {name!r}: unknown verdict; choose from {', '.join(VERDICTS)} "
                             f"(prefix {TIME_PREFIX!r} for absolute-time verdicts), or none")
-    return names
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a comparison decides; invalid values are a UserError (the CLI's one-line error).
+
+    - min_effect: the smallest change worth a regressed/improved verdict (0.05 = 5%).
+    - confidence: each case's interval confidence, and the gate's family-wise confidence.
+    - min_runs: runs per side a case needs for a regressed/improved verdict (fewer: insufficient-runs).
+    - noise: a known relative run-to-run sd of one run's value, a floor under the estimate (None: none).
+    - fail_on: the verdicts that fail the gate (`parse_fail_on`); () never fails.
+    - any_scenario: join on case_id even when the sides' scenarios differ.
+    """
+
+    min_effect: float = stats.DEFAULT_MIN_EFFECT
+    confidence: float = stats.DEFAULT_CONFIDENCE
+    min_runs: int = stats.DEFAULT_MIN_RUNS
+    noise: float | None = None
+    fail_on: tuple[str, ...] = DEFAULT_FAIL_ON
+    any_scenario: bool = False
+
+    def __post_init__(self):
+        if not 0 < self.min_effect < 1:
+            raise UserError(f"--min-effect {self.min_effect}: expected a fraction between 0 and 1 (0.05 = 5%)")
+        if not 0.5 <= self.confidence < 1:
+            raise UserError(f"--confidence {self.confidence}: expected a value in [0.5, 1), e.g. 0.99")
+        if isinstance(self.min_runs, bool) or not isinstance(self.min_runs, int) or self.min_runs < 1:
+            raise UserError(f"--min-runs {self.min_runs}: expected a whole number of runs >= 1 (default "
+                            f"{stats.DEFAULT_MIN_RUNS})")
+        if self.noise is not None and not 0 <= self.noise < 1:
+            raise UserError(f"--noise {self.noise}: expected a relative sd in [0, 1) (0.03 = 3%)")
+        _check_fail_on(self.fail_on)
 
 
 @dataclass
@@ -105,114 +137,193 @@ class Side:
         return f"{len(runs)} run(s) {', '.join(runs)}: torch {torch} on {where}"
 
 
+@dataclass(frozen=True)
+class Reach:
+    """What the data of one metric (speedup, or time) can and cannot show: the report's headline."""
+
+    metric: str
+    spread: stats.Spread  # run-to-run spread, pooled over cases and sides
+    compared: int  # cases measured on both sides with this metric
+    tested: int  # ... of which have enough runs for a verdict
+    runs: tuple[int, int]  # typical (median) runs per case on the baseline and candidate side
+    detectable: float  # relative change a typical case needs to be told from noise (interval half-width); NaN if none
+    worst: float  # the least favourable end of any tested case's interval, as a ratio (speedup: lowest; time: highest); NaN if none
+
+
 @dataclass
 class Comparison:
+    """The result of `compare`: one row per case, and what the comparison as a whole can tell.
+
+    Fields:
+    - baseline, candidate: the two `Side`s (their records and selectors).
+    - options: the `Options` it ran with (thresholds, minimum runs, the gate's `fail_on`).
+    - cases: one row per case_id, sorted by verdict (worst first) then effect. Columns:
+      identity (case_id, baseline_case_id, workload, precision, baseline, m, k, n, params, shape);
+      base_status / cand_status and base_reason / cand_reason (a side's status: ok if any of its runs
+      measured the case); base_runs / cand_runs (runs that measured it);
+      base_speedup / cand_speedup (geometric mean over runs of the in-run speedup) with _low/_high
+      (that side's interval); speedup_ratio (candidate / baseline speedup) with _low/_high (the
+      change's interval at `confidence`), speedup_p (two-sided p-value of no change),
+      speedup_verdict; base_time_ms / cand_time_ms (geometric mean over runs of the median time);
+      time_ratio (candidate / baseline time: > 1 is slower) with _low/_high, time_p, time_verdict;
+      verdict (the headline verdict), metric ("speedup" where the verdict is about the speedup),
+      detail, base_rel_err / cand_rel_err, effect (|log change|, for sorting), gate (the case
+      fails `options.fail_on`).
+    - spread: metric -> `stats.Spread`, the pooled run-to-run spread ("time" only when compared).
+    - reach: metric -> `Reach`, what that metric's data can and cannot show.
+    - time_compared: both sides ran on the same device model, so absolute times were compared.
+    - warnings: notes for the reader (different suite code, uncommitted changes, failures, devices).
+    """
+
     baseline: Side
     candidate: Side
     options: Options
-    cases: pd.DataFrame  # one row per case_id (see `compare`)
-    noise: dict[str, stats.NoiseEstimate]
+    cases: pd.DataFrame
+    spread: dict[str, stats.Spread]
+    reach: dict[str, Reach]
     time_compared: bool
     warnings: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         return {v: int(n) for v, n in self.cases["verdict"].value_counts().items()}
 
-    def failing(self, fail_on: tuple[str, ...] = DEFAULT_FAIL_ON) -> pd.DataFrame:
-        """Cases whose verdict (or `time:` verdict) is one of fail_on."""
-        plain = {n for n in fail_on if not n.startswith(TIME_PREFIX)}
-        timed = {n[len(TIME_PREFIX):] for n in fail_on if n.startswith(TIME_PREFIX)}
-        hit = self.cases["verdict"].isin(plain) | self.cases["time_verdict"].isin(timed)
-        return self.cases[hit]
+    def failing(self, fail_on: tuple[str, ...] | None = None) -> pd.DataFrame:
+        """Cases that fail the gate `fail_on` (default: the options'); see the module docstring."""
+        fail_on = self.options.fail_on if fail_on is None else fail_on
+        return self.cases[gate(self.cases, fail_on, self.options.confidence)]
 
 
-def _samples(row) -> np.ndarray | None:
-    xs = stats.as_samples(row.get("samples_ms"))
-    return xs if len(xs) >= 2 else None  # one sample has no spread to resample
+def _split(fail_on: tuple[str, ...]) -> tuple[set[str], set[str]]:
+    """fail_on -> (names of verdicts, names of time verdicts)."""
+    return ({n for n in fail_on if not n.startswith(TIME_PREFIX)},
+            {n[len(TIME_PREFIX):] for n in fail_on if n.startswith(TIME_PREFIX)})
 
 
-class _Replicates:
-    """Bootstrap replicates of log(median time) per (run, case), drawn once and shared: a baseline
-    precision's replicates serve every case whose speedup is measured against it. Each key gets its
-    own generator, so results do not depend on the order cases are visited in."""
-
-    def __init__(self, opts: Options):
-        self.opts = opts
-        self.cache: dict[tuple[str, str], tuple[float, np.ndarray] | None] = {}
-
-    def __call__(self, record: dict) -> tuple[float, np.ndarray] | None:
-        """(log median, replicates) of this record's samples, or None without samples."""
-        key = (str(record["run_id"]), str(record["case_id"]))
-        if key not in self.cache:
-            xs = _samples(record)
-            if xs is None:
-                self.cache[key] = None
-            else:
-                rng = stats.keyed_rng(self.opts.seed, *key)
-                self.cache[key] = stats.log_median_replicates(xs, self.opts.resamples, rng)
-        return self.cache[key]
+def _family(cases: pd.DataFrame, fail_on: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """metric -> p-values of the tests the gate looks at (NaN where a case has no test): speedup
+    tests when fail_on names regressed or improved, time tests when it names time:regressed or
+    time:improved. A case with too few runs is no test."""
+    plain, timed = _split(fail_on)
+    out = {}
+    for metric, names in (("speedup", plain), ("time", timed)):
+        if names & set(TESTED):
+            tested = cases[f"{metric}_verdict"].isin([stats.REGRESSED, stats.IMPROVED, stats.UNCHANGED, stats.NOISY])
+            out[metric] = cases[f"{metric}_p"].where(tested, np.nan).to_numpy(float)
+    return out
 
 
-def _side_status(rows: pd.DataFrame) -> tuple[str, str]:
+def family_size(cases: pd.DataFrame, fail_on: tuple[str, ...]) -> int:
+    """How many tests the gate adjusts for (Holm's m)."""
+    return int(sum(np.isfinite(p).sum() for p in _family(cases, fail_on).values()))
+
+
+def gate(cases: pd.DataFrame, fail_on: tuple[str, ...], confidence: float) -> pd.Series:
+    """Which cases fail `fail_on`: a listed verdict, and for regressed/improved a change that is
+    still significant after Holm's adjustment over every test the gate looks at."""
+    plain, timed = _split(fail_on)
+    family = _family(cases, fail_on)
+    adjusted = stats.holm(np.concatenate(list(family.values()))) if family else np.empty(0)
+    significant = {metric: pd.Series(adjusted[i * len(cases):(i + 1) * len(cases)] < 1.0 - confidence,
+                                     index=cases.index) for i, metric in enumerate(family)}
+    hit = pd.Series(False, index=cases.index)
+    for column, metric, names in (("verdict", "speedup", plain), ("time_verdict", "time", timed)):
+        hit |= cases[column].isin(names - set(TESTED))
+        if metric in significant:
+            hit |= cases[column].isin(names & set(TESTED)) & significant[metric]
+    return hit
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _side_status(rows: list[dict]) -> tuple[str, str]:
     """A case's status on one side: ok if any pooled run measured it, else the commonest status."""
-    if (rows["status"] == "ok").any():
+    statuses = [r["status"] for r in rows]
+    if "ok" in statuses:
         return "ok", ""
-    status = rows["status"].value_counts().index[0]
-    reasons = rows.loc[rows["status"] == status, "reason"].dropna()
-    return status, str(reasons.iloc[0]) if len(reasons) else ""
+    status = Counter(statuses).most_common(1)[0][0]
+    reasons = [r.get("reason") for r in rows if r["status"] == status and not _missing(r.get("reason"))]
+    return status, str(reasons[0]) if reasons else ""
 
 
 @dataclass
 class _Measured:
-    """What one side says about one case: display values and bootstrap estimates."""
+    """What one side measured of one case, run by run."""
 
-    speedup: float = math.nan  # geometric mean over runs of the in-run speedup
-    time_ms: float = math.nan  # geometric mean over runs of the median time
-    speedup_est: stats.SideEstimate | None = None
-    time_est: stats.SideEstimate | None = None
+    speedups: dict[str, float] = field(default_factory=dict)  # run_id -> in-run speedup
+    times: dict[str, float] = field(default_factory=dict)  # run_id -> median time (ms)
     speedup_why: str = ""  # why there is no speedup
     emulated: bool = False
     rel_err: float = math.nan
 
+    @property
+    def speedup(self) -> float:
+        return derived.geomean(self.speedups.values())
 
-def _measure(case_rows: pd.DataFrame, by_run: dict, reps: _Replicates, rng: np.random.Generator) -> _Measured:
-    ok = case_rows[case_rows["status"] == "ok"]
-    m = _Measured()
-    m.emulated = bool(derived.is_emulated(ok).any())
-    m.rel_err = float(pd.to_numeric(ok["rel_err"], errors="coerce").median()) if "rel_err" in ok else math.nan
-    m.time_ms = derived.geomean(pd.to_numeric(ok["time_ms_median"], errors="coerce"))
-    rows = ok.to_dict("records")
-    timed = [r for r in map(reps, rows) if r is not None]
-    if timed:  # -log time, so that larger is better, as for a speedup
-        m.time_est = stats.side_estimate([-v for v, _ in timed], [-x for _, x in timed], rng)
+    @property
+    def time_ms(self) -> float:
+        return derived.geomean(self.times.values())
 
-    first = case_rows.iloc[0]
-    base_id = first.get("baseline_case_id")
+
+# The columns a comparison reads from the records (a record has some 140).
+USED_COLUMNS = ("run_id", "case_id", "baseline_case_id", "workload", "precision", "baseline", "m", "k", "n", "params",
+                "status", "reason", "time_ms_median", "rel_err", "emulated")
+
+
+@dataclass(frozen=True)
+class _SideRecords:
+    """One side's records as plain dicts of the columns a comparison reads, indexed by case."""
+
+    by_case: dict[str, list[dict]]
+    times: dict[tuple[str, str], float]  # (run_id, case_id) -> median time of a measured record
+
+    @classmethod
+    def of(cls, records: pd.DataFrame) -> "_SideRecords":
+        rows = records[[c for c in USED_COLUMNS if c in records]].to_dict("records")
+        by_case: dict[str, list[dict]] = {}
+        times = {}
+        for r in rows:
+            by_case.setdefault(r["case_id"], []).append(r)
+            t = r["time_ms_median"]
+            if r["status"] == "ok" and not _missing(t) and math.isfinite(t) and t > 0:
+                times[(r["run_id"], r["case_id"])] = float(t)
+        return cls(by_case, times)
+
+
+def _measure(rows: list[dict], side: _SideRecords) -> _Measured:
+    """A run's value of a case is its median time (robust to a bimodal run); its speedup is the
+    in-run baseline precision's median over it."""
+    ok = [r for r in rows if r["status"] == "ok"]
+    case_id, base_id = rows[0]["case_id"], rows[0].get("baseline_case_id")
+    errors = [float(r["rel_err"]) for r in ok if not _missing(r.get("rel_err"))]
+    m = _Measured(emulated=any(not _missing(r.get("emulated")) and bool(r["emulated"]) for r in ok),
+                  rel_err=float(np.median(errors)) if errors else math.nan)
+    m.times = {r["run_id"]: side.times[(r["run_id"], case_id)] for r in ok if (r["run_id"], case_id) in side.times}
     if not isinstance(base_id, str) or not base_id:
         m.speedup_why = "no baseline precision in the scenario"
-        return m
-    if base_id == first["case_id"]:
+    elif base_id == case_id:
         m.speedup_why = "this is the baseline precision (speedup 1 by definition)"
-        return m
-    if m.emulated:
+    elif m.emulated:
         m.speedup_why = "timing is emulated on this device (numerics only, not speed)"
-        return m
-    speedups, values, replicates = [], [], []
-    for row in rows:
-        ref = by_run.get((row["run_id"], base_id))
-        if ref is None or ref.get("status") != "ok":
-            continue
-        speedups.append(float(ref["time_ms_median"]) / float(row["time_ms_median"]))
-        case_r, ref_r = reps(row), reps(ref)
-        if case_r is not None and ref_r is not None:
-            values.append(ref_r[0] - case_r[0])
-            replicates.append(ref_r[1] - case_r[1])
-    if not speedups:
-        m.speedup_why = "its baseline-precision case was not measured in the same run"
-        return m
-    m.speedup = derived.geomean(speedups)
-    m.speedup_est = stats.side_estimate(values, replicates, rng) if values else None
+    else:
+        m.speedups = {r: side.times[(r, base_id)] / t for r, t in m.times.items() if (r, base_id) in side.times}
+        if not m.speedups:
+            m.speedup_why = "its baseline-precision case was not measured in the same run"
     return m
+
+
+@dataclass
+class _Case:
+    """One case while it is being compared: its row of `Comparison.cases` and both sides' runs."""
+
+    row: dict
+    base: _Measured
+    cand: _Measured
+
+    @property
+    def measured(self) -> bool:
+        return self.row["verdict"] is None  # both sides ok: the statistics decide
 
 
 def _transition(base: str | None, cand: str | None) -> str | None:
@@ -280,8 +391,8 @@ def _failure_notes(rows: list[dict]) -> list[str]:
     return notes
 
 
-def _identity(rows: pd.DataFrame) -> dict:
-    first = rows.iloc[0]
+def _identity(rows: list[dict]) -> dict:
+    first = rows[0]
     params = first.get("params")
     return {
         "case_id": first["case_id"],
@@ -295,31 +406,96 @@ def _identity(rows: pd.DataFrame) -> dict:
     }
 
 
-def _noise_for(metric: str, rows: list[dict], opts: Options) -> stats.NoiseEstimate:
-    """The run-to-run noise added to every interval: as given, or what the spread of the changes
-    across cases leaves unexplained by their bootstrap standard errors. Pooled sides are no
-    exception: their replicates already resample runs, so only the excess over that is added,
-    while a case's own 2-4 runs alone make too narrow an interval (the percentile bootstrap of a
-    handful of values under-covers)."""
-    if opts.noise is not None:
-        return stats.given_noise(opts.noise)
-    usable = [r for r in rows if r.get(f"_{metric}_reps") is not None]
-    return stats.excess_noise(
-        [r[f"_{metric}_d"] for r in usable],
-        [float(np.std(r[f"_{metric}_reps"], ddof=1)) for r in usable],
-        [(r["workload"], r["precision"]) for r in usable],
-    )
+def _run_values(cases: list[_Case], metric: str, time_ok: bool) -> tuple[dict, dict]:
+    """Both sides' per-run log values of a metric (oriented: larger is better), for the cases that
+    have it on both sides: {case_id: {run_id: value}}."""
+    base, cand = {}, {}
+    for c in cases:
+        if not c.measured:
+            continue
+        if metric == "speedup":
+            b, k = c.base.speedups, c.cand.speedups
+            sign = 1.0
+        else:
+            if not time_ok or c.base.emulated or c.cand.emulated:
+                continue
+            b, k = c.base.times, c.cand.times
+            sign = -1.0  # -log time: faster is larger
+        if b and k:
+            base[c.row["case_id"]] = {r: sign * math.log(v) for r, v in b.items()}
+            cand[c.row["case_id"]] = {r: sign * math.log(v) for r, v in k.items()}
+    return base, cand
+
+
+def _too_few_runs(ch: stats.Change, opts: Options, spread: stats.Spread) -> str:
+    if not spread.observable:
+        return (f"{ch.base.runs} run(s) on the baseline side, {ch.cand.runs} on the candidate side, and no case has 2 "
+                f"runs on a side: run-to-run noise cannot be measured; record {stats.RECOMMENDED_RUNS} runs per "
+                f"side (runs={stats.RECOMMENDED_RUNS})")
+    return (f"{ch.base.runs} run(s) on the baseline side, {ch.cand.runs} on the candidate side; a verdict needs "
+            f"{opts.min_runs} per side (record {stats.RECOMMENDED_RUNS}: runs={stats.RECOMMENDED_RUNS})")
+
+
+def _finish(c: _Case, changes: dict[str, dict[str, stats.Change]], spread: dict[str, stats.Spread],
+            opts: Options) -> None:
+    """Intervals and verdicts of one case, once the run-to-run spread is known."""
+    row, b, k = c.row, c.base, c.cand
+    row.update(base_speedup=b.speedup, cand_speedup=k.speedup, base_time_ms=b.time_ms, cand_time_ms=k.time_ms,
+               base_rel_err=b.rel_err, cand_rel_err=k.rel_err, base_runs=len(b.times), cand_runs=len(k.times))
+    for key in ("base_speedup_low", "base_speedup_high", "cand_speedup_low", "cand_speedup_high", "speedup_ratio",
+                "speedup_ratio_low", "speedup_ratio_high", "speedup_p", "time_ratio", "time_ratio_low",
+                "time_ratio_high", "time_p", "effect"):
+        row[key] = math.nan
+    row["speedup_verdict"] = row["time_verdict"] = row["metric"] = ""
+    if not c.measured:
+        return
+    notes = {}
+    ch = changes["speedup"].get(row["case_id"])
+    if ch is not None:
+        row.update(speedup_ratio=ch.ratio, speedup_ratio_low=ch.ratio_low, speedup_ratio_high=ch.ratio_high,
+                   speedup_p=ch.p, effect=abs(ch.estimate))
+        row.update(base_speedup_low=math.exp(ch.base.low), base_speedup_high=math.exp(ch.base.high),
+                   cand_speedup_low=math.exp(ch.cand.low), cand_speedup_high=math.exp(ch.cand.high))
+        row["speedup_verdict"] = stats.verdict(ch, opts.min_effect, opts.min_runs)
+        if row["speedup_verdict"] == INSUFFICIENT_RUNS:
+            notes["speedup"] = _too_few_runs(ch, opts, spread["speedup"])
+    ch = changes["time"].get(row["case_id"])
+    if ch is not None:
+        # time_ratio is candidate / baseline time: the inverse of the (faster = positive) change
+        row.update(time_ratio=1 / ch.ratio, time_ratio_low=1 / ch.ratio_high, time_ratio_high=1 / ch.ratio_low,
+                   time_p=ch.p)
+        row["time_verdict"] = stats.verdict(ch, opts.min_effect, opts.min_runs)
+        if row["time_verdict"] == INSUFFICIENT_RUNS:
+            notes["time"] = _too_few_runs(ch, opts, spread["time"])
+    if row["speedup_verdict"]:
+        row["verdict"], row["metric"] = row["speedup_verdict"], "speedup"
+        row["detail"] = notes.get("speedup", "")
+    else:
+        row["verdict"] = NOT_APPLICABLE
+        row["detail"] = b.speedup_why or k.speedup_why
+        if math.isfinite(row["time_ratio"]):
+            row["effect"] = abs(math.log(row["time_ratio"]))
+        if "time" in notes:
+            row["detail"] += f"; time: {notes['time']}"
+
+
+def _reach(metric: str, cases: pd.DataFrame, spread: stats.Spread, changes: dict[str, stats.Change],
+           opts: Options) -> Reach:
+    compared = list(changes.values())
+    tested = cases[cases[f"{metric}_verdict"].isin([stats.REGRESSED, stats.IMPROVED, stats.UNCHANGED, stats.NOISY])]
+    runs = ((int(np.median([c.base.runs for c in compared])), int(np.median([c.cand.runs for c in compared])))
+            if compared else (0, 0))
+    if metric == "speedup":
+        worst = float(tested["speedup_ratio_low"].min()) if len(tested) else math.nan
+    else:
+        worst = float(tested["time_ratio_high"].max()) if len(tested) else math.nan
+    return Reach(metric, spread, len(compared), len(tested), runs, stats.detectable(spread, *runs, opts.confidence)
+                 if compared else math.nan, worst)
 
 
 def compare(baseline: Side, candidate: Side, options: Options = Options()) -> Comparison:
-    """Join both sides on case_id and give each case a verdict (see the module docstring).
-
-    Columns of `Comparison.cases`: the case's identity (case_id, baseline_case_id, workload,
-    precision, baseline, m, k, n, params, shape), base_status / cand_status (+ _reason), base_/cand_speedup with
-    _low/_high (per-side interval from sampling), speedup_ratio (candidate / baseline speedup) with
-    _low/_high, speedup_verdict, base_/cand_time_ms, time_ratio (candidate / baseline time: > 1 is
-    slower) with _low/_high, time_verdict, verdict, metric, detail, base_/cand_rel_err, effect
-    (|log change| used for sorting)."""
+    """Join both sides on case_id and give each case a verdict (see the module docstring and
+    `Comparison` for what the result holds)."""
     _check_sides(baseline, candidate, options)
     time_ok, device_note = _same_device(baseline, candidate)
     warnings = _warnings(baseline, candidate) + ([device_note] if device_note else [])
@@ -331,17 +507,12 @@ def compare(baseline: Side, candidate: Side, options: Options = Options()) -> Co
             f"candidate {len(c_cases)} of {candidate.scenario!r}, none with the same case_id "
             "(same workload, precision, shape and parameters)"
         )
-    b_by_run = {(r["run_id"], r["case_id"]): r for r in baseline.records.to_dict("records")}
-    c_by_run = {(r["run_id"], r["case_id"]): r for r in candidate.records.to_dict("records")}
-    b_groups = dict(tuple(baseline.records.groupby("case_id", sort=False)))
-    c_groups = dict(tuple(candidate.records.groupby("case_id", sort=False)))
+    b_side, c_side = _SideRecords.of(baseline.records), _SideRecords.of(candidate.records)
     order = list(dict.fromkeys([*baseline.records["case_id"], *candidate.records["case_id"]]))
-    b_reps, c_reps = _Replicates(options), _Replicates(options)
-    alpha = 1.0 - options.confidence
 
-    rows: list[dict] = []
+    work: list[_Case] = []
     for case_id in order:
-        b_rows, c_rows = b_groups.get(case_id), c_groups.get(case_id)
+        b_rows, c_rows = b_side.by_case.get(case_id), c_side.by_case.get(case_id)
         row = _identity(b_rows if b_rows is not None else c_rows)
         b_status, b_reason = _side_status(b_rows) if b_rows is not None else (None, "")
         c_status, c_reason = _side_status(c_rows) if c_rows is not None else (None, "")
@@ -354,78 +525,25 @@ def compare(baseline: Side, candidate: Side, options: Options = Options()) -> Co
             row["detail"] = c_reason
         elif row["verdict"] == RECOVERED:
             row["detail"] = f"was {b_status}: {b_reason}"
-        rng = stats.keyed_rng(options.seed, case_id)
-        b = _measure(b_rows, b_by_run, b_reps, rng) if b_status == "ok" else _Measured()
-        c = _measure(c_rows, c_by_run, c_reps, rng) if c_status == "ok" else _Measured()
-        row.update(base_speedup=b.speedup, cand_speedup=c.speedup, base_time_ms=b.time_ms,
-                   cand_time_ms=c.time_ms, base_rel_err=b.rel_err, cand_rel_err=c.rel_err)
-        for prefix, m in (("base", b), ("cand", c)):
-            est = m.speedup_est
-            low, high = (np.quantile(est.replicates, [alpha / 2, 1 - alpha / 2]) if est else (math.nan, math.nan))
-            row[f"{prefix}_speedup_low"], row[f"{prefix}_speedup_high"] = float(np.exp(low)), float(np.exp(high))
-        row["_speedup_reps"] = row["_time_reps"] = None
-        if row["verdict"] is None:
-            if b.speedup_est and c.speedup_est:
-                row["_speedup_d"] = c.speedup_est.log_value - b.speedup_est.log_value
-                row["_speedup_reps"] = c.speedup_est.replicates - b.speedup_est.replicates
-            if time_ok and b.time_est and c.time_est and not (b.emulated or c.emulated):
-                row["_time_d"] = c.time_est.log_value - b.time_est.log_value  # -log time: + is faster
-                row["_time_reps"] = c.time_est.replicates - b.time_est.replicates
-            row["_why"] = b.speedup_why or c.speedup_why
-            row["_has_speedup"] = math.isfinite(b.speedup) and math.isfinite(c.speedup)
-        row["_rng"] = rng
-        rows.append(row)
+        b = _measure(b_rows, b_side) if b_status == "ok" else _Measured()
+        c = _measure(c_rows, c_side) if c_status == "ok" else _Measured()
+        work.append(_Case(row, b, c))
 
-    warnings += _failure_notes(rows)
-    noise = {metric: _noise_for(metric, rows, options) for metric in ("speedup", "time")}
-    for row in rows:
-        _finish_row(row, noise, options, time_ok)
-    cases = pd.DataFrame(rows)
-    cases = cases.drop(columns=[c for c in cases.columns if c.startswith("_")])
+    warnings += _failure_notes([c.row for c in work])
+    spread, changes = {}, {}
+    for metric in METRICS:
+        spread[metric], changes[metric] = stats.run_changes(*_run_values(work, metric, time_ok), options.confidence,
+                                                             options.noise)
+    for c in work:
+        _finish(c, changes, spread, options)
+    cases = pd.DataFrame([c.row for c in work])
     cases["priority"] = cases["verdict"].map({v: i for i, v in enumerate(VERDICTS)})
     cases = cases.sort_values(["priority", "effect"], ascending=[True, False], na_position="last")
     cases = cases.drop(columns="priority").reset_index(drop=True)
-    if not time_ok:
-        noise.pop("time")
-    return Comparison(baseline, candidate, options, cases, noise, time_ok, warnings)
-
-
-def _finish_row(row: dict, noise: dict[str, stats.NoiseEstimate], opts: Options, time_ok: bool) -> None:
-    """Intervals and verdicts of one case, once the run-to-run noise is known."""
-    for key in ("speedup_ratio", "speedup_ratio_low", "speedup_ratio_high", "time_ratio", "time_ratio_low",
-                "time_ratio_high", "effect"):
-        row[key] = math.nan
-    row["speedup_verdict"] = row["time_verdict"] = ""
-    row["metric"] = ""
-    measured = row["verdict"] is None
-    if measured and row["_speedup_reps"] is not None:
-        ch = stats.interval(row["_speedup_d"], row["_speedup_reps"], noise["speedup"], opts.confidence, row["_rng"])
-        row.update(speedup_ratio=ch.ratio, speedup_ratio_low=ch.ratio_low, speedup_ratio_high=ch.ratio_high)
-        row["speedup_verdict"] = stats.verdict(ch, opts.min_effect)
-        row["effect"] = abs(ch.estimate)
-    elif measured and row["_has_speedup"]:
-        row["speedup_ratio"] = row["cand_speedup"] / row["base_speedup"]
-        row["speedup_verdict"] = stats.NOISY
-        row["effect"] = abs(math.log(row["speedup_ratio"]))
-    if measured and row["_time_reps"] is not None:
-        ch = stats.interval(row["_time_d"], row["_time_reps"], noise["time"], opts.confidence, row["_rng"])
-        # time_ratio is candidate / baseline time: the inverse of the (faster = positive) change
-        row.update(time_ratio=1 / ch.ratio, time_ratio_low=1 / ch.ratio_high, time_ratio_high=1 / ch.ratio_low)
-        row["time_verdict"] = stats.verdict(ch, opts.min_effect)
-    elif measured and time_ok and math.isfinite(row["base_time_ms"]) and math.isfinite(row["cand_time_ms"]):
-        row["time_ratio"] = row["cand_time_ms"] / row["base_time_ms"]
-        row["time_verdict"] = stats.NOISY
-    if not measured:
-        return
-    if row["speedup_verdict"]:
-        row["verdict"], row["metric"] = row["speedup_verdict"], "speedup"
-        if row["_speedup_reps"] is None:
-            row["detail"] = "no per-repetition samples: no interval"
-    else:
-        row["verdict"], row["metric"] = NOT_APPLICABLE, ""
-        row["detail"] = row["_why"]
-        if row["time_verdict"] and math.isfinite(row["time_ratio"]):
-            row["effect"] = abs(math.log(row["time_ratio"]))
+    cases["gate"] = gate(cases, options.fail_on, options.confidence)
+    metrics = [m for m in METRICS if m != "time" or time_ok]
+    reach = {m: _reach(m, cases, spread[m], changes[m], options) for m in metrics}
+    return Comparison(baseline, candidate, options, cases, {m: spread[m] for m in metrics}, reach, time_ok, warnings)
 
 
 def load_sides(baseline: str, candidate: str, results_dir) -> tuple[Side, Side]:

@@ -10,8 +10,8 @@ it: z = |mean(after) - mean(before)| / sqrt(var(mean before) + var(mean after)),
 being its bootstrap variance plus the run-to-run noise. The best split is a change point when
 z exceeds the normal quantile for the chosen confidence with a Bonferroni correction for the splits
 tried (k - 1 of them), and the level moves by at least the minimum effect; both halves are then
-segmented again. Run-to-run noise is estimated as in `compare`, from the spread of consecutive
-differences across all cases (`stats.excess_noise`, divided by sqrt 2 for a difference of two runs).
+segmented again. Run-to-run noise is estimated from the spread of consecutive differences across
+all cases (`stats.excess_noise`, divided by sqrt 2 for a difference of two runs).
 """
 
 from __future__ import annotations

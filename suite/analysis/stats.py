@@ -1,53 +1,432 @@
-"""Statistics for comparing timings across runs (numpy only, no plotting, no I/O).
+"""Statistics for comparing timings across runs (numpy and the standard library only; no I/O).
 
 Every comparison is made on a log scale and oriented so that a positive change is better:
 - speedup (a ratio measured inside one run): d = log(candidate speedup / baseline speedup);
 - absolute time: d = log(baseline time / candidate time).
 
-Uncertainty has two sources:
-1. Sampling inside a run. The stored per-repetition samples are bootstrapped: the samples of every
-   run are resampled with replacement and the median taken again (Efron and Tibshirani 1993, ch. 13
-   percentile interval). A side pooled from several runs is resampled in two stages, runs first and
-   then samples inside each drawn run, so run-to-run variation counts too.
-2. Run-to-run noise that one run cannot see: a shared or throttled machine makes a whole case slower
-   for the moment it is measured, and its samples agree with each other. `excess_noise` estimates it
-   from the spread of the changes across the compared cases, the way a random-effects meta-analysis
-   estimates between-study variance (DerSimonian and Laird 1986) but with a median/MAD so that a
-   minority of cases that really changed do not inflate it. It enters the interval as a heavy-tailed
-   (Student-t, 3 degrees of freedom) term, so one case caught by a burst of load is `noisy`, not
-   `regressed`.
+**Runs are the unit of replication** (`run_changes`, used by `suite.analysis.compare`). A run's value
+of a case is its median over the run's repetitions (robust to a bimodal run, where a minority of
+repetitions is 2x slow), so the samples inside a run only serve to locate it; what varies between
+runs (another process on a shared machine, a throttled card, a different VM) is seen only by
+comparing runs, and a single run on a side cannot show it. Per side, each run's values are
+decomposed as `y[run, case] = mean[case] + shift[run] + residual` (a two-way random-effects layout):
 
-A change is a `regressed` / `improved` verdict when its interval excludes zero (significant at the
-chosen confidence) and its estimate is at least the minimum effect (default 5%, the practical
-threshold; asv uses 10%, TorchBench 7%). An interval inside +-minimum effect is `unchanged`; one that
-straddles zero but reaches past the minimum effect is `noisy`: the data cannot tell.
+- `shift[run]` is the run's level: the median over cases of how far the run sits from each case's
+  mean. It is common to every case of the run, so it is estimated with few degrees of freedom (the
+  number of runs less one per side), however many cases there are.
+- the residual variance of one case on one side has k - 1 degrees of freedom (k runs): too few to
+  trust alone, so it is pooled over all cases and both sides as a floor, robustly: the median of the
+  per-case variances divided by the median of chi-square(k-1)/(k-1), which is what the median of
+  variances of normal data is expected to be. A case whose own variance is larger (one run caught
+  by a burst of load) keeps its own.
+
+A side's mean then has variance (run variance + max(own, pooled residual variance)) / k, and the
+change's interval is Student-t, its degrees of freedom combined from the two parts by
+Welch-Satterthwaite (Satterthwaite 1946; the pooled part counted with half its degrees of freedom,
+since cases measured in the same runs are not independent). Borrowing a variance from all cases
+where one case's few replicates cannot estimate its own is the idea of the moderated t statistic
+(Smyth 2004, limma); here the borrowed value is a robust floor rather than a weighted prior, and the
+run-level term is that of a two-way random-effects model (Searle, Casella and McCulloch 1992).
+
+A change is `regressed` / `improved` when its interval excludes zero and its estimate is at least
+the minimum effect (default 5%, the practical threshold; asv uses 10%, TorchBench 7%), and both
+sides have at least the minimum number of runs; with fewer, `insufficient-runs`. An interval inside
++-minimum effect is `unchanged`; one that straddles zero but reaches past it is `noisy`.
+
+**Family-wise error**: a gate that fails when any of m cases regressed would fail by chance far more
+often than one case would; `holm` adjusts the p-values (Holm 1979 step-down, valid under any
+dependence between cases) so that the exit status keeps the chosen confidence for the whole
+comparison while each case's verdict stays at the per-case confidence.
+
+The distributions (Student-t, chi-square) are computed here from the regularized incomplete beta
+and gamma functions (continued fraction and series, as in Abramowitz and Stegun 26.5.8 and 6.5.29),
+so that no SciPy is needed.
+
+The bootstrap of medians further down serves `suite.analysis.history`, which draws one interval per
+run from its own samples.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from dataclasses import dataclass
-from typing import Sequence
+from statistics import NormalDist
+from typing import Mapping, Sequence
 
 import numpy as np
 
 REGRESSED, IMPROVED, UNCHANGED, NOISY = "regressed", "improved", "unchanged", "noisy"
+INSUFFICIENT = "insufficient-runs"
 DEFAULT_MIN_EFFECT = 0.05
 DEFAULT_CONFIDENCE = 0.99
-DEFAULT_RESAMPLES = 2000
+# Fewest runs per side for a regressed/improved verdict: with one run the between-run spread of that
+# side is not seen at all. Three per side is what the calibration (docs/calibration.md) recommends.
+DEFAULT_MIN_RUNS = 2
+RECOMMENDED_RUNS = 3
 # 1 / Phi^-1(3/4): turns a median absolute deviation into a standard deviation for normal data.
 MAD_TO_SD = 1.4826
 # Fewest cases from which run-to-run noise is estimated; with fewer the MAD is itself too noisy.
 MIN_CASES_FOR_NOISE = 5
-# Run-to-run noise is heavy-tailed: on a shared machine a case measured while another process ran is
-# 1.5-2x slower, not 2 sd slower. It is modelled as Student-t with 3 degrees of freedom (finite
-# variance, heavy tails; the usual robust choice, Lange, Little and Taylor 1989), scaled to have the
-# MAD that was measured. Median |T_3| = 0.7649 (t_3 75th percentile), median |N(0,1)| = 0.6745.
-NOISE_DF = 3
-T_MAD_OVER_NORMAL_MAD = 0.7649 / 0.6745
-NOISE_DRAWS = 10
+# Beyond this many degrees of freedom Student-t is the normal distribution to within 1e-4 relative
+# in the quantiles used here; the normal is exact to compute and the continued fraction is slow there.
+NORMAL_DF = 1e5
 
+
+# --- distributions ---------------------------------------------------------------------------------
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta function I_x(a, b), by its continued fraction (A&S 26.5.8) with
+    the modified Lentz algorithm; the symmetry I_x(a, b) = 1 - I_(1-x)(b, a) keeps it where the
+    fraction converges fast."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1.0) / (a + b + 2.0):
+        return 1.0 - betainc(b, a, 1.0 - x)
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    tiny = 1e-300
+    f, c, d = tiny, tiny, 0.0
+    for j in range(1, 20000):
+        if j == 1:
+            num = 1.0
+        else:
+            n = j - 1
+            m = n // 2
+            if n % 2:
+                num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+            else:
+                num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        d = 1.0 + num * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + num / c
+        c = c if abs(c) > tiny else tiny
+        f *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return math.exp(log_front) * f / a
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student-t with df degrees of freedom (df may be inf: the normal)."""
+    if math.isnan(t):
+        return math.nan
+    if math.isinf(t):
+        return 0.0
+    if df >= NORMAL_DF:
+        return math.erfc(abs(t) / math.sqrt(2.0))
+    return betainc(df / 2.0, 0.5, df / (df + t * t))
+
+
+def _t_log_pdf(t: float, df: float) -> float:
+    return (math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+            - (df + 1) / 2 * math.log1p(t * t / df))
+
+
+def t_quantile(alpha: float, df: float) -> float:
+    """q > 0 with P(|T| >= q) = alpha: the half-width, in standard errors, of a two-sided interval
+    at confidence 1 - alpha. Newton's method on log q (the log tail is nearly linear there),
+    started from the normal quantile with its first Cornish-Fisher correction, kept in a bracket."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha {alpha} is not in (0, 1)")
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    if df >= NORMAL_DF:
+        return z
+    lo, hi = math.log(1e-12), math.log(1e300)
+    u = math.log(max(z + (z**3 + z) / (4.0 * df), 1e-6))
+    target = math.log(alpha)
+    for _ in range(200):
+        q = math.exp(u)
+        p = t_two_sided_p(q, df)
+        h = math.log(p) - target if p > 0 else -math.inf
+        if h > 0:
+            lo = u
+        else:
+            hi = u
+        slope = -2.0 * math.exp(_t_log_pdf(q, df)) * q / p if p > 0 else -math.inf
+        step = h / slope if math.isfinite(slope) and slope < 0 else math.nan
+        nxt = u - step
+        if not (math.isfinite(nxt) and lo < nxt < hi):
+            nxt = (lo + hi) / 2.0
+        if abs(nxt - u) < 1e-13:
+            return math.exp(nxt)
+        u = nxt
+    return math.exp(u)
+
+
+def gammainc_lower(s: float, x: float) -> float:
+    """Regularized lower incomplete gamma function P(s, x), by its series (A&S 6.5.29)."""
+    if x <= 0.0:
+        return 0.0
+    term = total = 1.0 / s
+    k = 0
+    while abs(term) > 1e-17 * abs(total) and k < 100000:
+        k += 1
+        term *= x / (s + k)
+        total += term
+    return min(1.0, math.exp(s * math.log(x) - x - math.lgamma(s)) * total)
+
+
+@functools.lru_cache(maxsize=None)
+def chi2_median(df: int) -> float:
+    """The median of the chi-square distribution with df degrees of freedom (bisection on its CDF)."""
+    lo, hi = 0.0, df + 10.0 * math.sqrt(df) + 10.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if gammainc_lower(df / 2.0, mid / 2.0) < 0.5:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (Holm 1979), in the order given; NaN stays NaN and does not
+    count towards m. Rejecting where the adjusted p-value is below alpha keeps the family-wise error
+    at alpha whatever the dependence between the tests."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    if not len(ok):
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m = len(order)
+    adjusted = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out[order] = adjusted
+    return out
+
+
+# --- runs as the unit of replication (compare) ------------------------------------------------------
+
+# One side of one metric: case -> run -> that run's log value of the case (oriented: larger is better).
+RunValues = Mapping[str, Mapping[str, float]]
+
+
+@dataclass(frozen=True)
+class _SideFit:
+    """One side's decomposition: per case its mean over runs, run count and residual variance."""
+
+    means: dict[str, float]
+    runs: dict[str, int]
+    own_var: dict[str, float]  # residual variance (k - 1 degrees of freedom); NaN with one run
+    run_var: float  # variance of the run shifts; NaN with fewer than two runs
+    run_df: int
+
+
+def _fit_side(values: RunValues) -> _SideFit:
+    cases = {c: {r: float(v) for r, v in runs.items() if math.isfinite(v)} for c, runs in values.items()}
+    cases = {c: runs for c, runs in cases.items() if runs}
+    means = {c: float(np.mean(list(runs.values()))) for c, runs in cases.items()}
+    deviations: dict[str, list[float]] = {}
+    for c, runs in cases.items():
+        if len(runs) >= 2:
+            for r, v in runs.items():
+                deviations.setdefault(r, []).append(v - means[c])
+    shift = {r: float(np.median(d)) for r, d in deviations.items()}
+    own_var = {}
+    for c, runs in cases.items():
+        k = len(runs)
+        if k < 2:
+            own_var[c] = math.nan
+            continue
+        s = np.array([shift.get(r, 0.0) for r in runs])
+        resid = np.array(list(runs.values())) - means[c] - (s - s.mean())
+        own_var[c] = float(np.sum(resid**2) / (k - 1))
+    n = len(shift)
+    run_var = float(np.var(list(shift.values()), ddof=1)) if n >= 2 else math.nan
+    return _SideFit(means, {c: len(r) for c, r in cases.items()}, own_var, run_var, max(n - 1, 0))
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The run-to-run spread of one metric's per-run log values, pooled over cases and both sides.
+
+    A run's value of a case varies between runs by `run_var` (shared by every case of the run) plus
+    `case_var` (its own); `floor` is a known per-run variance the user gave (`--noise`), below which
+    no case's variance is taken."""
+
+    run_var: float  # variance of whole-run shifts (0 when not observable)
+    run_df: int  # its degrees of freedom: runs - 1, summed over the sides
+    case_var: float  # pooled per-case (residual) variance; NaN when no case has 2 runs on a side
+    case_df: int  # sum over cases and sides of runs - 1
+    case_sides: int  # how many (case, side) variances were pooled
+    floor: float = 0.0
+
+    @property
+    def observable(self) -> bool:
+        return math.isfinite(self.case_var) or self.floor > 0
+
+    @property
+    def variance(self) -> float:
+        """Run-to-run variance of one run's log value of a typical case (NaN when not observable)."""
+        if not math.isfinite(self.case_var):
+            return self.floor if self.floor > 0 else math.nan
+        return max(self.run_var + self.case_var, self.floor)
+
+    @property
+    def sd(self) -> float:
+        return math.sqrt(self.variance)
+
+    @property
+    def relative(self) -> float:
+        return math.expm1(self.sd)
+
+    @property
+    def source(self) -> str:
+        if math.isfinite(self.case_var):
+            given = " (floored by --noise)" if self.floor > self.run_var + self.case_var else ""
+            return f"estimated from {self.case_sides} case-sides with 2 or more runs{given}"
+        if self.floor > 0:
+            return "as given by --noise (no case has 2 runs on a side)"
+        return "not observable: no case has 2 runs on either side"
+
+    def side_variance(self, own: float) -> float:
+        """Per-run variance of one side of one case whose own residual variance is `own` (NaN:
+        unknown, one run): the run shifts' plus the larger of its own and the pooled."""
+        if not math.isfinite(self.case_var):
+            return self.floor
+        case = max(own, self.case_var) if math.isfinite(own) else self.case_var
+        return max(self.run_var + case, self.floor)
+
+    def change_variance(self, own_base: float, own_cand: float, kb: int, kc: int) -> tuple[float, float]:
+        """(variance, degrees of freedom) of the difference of the sides' means of a case with kb
+        and kc runs and these own residual variances (NaN: unknown, the pooled one is used)."""
+        inv = 1.0 / kb + 1.0 / kc
+        if not math.isfinite(self.case_var):  # the floor alone: a known variance
+            return self.floor * inv, math.inf
+        vb = max(own_base, self.case_var) if math.isfinite(own_base) else self.case_var
+        vc = max(own_cand, self.case_var) if math.isfinite(own_cand) else self.case_var
+        a, b = self.run_var * inv, vb / kb + vc / kc
+        if self.floor * inv > a + b:
+            return self.floor * inv, math.inf
+        # Welch-Satterthwaite: the run part has few degrees of freedom, the pooled part counts half.
+        df_a, df_b = self.run_df, self.case_df / 2.0
+        denom = (a * a / df_a if a > 0 and df_a > 0 else 0.0) + (b * b / df_b if b > 0 else 0.0)
+        return a + b, ((a + b) ** 2 / denom) if denom > 0 else math.inf
+
+
+def _pool(fits: Sequence[_SideFit], noise_sd: float | None) -> Spread:
+    run_df = sum(f.run_df for f in fits if math.isfinite(f.run_var))
+    run_var = (sum(f.run_var * f.run_df for f in fits if math.isfinite(f.run_var)) / run_df) if run_df else 0.0
+    scaled, case_df = [], 0
+    for f in fits:
+        for c, var in f.own_var.items():
+            if math.isfinite(var):
+                nu = f.runs[c] - 1
+                scaled.append(var / (chi2_median(nu) / nu))
+                case_df += nu
+    case_var = float(np.median(scaled)) if scaled else math.nan
+    floor = math.log1p(noise_sd) ** 2 if noise_sd else 0.0
+    return Spread(run_var, run_df, case_var, case_df, len(scaled), floor)
+
+
+@dataclass(frozen=True)
+class SideMean:
+    """One side's estimate of a case: the mean of its per-run log values, that mean's sd, and its
+    interval at the change's confidence and degrees of freedom."""
+
+    mean: float
+    se: float
+    runs: int
+    low: float = math.nan
+    high: float = math.nan
+
+
+@dataclass(frozen=True)
+class Change:
+    """A case's change from baseline to candidate, on the log scale (positive = better), with its
+    interval at the per-case confidence and the two-sided p-value of no change."""
+
+    estimate: float
+    low: float
+    high: float
+    se: float
+    df: float
+    p: float
+    base: SideMean
+    cand: SideMean
+
+    @property
+    def runs(self) -> int:
+        """The fewer runs of the two sides."""
+        return min(self.base.runs, self.cand.runs)
+
+    @property
+    def ratio(self) -> float:
+        """Candidate over baseline speedup (or baseline over candidate time): > 1 is better."""
+        return math.exp(self.estimate)
+
+    @property
+    def ratio_low(self) -> float:
+        return math.exp(self.low)
+
+    @property
+    def ratio_high(self) -> float:
+        return math.exp(self.high)
+
+
+def run_changes(base: RunValues, cand: RunValues, confidence: float = DEFAULT_CONFIDENCE,
+                noise_sd: float | None = None) -> tuple[Spread, dict[str, Change]]:
+    """Each case's change between the sides from its per-run log values (see the module docstring);
+    `noise_sd` is a known relative run-to-run sd (0.03 = 3%) used as a floor. Cases on one side only
+    are left out. Without an observable spread the intervals are NaN."""
+    fb, fc = _fit_side(base), _fit_side(cand)
+    spread = _pool([fb, fc], noise_sd)
+    alpha = 1.0 - confidence
+    out = {}
+    for case in fb.means.keys() & fc.means.keys():
+        kb, kc = fb.runs[case], fc.runs[case]
+        d = fc.means[case] - fb.means[case]
+        if not spread.observable:
+            nan = math.nan
+            out[case] = Change(d, nan, nan, nan, nan, nan, SideMean(fb.means[case], nan, kb),
+                               SideMean(fc.means[case], nan, kc))
+            continue
+        var, df = spread.change_variance(fb.own_var[case], fc.own_var[case], kb, kc)
+        se = math.sqrt(var)
+        q = t_quantile(alpha, df)
+        if se > 0:
+            p = t_two_sided_p(d / se, df)
+        else:
+            p = 1.0 if d == 0 else 0.0
+        sides = []
+        for fit, k in ((fb, kb), (fc, kc)):
+            mean, side_se = fit.means[case], math.sqrt(spread.side_variance(fit.own_var[case]) / k)
+            sides.append(SideMean(mean, side_se, k, mean - q * side_se, mean + q * side_se))
+        out[case] = Change(d, d - q * se, d + q * se, se, df, p, *sides)
+    return spread, out
+
+
+def verdict(change: Change, min_effect: float = DEFAULT_MIN_EFFECT, min_runs: int = DEFAULT_MIN_RUNS) -> str:
+    """regressed / improved / unchanged / noisy from the interval and the minimum effect, or
+    insufficient-runs when a side has fewer than min_runs runs or the spread is not observable."""
+    if change.runs < min_runs or not (math.isfinite(change.low) and math.isfinite(change.high)):
+        return INSUFFICIENT
+    band = math.log1p(min_effect)
+    if change.high < 0 and change.estimate <= -band:
+        return REGRESSED
+    if change.low > 0 and change.estimate >= band:
+        return IMPROVED
+    if change.low >= -band and change.high <= band:
+        return UNCHANGED
+    if change.high < 0 or change.low > 0:
+        # Significant, but the estimate is smaller than the minimum effect worth reporting.
+        return UNCHANGED
+    return NOISY
+
+
+def detectable(spread: Spread, kb: int, kc: int, confidence: float = DEFAULT_CONFIDENCE) -> float:
+    """The relative change a typical case (pooled variance, kb and kc runs) needs before its interval
+    excludes no change: the interval's half-width, as a ratio - 1. NaN when not observable."""
+    if not spread.observable or kb < 1 or kc < 1:
+        return math.nan
+    var, df = spread.change_variance(math.nan, math.nan, kb, kc)
+    return math.expm1(t_quantile(1.0 - confidence, df) * math.sqrt(var))
+
+
+# --- per-run sampling intervals by the bootstrap (history) ---------------------------------------------
 
 def as_samples(values) -> np.ndarray:
     """Positive finite timing samples as a float array (None, NaN, non-positive values dropped)."""
@@ -142,70 +521,9 @@ def side_estimate(values: Sequence[float], replicates: Sequence[np.ndarray], rng
 
 
 @dataclass(frozen=True)
-class Change:
-    """A case's change from baseline to candidate, on the log scale (positive = better)."""
-
-    estimate: float
-    low: float
-    high: float
-    se: float
-
-    @property
-    def ratio(self) -> float:
-        """Candidate over baseline speedup (or baseline over candidate time): > 1 is better."""
-        return math.exp(self.estimate)
-
-    @property
-    def ratio_low(self) -> float:
-        return math.exp(self.low)
-
-    @property
-    def ratio_high(self) -> float:
-        return math.exp(self.high)
-
-
-def interval(
-    estimate: float,
-    replicates: np.ndarray,
-    noise: "NoiseEstimate | float",
-    confidence: float,
-    rng: np.random.Generator,
-) -> Change:
-    """Percentile interval of the change: the bootstrap replicates (within-run sampling) plus an
-    independent run-to-run noise draw, Student-t with NOISE_DF degrees of freedom. Each replicate is
-    paired with NOISE_DRAWS noise draws so that the tail quantiles of the sum are stable."""
-    scale = noise.t_scale if isinstance(noise, NoiseEstimate) else float(noise) / T_MAD_OVER_NORMAL_MAD
-    draws = np.asarray(replicates, dtype=float)
-    if scale > 0:
-        draws = np.repeat(draws, NOISE_DRAWS) + scale * rng.standard_t(NOISE_DF, size=len(draws) * NOISE_DRAWS)
-    alpha = 1.0 - confidence
-    low, high = np.quantile(draws, [alpha / 2, 1 - alpha / 2])
-    se = float(np.std(draws, ddof=1)) if len(draws) > 1 else math.inf
-    # The percentile interval is centred on the replicates; keep the point estimate inside it.
-    return Change(estimate, min(float(low), estimate), max(float(high), estimate), se)
-
-
-def verdict(change: Change, min_effect: float = DEFAULT_MIN_EFFECT) -> str:
-    """regressed / improved / unchanged / noisy from the interval and the minimum effect."""
-    if not (math.isfinite(change.low) and math.isfinite(change.high)):
-        return NOISY
-    band = math.log1p(min_effect)
-    if change.high < 0 and change.estimate <= -band:
-        return REGRESSED
-    if change.low > 0 and change.estimate >= band:
-        return IMPROVED
-    if change.low >= -band and change.high <= band:
-        return UNCHANGED
-    if change.high < 0 or change.low > 0:
-        # Significant, but the estimate is smaller than the minimum effect worth reporting.
-        return UNCHANGED
-    return NOISY
-
-
-@dataclass(frozen=True)
 class NoiseEstimate:
-    """Run-to-run noise of a log change beyond what the samples explain. `sd` is on the normal
-    scale (1.4826 MAD); the noise itself is drawn heavy-tailed (`t_scale`, see `interval`)."""
+    """Run-to-run noise of a log change beyond what the bootstrap explains (history's change points).
+    `sd` is on the normal scale (1.4826 MAD)."""
 
     sd: float
     cases: int
@@ -214,11 +532,6 @@ class NoiseEstimate:
     @property
     def relative(self) -> float:
         return math.expm1(self.sd)
-
-    @property
-    def t_scale(self) -> float:
-        """Scale of the Student-t with the same MAD as a normal of this sd."""
-        return self.sd / T_MAD_OVER_NORMAL_MAD
 
 
 def excess_noise(changes: Sequence[float], ses: Sequence[float], groups: Sequence[object]) -> NoiseEstimate:
@@ -251,10 +564,3 @@ def excess_noise(changes: Sequence[float], ses: Sequence[float], groups: Sequenc
     spread = MAD_TO_SD * float(np.median(np.abs(r - np.median(r))))
     sampling = float(np.median(np.square(used_se)))
     return NoiseEstimate(math.sqrt(max(0.0, spread**2 - sampling)), len(residuals), "estimated")
-
-
-def given_noise(relative_sd: float) -> NoiseEstimate:
-    """A noise level the user set (`--noise 0.03`: 3% run-to-run sd)."""
-    if relative_sd < 0:
-        raise ValueError("noise must be >= 0")
-    return NoiseEstimate(math.log1p(relative_sd), 0, "given")

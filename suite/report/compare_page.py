@@ -1,9 +1,11 @@
 """Render a comparison (`suite.analysis.compare.Comparison`): `index.html`, `report.md`, PNG plots.
 
 `report.md` starts with a short summary meant for a CI job summary (`cat report.md >>
-$GITHUB_STEP_SUMMARY`): the verdict counts, the cases that need attention, then every case in a
-collapsed table. Nothing is computed here beyond formatting: every number is a column of
-`Comparison.cases` or a property of the comparison.
+$GITHUB_STEP_SUMMARY`): the gate's outcome, what the data can and cannot show (`Comparison.reach`:
+the smallest change it could tell from run-to-run noise, or that one run per side cannot tell any),
+the verdict counts, the cases that need attention, then every case in a collapsed table. Nothing is
+computed here beyond formatting: every number is a column of `Comparison.cases` or a property of
+the comparison.
 """
 
 from __future__ import annotations
@@ -19,15 +21,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite.analysis import compare  # noqa: E402
-from suite.report import md_table, fmt, publish, write_pages  # noqa: E402
-from suite.report.plots import save_figure  # noqa: E402
+from suite.analysis import compare, stats  # noqa: E402
+from suite.report import md_image, md_table, md_text, fmt, publish, write_pages  # noqa: E402
+from suite.report.plots import plain_log_ticks, save_figure  # noqa: E402
 
 ATTENTION = (
     "regressed", "new-failure", "new-skip", "missing", "improved", "recovered",
 )
 VERDICT_COLORS = {
     "regressed": "#c0392b", "improved": "#1e8449", "unchanged": "#7f8c8d", "noisy": "#d4ac0d",
+    "insufficient-runs": "#af7ac5",
 }
 SIDE_COLUMNS = [
     ("torch_version", "torch"), ("torchao_version", "torchao"), ("te_version", "Transformer Engine"),
@@ -35,7 +38,8 @@ SIDE_COLUMNS = [
     ("git_sha", "git commit"), ("code_hash", "suite code hash"),
 ]
 CASE_COLUMNS = [
-    ("verdict", "verdict"), ("workload", "workload"), ("shape", "case"), ("precision", "precision"),
+    ("verdict", "verdict"), ("gate", "gate"), ("workload", "workload"), ("shape", "case"), ("precision", "precision"),
+    ("runs", "runs base / cand"),
     ("base_speedup", "baseline speedup"), ("cand_speedup", "candidate speedup"),
     ("speedup_change", "speedup change [interval]"), ("base_time", "baseline ms"),
     ("cand_time", "candidate ms"), ("time_change", "time change [interval]"), ("time_verdict", "time verdict"),
@@ -69,6 +73,8 @@ def case_rows(cases: pd.DataFrame) -> list[dict]:
         rel = [fmt(c.get(k), ".2e") for k in ("base_rel_err", "cand_rel_err")]
         rows.append({
             "verdict": c["verdict"],
+            "gate": "fails" if c["gate"] else "",
+            "runs": f"{int(c['base_runs'])} / {int(c['cand_runs'])}" if c["base_runs"] or c["cand_runs"] else "",
             "workload": c["workload"],
             "shape": c["shape"],
             "precision": c["precision"],
@@ -98,20 +104,61 @@ def _side_view(side: compare.Side) -> dict:
     }
 
 
-def _noise_text(name: str, noise) -> str:
-    if noise.source == "estimated":
-        return (f"{name}: run-to-run noise ±{noise.relative:.1%} (sd), estimated from the spread of "
-                f"{noise.cases} cases beyond their sampling error")
-    if noise.source == "given":
-        return f"{name}: run-to-run noise ±{noise.relative:.1%} (sd), as given by --noise"
-    return f"{name}: run-to-run noise {noise.source}; intervals reflect sampling inside the runs only"
+def _spread_text(name: str, spread) -> str:
+    if not spread.observable:
+        return f"{name}: run-to-run noise {spread.source}"
+    shifts = (f"; whole-run shifts ±{math.expm1(math.sqrt(spread.run_var)):.1%} of it" if spread.run_var > 0 else "")
+    return f"{name}: run-to-run sd ±{spread.relative:.1%} of one run's value, {spread.source}{shifts}"
+
+
+def _runs(reach) -> str:
+    kb, kc = reach.runs
+    return f"{kb} run{'s' if kb != 1 else ''} per side" if kb == kc else f"{kb} and {kc} runs per side"
+
+
+def _reach_text(reach, cmp: compare.Comparison) -> str:
+    """What one metric's data can and cannot show, in a sentence or two."""
+    o = cmp.options
+    label = "Speedups" if reach.metric == "speedup" else "Absolute times (same device)"
+    column = "speedup_verdict" if reach.metric == "speedup" else "time_verdict"
+    if reach.tested == 0:
+        return (f"{label}: {_runs(reach)}, too few to measure run-to-run noise (a verdict needs {o.min_runs} per "
+                f"side), so no case can be called regressed or improved: record {stats.RECOMMENDED_RUNS} "
+                f"runs per side (runs={stats.RECOMMENDED_RUNS} in both selectors).")
+    verdicts = cmp.cases[column]
+    regressed, improved = int((verdicts == "regressed").sum()), int((verdicts == "improved").sum())
+    if regressed:
+        text = f"{label}: {regressed} case(s) regressed by {o.min_effect:.0%} or more"
+    else:
+        text = f"{label}: no case shown to regress (a significant change of {o.min_effect:.0%} or more)"
+    if improved:
+        text += f", {improved} improved"
+    text += (f". With {_runs(reach)}, a typical case's change must exceed about ±{reach.detectable:.0%} to be told "
+             f"from run-to-run noise (run-to-run sd {reach.spread.relative:.1%} of one run's value)")
+    if reach.metric == "speedup":
+        worst = f"a speedup drop of {1 - reach.worst:.0%}" if reach.worst < 1 else "no drop"
+    else:
+        worst = f"a slowdown of {reach.worst - 1:.0%}" if reach.worst > 1 else "no slowdown"
+    text += f"; the least certain case's {o.confidence:.0%} interval still admits {worst}."
+    if reach.compared > reach.tested:
+        text += f" {reach.compared - reach.tested} case(s) have too few runs for a verdict."
+    return text
+
+
+def _gate_text(cmp: compare.Comparison) -> str:
+    fail_on = ",".join(cmp.options.fail_on) or "none"
+    failing = int(cmp.cases["gate"].sum())
+    if failing:
+        return f"Gate (--fail-on {fail_on}): fails, {failing} case(s); exit status 1."
+    return f"Gate (--fail-on {fail_on}): passes; exit status 0."
 
 
 def build_view(cmp: compare.Comparison) -> dict:
     o = cmp.options
     counts = cmp.counts()
     ordered = [(v, counts[v]) for v in compare.VERDICTS if v in counts]
-    attention = cmp.cases[cmp.cases["verdict"].isin(ATTENTION)]
+    attention = cmp.cases[cmp.cases["verdict"].isin(ATTENTION) | cmp.cases["gate"]]
+    m = compare.family_size(cmp.cases, o.fail_on)
     return {
         "title": f"{cmp.baseline.scenario}: {cmp.baseline.describe()} vs {cmp.candidate.describe()}",
         "scenario": cmp.baseline.scenario if cmp.baseline.scenario == cmp.candidate.scenario
@@ -123,17 +170,25 @@ def build_view(cmp: compare.Comparison) -> dict:
         ],
         "counts": ordered,
         "headline": ", ".join(f"{n} {v}" for v, n in ordered),
+        "gate": _gate_text(cmp),
+        "reach": [_reach_text(r, cmp) for r in cmp.reach.values() if r.compared],
         "method": (
-            f"Speedup = median time of the in-run baseline precision / median time of the case, within one "
-            f"run. Change = candidate speedup / baseline speedup, with a {o.confidence:.0%} bootstrap "
-            f"interval ({o.resamples} resamples of the stored per-repetition samples; pooled runs are "
-            f"resampled runs-then-samples) widened by the run-to-run noise below. A case is regressed or "
-            f"improved when its interval excludes no change and the change is at least {o.min_effect:.0%}; "
-            f"unchanged when the interval lies within ±{o.min_effect:.0%} or the change is significant but "
-            f"smaller; noisy when the interval straddles no change and reaches past ±{o.min_effect:.0%}. "
-            "Absolute times are compared the same way, only when both sides ran on the same device model."
+            f"Each run gives one value per case: its median time over the run's repetitions, and its speedup = "
+            f"median time of the in-run baseline precision / the case's. Runs are the unit of replication: a "
+            f"side's estimate is the mean of its runs' log values, whose run-to-run variance is a whole-run shift "
+            f"shared by every case plus the larger of the case's own variance and the variance pooled over all "
+            f"cases and both sides (the median of the per-case variances over the median of chi-square(k-1)/(k-1)). "
+            f"Change = candidate / baseline, with a {o.confidence:.0%} Student-t interval (Welch-Satterthwaite "
+            f"degrees of freedom, the pooled part at half its own). A case is regressed or improved when its "
+            f"interval excludes no change, the change is at least {o.min_effect:.0%} and both sides have at least "
+            f"{o.min_runs} runs of it; insufficient-runs with fewer; unchanged when the interval lies within "
+            f"±{o.min_effect:.0%} or the change is significant but smaller; noisy when the interval straddles no "
+            f"change and reaches past ±{o.min_effect:.0%}. Absolute times are compared the same way, only when both "
+            f"sides ran on the same device model. The gate fails on the verdicts of --fail-on; a regressed or "
+            f"improved case must also be significant at the family-wise {o.confidence:.0%} (Holm's step-down over "
+            f"the {m} tests the gate looks at). False alarms and power of this method: docs/calibration.md."
         ),
-        "noise": [_noise_text(k, n) for k, n in cmp.noise.items()],
+        "noise": [_spread_text(k, s) for k, s in cmp.spread.items()],
         "warnings": list(cmp.warnings),
         "attention": case_rows(attention),
         "cases": case_rows(cmp.cases),
@@ -143,22 +198,27 @@ def build_view(cmp: compare.Comparison) -> dict:
 
 def markdown(view: dict) -> str:
     b, c = view["sides"]
+    # Selectors, run summaries (versions, device names) and warnings hold text from the command
+    # line and from records: escaped (suite.report.md_text) like every table cell.
     lines = [
-        f"# mpsuite comparison: {view['scenario']}",
+        f"# mpsuite comparison: {md_text(view['scenario'])}",
         "",
-        f"**{view['headline']}**",
+        f"**{md_text(view['gate'], code_spans=True)}**",
         "",
-        f"- baseline `{b['selector']}`: run {', '.join(b['runs'])} ({b['summary']})",
-        f"- candidate `{c['selector']}`: run {', '.join(c['runs'])} ({c['summary']})",
+        *[line for text in view["reach"] for line in (md_text(text, code_spans=True), "")],
+        f"Verdicts: {md_text(view['headline'])}.",
+        "",
+        f"- baseline {md_text(b['selector'])}: run {', '.join(b['runs'])} ({md_text(b['summary'])})",
+        f"- candidate {md_text(c['selector'])}: run {', '.join(c['runs'])} ({md_text(c['summary'])})",
         "",
     ]
-    lines += [f"> {w}" for w in view["warnings"]] + ([""] if view["warnings"] else [])
+    lines += [f"> {md_text(w)}" for w in view["warnings"]] + ([""] if view["warnings"] else [])
     if view["attention"]:
         lines += ["## Needs attention", "", md_table(view["attention"], CASE_COLUMNS), ""]
     lines += ["<details><summary>All cases</summary>", "", md_table(view["cases"], CASE_COLUMNS), "",
               "</details>", "", "## Method", "", view["method"], ""]
-    lines += [f"- {n}" for n in view["noise"]] + [""]
-    lines += [f"![{p['title']}]({p['file']})" for p in view["plots"]]
+    lines += [f"- {md_text(n)}" for n in view["noise"]] + [""]
+    lines += [md_image(p["title"], p["file"]) for p in view["plots"]]
     return "\n".join(lines) + "\n"
 
 
@@ -196,12 +256,13 @@ def _interval_plot(rows: pd.DataFrame, path: Path, title: str, xlabel: str, min_
                label=f"±{min_effect:.0%} (minimum effect)")
     ax.set_yticks(y, [_label(r) for _, r in rows.iterrows()], fontsize=7)
     ax.set_xscale("log")
+    plain_log_ticks(ax)
     ax.set_xlabel(xlabel)
     ax.set_title(title)
     for v, color in VERDICT_COLORS.items():
         if (rows[verdict] == v).any():
             ax.scatter([], [], c=color, label=v)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # never over an interval
     ax.grid(True, axis="x", alpha=0.3)
     return save_figure(fig, path)
 
@@ -224,9 +285,10 @@ def _speedups_plot(rows: pd.DataFrame, path: Path, base_name: str, cand_name: st
     ax.axvline(1.0, color="k", lw=1)
     ax.set_yticks(y, [_label(r) for _, r in rows.iterrows()], fontsize=7)
     ax.set_xscale("log")
+    plain_log_ticks(ax)
     ax.set_xlabel("speedup over the in-run baseline precision (x), with sampling intervals")
     ax.set_title("Speedup per case, baseline vs candidate (largest change at the top)")
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(True, axis="x", alpha=0.3)
     return save_figure(fig, path)
 
@@ -287,9 +349,12 @@ def text_summary(cmp: compare.Comparison, failing: pd.DataFrame) -> str:
     lines = [
         f"baseline  {b['selector']}: {', '.join(b['runs'])} ({b['summary']})",
         f"candidate {c['selector']}: {', '.join(c['runs'])} ({c['summary']})",
+        view["gate"],
+        *view["reach"],
         view["headline"],
     ]
     for row in case_rows(failing):
         change = row["speedup_change"] or row["time_change"]
-        lines.append(f"  {row['verdict']:<12} {row['workload']} {row['precision']} {row['shape']}  {change}  {row['detail']}".rstrip())
+        tag = row["verdict"] + (f", time {row['time_verdict']}" if row["time_verdict"] else "")
+        lines.append(f"  {tag:<28} {row['workload']} {row['precision']} {row['shape']}  {change}  {row['detail']}".rstrip())
     return "\n".join(lines)

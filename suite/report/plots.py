@@ -65,6 +65,17 @@ def _log_if_wide(ax, values, axis: str = "y") -> None:
         (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
 
 
+def plain_log_ticks(ax, axis: str = "x") -> None:
+    """Log-axis ticks at 1, 2, 5 x 10^k written as plain numbers (0.5, 2, 20), no minor labels:
+    matplotlib's default `2 x 10^0` labels overlap on a short axis."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    target.set_minor_formatter(NullFormatter())
+
+
 def _legend(ax) -> None:
     """Inside when short; beside the axes when long, so it never covers the data."""
     handles, labels = ax.get_legend_handles_labels()

@@ -1,0 +1,309 @@
+"""How often `compare` raises a false alarm, and how often it finds a real slowdown.
+
+    python -m benchmarks.calibrate                        # the table in docs/calibration.md
+    python -m benchmarks.calibrate --out docs/calibration.md
+    python -m benchmarks.calibrate --models "bursts 10%" --runs 3 --clean 20 --planted 5
+
+Synthetic runs are built from one real record (`TEMPLATE`, a committed run of scenarios/cpu.toml):
+its cases give the structure of every synthetic run (workloads, precisions, shapes, which case is the
+baseline precision of which, all the record's columns, so that the comparison goes through the same
+code as real runs) and each case's typical median time. Each group of one baseline-precision case
+(fp32) and its speedup cases (bf16, fp16) is copied until a run has `GROUPS` groups: 20 speedup
+cases and 10 baseline cases. What varies between the synthetic runs is controlled noise only
+(`Noise`), applied to each case's true time to draw `SAMPLES` repetitions:
+
+- iid: each repetition's time times a lognormal factor of that relative sd;
+- shift: each run's value of a case moves between runs with that relative sd, half of the variance
+  shared by the whole run (a slower runner), half the case's own (load while it ran);
+- bimodal: that fraction of repetitions is 2x slow (threads descheduled mid-run);
+- burst: that fraction of (run, case) pairs is 2x slow in all its repetitions (another job ran).
+
+Every model other than iid keeps 1% iid noise underneath. A clean comparison draws both sides from
+the same model; a planted one slows `PLANTED` speedup cases by the effect on the candidate side.
+Counted per cell (model x runs per side): false alarms per case (a speedup, or a time, called
+regressed or improved when nothing changed), P(exit 1) of the default gate on a clean comparison,
+and power: the share of planted cases called regressed, and the share that fail the gate.
+Everything is seeded: a cell's comparisons depend on the seed, the model, the run count and the
+comparison's index only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shlex
+import sys
+import time
+import zlib
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from suite.analysis import compare, stats
+from suite.results import store
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "results" / "reference" / "cpu_amx" / "cpu" / "20261201T091332Z-cb2509.parquet"
+GROUPS = 10  # baseline-precision cases per run, each with its speedup cases (2 each in the template)
+SAMPLES = 30  # repetitions per case and run
+PLANTED = 5  # speedup cases slowed on the candidate side of a planted comparison
+RUN_COUNTS = (1, 2, 3, 5)
+EFFECTS = (0.20, 0.50)
+CLEAN, PLANTED_COMPARISONS, SEED = 200, 25, 20261201
+
+
+@dataclass(frozen=True)
+class Noise:
+    name: str
+    iid: float = 0.01
+    shift: float = 0.0
+    bimodal: float = 0.0
+    burst: float = 0.0
+
+
+MODELS = (
+    Noise("iid 1%", iid=0.01), Noise("iid 5%", iid=0.05), Noise("iid 20%", iid=0.20),
+    Noise("run shifts 3%", shift=0.03), Noise("run shifts 10%", shift=0.10),
+    Noise("bimodal 10%", bimodal=0.10), Noise("bimodal 30%", bimodal=0.30),
+    Noise("bursts 10%", burst=0.10),
+)
+BY_NAME = {m.name: m for m in MODELS}
+
+
+def template(path: Path = TEMPLATE, groups: int = GROUPS) -> pd.DataFrame:
+    """One synthetic run's rows (without samples), from the record in `path` (see `template_of`)."""
+    return template_of(store.read_file(path), groups)
+
+
+def template_of(df: pd.DataFrame, groups: int = GROUPS) -> pd.DataFrame:
+    """One synthetic run's rows (without samples): the run's measured baseline-precision cases and
+    their measured speedup cases, copied group by group until there are `groups` groups; `true_ms`
+    is each case's median in the run."""
+    ok = df[df["status"] == "ok"]
+    bases = ok[ok["case_id"] == ok["baseline_case_id"]]
+    real = [[b] + ok.index[(ok["baseline_case_id"] == ok.at[b, "case_id"]) & (ok["case_id"] != ok.at[b, "case_id"])].tolist()
+            for b in bases.index]
+    real = [group for group in real if len(group) > 1]
+    if not real:
+        raise ValueError("no baseline-precision case with a measured speedup case in the run")
+    copies = []
+    for g in range(groups):
+        rows = ok.loc[real[g % len(real)]].copy()
+        rows["case_id"] = rows["case_id"] + f".{g}"
+        rows["baseline_case_id"] = rows["baseline_case_id"] + f".{g}"
+        rows["params"] = f'{{"copy": {g}}}'  # distinct shape labels in reports
+        copies.append(rows)
+    out = pd.concat(copies, ignore_index=True)
+    out["true_ms"] = out["time_ms_median"].astype(float)
+    return out
+
+
+def _rng(seed: int, *keys) -> np.random.Generator:
+    return np.random.default_rng([seed, *(zlib.crc32(str(k).encode()) for k in keys)])
+
+
+def synthetic_run(tmpl: pd.DataFrame, noise: Noise, rng: np.random.Generator, run_id: str,
+                  slow: dict[str, float] | None = None) -> pd.DataFrame:
+    """One run drawn from the model; `slow` = {case_id: factor} plants a slowdown."""
+    n = len(tmpl)
+    level_sd = math.log1p(noise.shift) / math.sqrt(2.0)
+    level = np.exp(level_sd * (rng.standard_normal() + rng.standard_normal(n)))
+    level *= np.where(rng.random(n) < noise.burst, 2.0, 1.0)
+    factor = np.array([(slow or {}).get(c, 1.0) for c in tmpl["case_id"]])
+    reps = np.exp(math.log1p(noise.iid) * rng.standard_normal((n, SAMPLES)))
+    reps *= np.where(rng.random((n, SAMPLES)) < noise.bimodal, 2.0, 1.0)
+    samples = (tmpl["true_ms"].to_numpy(float) * level * factor)[:, None] * reps
+    run = tmpl.drop(columns="true_ms").copy()
+    run["run_id"] = run_id
+    run["samples_ms"] = list(samples)
+    run["time_ms_median"] = np.median(samples, axis=1)
+    run["time_ms_p10"], run["time_ms_p90"] = np.quantile(samples, [0.1, 0.9], axis=1)
+    run["n_samples"] = SAMPLES
+    return run
+
+
+def planted_cases(tmpl: pd.DataFrame, count: int = PLANTED) -> list[str]:
+    """The speedup cases a planted comparison slows: spread over the groups."""
+    speedup = tmpl[tmpl["case_id"] != tmpl["baseline_case_id"]]["case_id"].tolist()
+    step = max(1, len(speedup) // count)
+    return speedup[::step][:count]
+
+
+def sides(tmpl: pd.DataFrame, noise: Noise, runs: int, rng: np.random.Generator,
+          slow: dict[str, float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Baseline and candidate records of one comparison: `runs` synthetic runs per side."""
+    ids = iter(f"20000101T{h:02d}{m:02d}00Z-{rng.integers(1 << 24):06x}" for h in range(24) for m in range(60))
+    base = [synthetic_run(tmpl, noise, rng, next(ids)) for _ in range(runs)]
+    cand = [synthetic_run(tmpl, noise, rng, next(ids), slow) for _ in range(runs)]
+    return pd.concat(base, ignore_index=True), pd.concat(cand, ignore_index=True)
+
+
+def run_compare(base: pd.DataFrame, cand: pd.DataFrame, options: compare.Options) -> compare.Comparison:
+    return compare.compare(compare.Side("baseline", "synthetic", base), compare.Side("candidate", "synthetic", cand),
+                           options)
+
+
+@dataclass
+class Cell:
+    """Counts of one model x run count."""
+
+    model: str
+    runs: int
+    clean: int = 0
+    speedup_tests: int = 0
+    speedup_alarms: int = 0  # unchanged speedups called regressed or improved
+    time_tests: int = 0
+    time_alarms: int = 0
+    exits: int = 0  # clean comparisons the default gate fails
+    planted: dict[float, tuple[int, int, int]] = field(default_factory=dict)  # effect -> (cases, regressed, gated)
+
+    def row(self) -> dict[str, str]:
+        out = {
+            "noise": self.model, "runs/side": str(self.runs),
+            "FA/case speedup": _share(self.speedup_alarms, self.speedup_tests, 2),
+            "FA/case time": _share(self.time_alarms, self.time_tests, 2),
+            "P(exit 1) clean": _share(self.exits, self.clean, 1),
+        }
+        for effect, (n, found, gated) in sorted(self.planted.items()):
+            out[f"power {effect:.0%}"] = _share(found, n, 0)
+            out[f"gate power {effect:.0%}"] = _share(gated, n, 0)
+        return out
+
+
+def _share(k: int, n: int, digits: int) -> str:
+    return f"{100 * k / n:.{digits}f}% ({k}/{n})" if n else ""
+
+
+ALARMS = (stats.REGRESSED, stats.IMPROVED)
+
+
+def run_cell(tmpl: pd.DataFrame, noise: Noise, runs: int, clean: int, planted: int, seed: int,
+             effects: tuple[float, ...] = EFFECTS, options: compare.Options = compare.Options()) -> Cell:
+    """`clean` comparisons without a change and `planted` per effect, drawn from the model."""
+    cell = Cell(noise.name, runs)
+    for i in range(clean):
+        result = run_compare(*sides(tmpl, noise, runs, _rng(seed, noise.name, runs, "clean", i)), options)
+        cases = result.cases
+        speedup = cases[cases["metric"] == "speedup"]
+        timed = cases[cases["time_verdict"] != ""]
+        cell.clean += 1
+        cell.speedup_tests += len(speedup)
+        cell.speedup_alarms += int(speedup["speedup_verdict"].isin(ALARMS).sum())
+        cell.time_tests += len(timed)
+        cell.time_alarms += int(timed["time_verdict"].isin(ALARMS).sum())
+        cell.exits += int(bool(cases["gate"].any()))
+    targets = planted_cases(tmpl)
+    for effect in effects:
+        n = found = gated = 0
+        for i in range(planted):
+            rng = _rng(seed, noise.name, runs, f"planted {effect}", i)
+            result = run_compare(*sides(tmpl, noise, runs, rng, {c: 1.0 + effect for c in targets}), options)
+            hit = result.cases.set_index("case_id").loc[targets]
+            n += len(targets)
+            found += int((hit["speedup_verdict"] == stats.REGRESSED).sum())
+            gated += int(hit["gate"].sum())
+        cell.planted[effect] = (n, found, gated)
+    return cell
+
+
+def table(cells: list[Cell]) -> str:
+    rows = [c.row() for c in cells]
+    columns = list(rows[0])
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(r.values()) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.calibrate", description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default=",".join(m.name for m in MODELS),
+                   help="noise models, comma-separated (default: all): " + ", ".join(BY_NAME).replace("%", "%%"))
+    p.add_argument("--runs", default=",".join(map(str, RUN_COUNTS)), help="runs per side, comma-separated")
+    p.add_argument("--clean", type=int, default=CLEAN, help=f"clean comparisons per cell (default {CLEAN})")
+    p.add_argument("--planted", type=int, default=PLANTED_COMPARISONS,
+                   help=f"comparisons per planted effect and cell (default {PLANTED_COMPARISONS})")
+    p.add_argument("--seed", type=int, default=SEED, help=f"seed (default {SEED})")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="cells computed in parallel (default: one per CPU)")
+    p.add_argument("--out", help="write the Markdown page here (docs/calibration.md) as well as printing the table")
+    args = p.parse_args(argv)
+    models = [BY_NAME[name.strip()] for name in args.models.split(",") if name.strip()]
+    run_counts = [int(r) for r in args.runs.split(",")]
+    tmpl = template()
+    started = time.monotonic()
+    grid = [(noise, runs) for noise in models for runs in run_counts]
+    # Cells are independent and seeded by their own keys, so the order they finish in changes nothing.
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [pool.submit(run_cell, tmpl, noise, runs, args.clean, args.planted, args.seed) for noise, runs in grid]
+        cells = []
+        for (noise, runs), future in zip(grid, futures):
+            cells.append(future.result())
+            print(f"  {noise.name}, {runs} run(s) per side ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    text = table(cells)
+    print(text)
+    if args.out:
+        given = list(sys.argv[1:] if argv is None else argv)
+        command = shlex.join(["python", "-m", "benchmarks.calibrate", *given])
+        Path(args.out).write_text(page(text, command, args, tmpl), encoding="utf-8")
+    return 0
+
+
+def page(text: str, command: str, args, tmpl: pd.DataFrame) -> str:
+    speedups = int((tmpl["case_id"] != tmpl["baseline_case_id"]).sum())
+    return PAGE.format(table=text, command=command, seed=args.seed, clean=args.clean, planted=args.planted,
+                       template=TEMPLATE.relative_to(ROOT), speedups=speedups, cases=len(tmpl), samples=SAMPLES,
+                       planted_cases=PLANTED)
+
+
+PAGE = """\
+# Calibration of the comparison's verdicts
+
+How often `python -m suite compare` calls an unchanged case regressed or improved, how often a clean
+comparison exits 1, and how often it finds a planted slowdown, measured on synthetic runs with
+known noise. Produced by `benchmarks/calibrate.py` (`nox -s calibrate`), seed {seed}:
+
+```bash
+{command}
+```
+
+**Runs.** Every synthetic run has the cases of one real record, `{template}` (`scenarios/cpu.toml`
+on a 2-core VM): its fp32 cases and the bf16 and fp16 cases measured against them, copied to
+{cases} cases ({speedups} speedups), each case's median in the record as its true time, all the
+record's columns, so that the comparison reads them as it reads real runs. Each case draws {samples}
+repetitions per run from the noise model of its row:
+
+| noise model | what varies |
+|---|---|
+| iid 1% / 5% / 20% | each repetition's time, by a lognormal factor of that relative sd |
+| run shifts 3% / 10% | a case's level from run to run, by that relative sd: half the variance shared by the whole run (a slower runner), half the case's own (load while it ran); 1% iid underneath |
+| bimodal 10% / 30% | that share of the repetitions is 2x slow (threads descheduled mid-run); 1% iid underneath |
+| bursts 10% | 10% of (run, case) pairs are 2x slow in every repetition (another job ran meanwhile); 1% iid underneath |
+
+A clean comparison draws both sides from the same model ({clean} per cell); a planted one slows
+{planted_cases} speedup cases by 20% or 50% on the candidate side ({planted} comparisons per effect
+and cell).
+
+**Columns.**
+
+- **FA/case speedup**, **FA/case time**: the share of unchanged cases whose speedup (time) verdict
+  is `regressed` or `improved` (per-case confidence 99%, minimum effect 5%).
+- **P(exit 1) clean**: the share of clean comparisons the default gate fails
+  (`--fail-on regressed,time:regressed,new-failure,new-skip`, family-wise 99% by Holm's method).
+- **power 20%**, **power 50%**: the share of planted cases whose speedup verdict is `regressed`;
+  **gate power**: the share that fail the default gate (their speedup, or their time, regressed at
+  the family-wise level).
+
+With 1 run per side no case is ever `regressed` or `improved`: run-to-run noise is not observable
+from one run, the verdict is `insufficient-runs`. With bursts, a case that has a burst in any of its
+runs or its baseline's comes out `noisy`, so power falls as runs are added (more runs, more bursts);
+a run-to-run noise of 10% hides 20% changes at 3 runs. Record 3 runs per side.
+
+{table}
+"""
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
