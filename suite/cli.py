@@ -57,6 +57,11 @@ def cmd_run(args) -> int:
             print(f"mpsuite: {line}", file=sys.stderr)
     if result.failed:
         print(f"mpsuite: {result.failed} case(s) failed; see the 'reason' column", file=sys.stderr)
+    measured = int((records["status"] == "ok").sum())
+    if args.require_measured and not measured:
+        print(f"mpsuite: no case was measured (all {len(records)} skipped or failed) and --require-measured "
+              "is set: on a GPU runner, a broken CUDA install looks like this", file=sys.stderr)
+        return 1
     return 1 if result.failed else 0
 
 
@@ -110,6 +115,7 @@ def resume_command(args, run_id: str) -> str:
     for terms in args.only or []:
         parts += ["--only", terms]
     parts += [flag for flag, on in (("--isolate", args.isolate), ("--no-report", args.no_report),
+                                    ("--require-measured", args.require_measured),
                                     ("--quiet", args.quiet)) if on]
     return shlex.join(parts)
 
@@ -402,6 +408,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--reports", default="reports", help="reports folder (default: reports)")
     r.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override the scenario's device")
     r.add_argument("--no-report", action="store_true", help="store records only")
+    r.add_argument("--require-measured", action="store_true",
+                   help="exit 1 when no case was measured (every one skipped or failed), e.g. a GPU runner "
+                   "whose CUDA is broken; the records are stored either way")
     r.add_argument("--resume", metavar="RUN_ID", type=_run_id,
                    help="finish an interrupted run: run only the cases missing from its journal")
     r.add_argument("--isolate", action="store_true",

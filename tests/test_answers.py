@@ -211,3 +211,13 @@ def test_compare_json_has_the_documented_shape(tiny, tmp_path, capsys):
     assert doc["baseline"]["runs"] == [tiny.stem] and doc["candidate"]["runs"] == [other.stem]
     assert len(doc["cases"]) == 8 and sum(doc["counts"].values()) == 8 and doc["failing"] == []
     assert {c["case_id"] for c in doc["cases"]} == {r["case_id"] for r in records}
+
+
+def test_require_measured_fails_a_run_where_nothing_was_measured(write_scenario, tmp_path, capsys):
+    path = write_scenario(TINY_SCENARIO.replace('device = "cpu"', 'device = "cuda"'), "gpu.toml")
+    argv = ["run", str(path), "--results", str(tmp_path / "r"), "--no-report", "--quiet"]
+    if __import__("torch").cuda.is_available():
+        pytest.skip("a CUDA device is here: the cases would run")
+    assert cli.main(argv) == 0  # every case skipped (no CUDA), recorded, not an error by itself
+    assert cli.main(argv + ["--require-measured"]) == 1
+    assert "no case was measured (all 8 skipped or failed)" in capsys.readouterr().err

@@ -111,6 +111,19 @@ def test_cpu_job_pins_a_cpu_torch_and_publishes_reports(workflow):
     assert any("reports/cpu/report.md" in ln and "GITHUB_STEP_SUMMARY" in ln for ln in run_lines(job))
 
 
+def test_gpu_job_fails_an_all_skipped_run_and_keeps_to_a_venv(workflow):
+    job = workflow["jobs"]["gpu"]
+    runs = [args for session, args in nox_calls(job) if session == "h100_fp8"]
+    assert runs and all("--require-measured" in args for args in runs)
+    lines = run_lines(job)
+    assert not any("--user" in ln for ln in lines) and any("-m venv .venv" in ln for ln in lines)
+    for step in job["steps"]:
+        if step.get("uses", "").startswith("actions/upload-artifact"):
+            assert step["if"] == "always()"  # the reports of a failing run are the ones wanted
+    labels = yaml.safe_load((ROOT / ".github" / "actionlint.yaml").read_text())["self-hosted-runner"]["labels"]
+    assert set(job["runs-on"]) - {"self-hosted", "linux", "x64"} <= set(labels)
+
+
 def test_gpu_job_gates_on_the_stored_baseline(workflow):
     job = workflow["jobs"]["gpu"]
     assert [s for s, _ in nox_calls(job)].count("h100_fp8") == 1 and any(
