@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from datetime import datetime
 
 import numpy as np
 import pandas as pd
@@ -45,6 +46,9 @@ def test_export_is_read_by_pytest_benchmark_compare(recorded, tmp_path):
     row = measured[measured["case_id"] == bench["extra_info"]["mpsuite"]["case_id"]].iloc[0]
     assert bench["stats"]["median"] == pytest.approx(row["time_ms_median"] / 1e3, rel=1e-12)
     assert bench["stats"]["rounds"] == len(row["samples_ms"]) == len(bench["stats"]["data"])
+    # times as pytest-benchmark writes them: ISO 8601 text (the records hold a timestamp)
+    started = a["started_at"].iloc[0]  # the run's first case
+    assert datetime.fromisoformat(doc["datetime"]) == datetime.fromisoformat(doc["commit_info"]["time"]) == started
     # The real command: it must load both files and print every case of both runs.
     out = pytest_benchmark_cli("compare", *written, "--columns", "min,median,rounds", "--group-by", "name", cwd=tmp_path)
     for name in {b["name"] for b in doc["benchmarks"]}:

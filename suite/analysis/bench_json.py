@@ -287,7 +287,7 @@ def _records(doc: dict, scenario: str | None, label: str | None, source: str) ->
     meta.update(
         run_id=store.new_run_id(started),  # a new id: importing twice gives two runs, never a clash
         scenario=scenario or run_meta.get("scenario") or IMPORTED_WORKLOAD,
-        started_at=started.isoformat(timespec="seconds"),
+        started_at=started,  # the store writes it as a timestamp
         schema_version=store.SCHEMA_VERSION,
         imported_from=source,
         source_run_id=run_meta.get("run_id"),
