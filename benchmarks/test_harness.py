@@ -58,7 +58,7 @@ def synthetic_records(n: int) -> list[dict]:
         size = 64 * (1 + (i // 4) % 64)
         samples = [rng.uniform(1.0, 1.1) for _ in range(10)]
         out.append({
-            "schema_version": store.SCHEMA_VERSION, "run_id": "20260101T000000Z-bench0", "scenario": "bench",
+            "schema_version": store.SCHEMA_VERSION, "run_id": "20260101T000000Z-bec4e5", "scenario": "bench",
             "case_id": f"c{i}", "baseline_case_id": f"c{i - i % 4}", "workload": "gemm", "precision": precision,
             "baseline": "fp32", "status": "ok", "reason": None, "m": size, "k": size, "n": size,
             "params": f'{{"variant": {i // 256}}}', "time_ms_median": sorted(samples)[5], "time_ms_p10": samples[1],
