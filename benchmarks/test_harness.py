@@ -7,6 +7,8 @@ The records are synthetic: they measure the harness, not a GPU.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import random
 
 import pandas as pd
@@ -14,21 +16,38 @@ import pytest
 
 from suite.analysis import derived
 from suite.scenario import plan, spec
-from suite import report
+from suite import cli, report
 from suite.results import store
 
 PRECISIONS = ["fp32", "tf32", "bf16", "fp16"]
 
 
-def big_scenario(cases: int) -> spec.Scenario:
+def big_scenario_data(cases: int) -> dict:
     # 4 precisions x 25 sizes x (cases / 100) planted outlier values = `cases` cases.
     sizes = list(range(16, 16 + 25 * 16, 16))
-    return spec.parse({
+    return {
         "name": "bench",
         "defaults": {"baseline": "fp32"},
         "sweep": [{"workload": "outlier", "precisions": PRECISIONS, "shapes": "square", "sizes": sizes,
                    "params": {"outlier": [float(10 + i) for i in range(cases // 100)]}}],
-    })
+    }
+
+
+def big_scenario(cases: int) -> spec.Scenario:
+    return spec.parse(big_scenario_data(cases))
+
+
+def big_scenario_file(cases: int, folder) -> str:
+    """The same scenario as a TOML file (its values are lists of numbers and strings, which JSON
+    and TOML write alike)."""
+    data = big_scenario_data(cases)
+    sweep = data["sweep"][0]
+    text = f'name = "bench"\n[defaults]\nbaseline = "fp32"\n[[sweep]]\n' + "".join(
+        f"{key} = {json.dumps(value)}\n" for key, value in sweep.items() if key != "params")
+    text += f"params = {{ outlier = {json.dumps(sweep['params']['outlier'])} }}\n"
+    path = folder / "bench.toml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
 
 
 def synthetic_records(n: int) -> list[dict]:
@@ -39,7 +58,7 @@ def synthetic_records(n: int) -> list[dict]:
         size = 64 * (1 + (i // 4) % 64)
         samples = [rng.uniform(1.0, 1.1) for _ in range(10)]
         out.append({
-            "schema_version": store.SCHEMA_VERSION, "run_id": "20260101T000000Z-bench0", "scenario": "bench",
+            "schema_version": store.SCHEMA_VERSION, "run_id": "20260101T000000Z-bec4e5", "scenario": "bench",
             "case_id": f"c{i}", "baseline_case_id": f"c{i - i % 4}", "workload": "gemm", "precision": precision,
             "baseline": "fp32", "status": "ok", "reason": None, "m": size, "k": size, "n": size,
             "params": f'{{"variant": {i // 256}}}', "time_ms_median": sorted(samples)[5], "time_ms_p10": samples[1],
@@ -54,6 +73,22 @@ def test_plan_10k_cases(benchmark):
     scenario = big_scenario(10_000)
     cases = benchmark(plan.expand, scenario)
     assert len(cases) == 10_000
+
+
+@pytest.mark.parametrize("cases", [10_000, 1_000_000])
+def test_plan_command(benchmark, cases, tmp_path):
+    """`python -m suite plan` as a user runs it: read and check the file, expand, print every case."""
+    if cases > 10_000 and not benchmark.enabled:
+        pytest.skip("10^6 cases only when timed (nox -s bench): seconds, too long for every test run")
+    path, out = big_scenario_file(cases, tmp_path), tmp_path / "plan.txt"
+
+    def plan_command():
+        with open(out, "w", encoding="utf-8") as stream, contextlib.redirect_stdout(stream):
+            return cli.main(["plan", path, "--max-cases", str(cases)])
+
+    assert benchmark.pedantic(plan_command, rounds=3, iterations=1) == 0
+    with open(out, encoding="utf-8") as lines:
+        assert sum(1 for _ in lines) == cases
 
 
 def test_write_and_read_100k_records(benchmark, tmp_path):

@@ -6,8 +6,10 @@ import json
 import subprocess
 import sys
 import textwrap
+from datetime import datetime
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from suite.analysis import bench_json, compare
@@ -16,7 +18,7 @@ from suite.results import select, store
 from suite.errors import UserError
 from tests.recorded_runs import shared
 
-pytest_benchmark_stats = pytest.importorskip("pytest_benchmark.stats")
+pytest.importorskip("pytest_benchmark")
 
 
 @pytest.fixture(scope="module")
@@ -25,18 +27,11 @@ def recorded(tmp_path_factory):
     return results, [store.read_file(p) for p in paths]
 
 
-def test_stats_are_computed_the_way_pytest_benchmark_computes_them():
-    for n in (1, 2, 5, 6, 7, 8, 101):
-        data = list(np.random.default_rng(n).lognormal(-7, 0.4, n))
-        theirs = pytest_benchmark_stats.Stats()
-        for x in data:
-            theirs.update(x)
-        ours = bench_json.benchmark_stats(data)
-        for field in pytest_benchmark_stats.Stats.fields:
-            expected = getattr(theirs, field)  # numbers, and 'outliers' as text ("1;0")
-            if isinstance(expected, (int, float)):
-                expected = pytest.approx(expected, rel=1e-12)
-            assert ours[field] == expected, (n, field)
+def pytest_benchmark_cli(*args, cwd) -> str:
+    out = subprocess.run([sys.executable, "-m", "pytest_benchmark", *map(str, args)],
+                         capture_output=True, text=True, timeout=120, cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
 
 
 def test_export_is_read_by_pytest_benchmark_compare(recorded, tmp_path):
@@ -50,16 +45,42 @@ def test_export_is_read_by_pytest_benchmark_compare(recorded, tmp_path):
     bench = doc["benchmarks"][0]
     row = measured[measured["case_id"] == bench["extra_info"]["mpsuite"]["case_id"]].iloc[0]
     assert bench["stats"]["median"] == pytest.approx(row["time_ms_median"] / 1e3, rel=1e-12)
-    assert bench["stats"]["rounds"] == len(row["samples_ms"])
+    assert bench["stats"]["rounds"] == len(row["samples_ms"]) == len(bench["stats"]["data"])
+    # times as pytest-benchmark writes them: ISO 8601 text (the records hold a timestamp)
+    started = a["started_at"].iloc[0]  # the run's first case
+    assert datetime.fromisoformat(doc["datetime"]) == datetime.fromisoformat(doc["commit_info"]["time"]) == started
     # The real command: it must load both files and print every case of both runs.
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest_benchmark", "compare", *map(str, written), "--columns", "min,median,rounds",
-         "--group-by", "name"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-    )
-    assert out.returncode == 0, out.stderr
+    out = pytest_benchmark_cli("compare", *written, "--columns", "min,median,rounds", "--group-by", "name", cwd=tmp_path)
     for name in {b["name"] for b in doc["benchmarks"]}:
-        assert out.stdout.count(name) >= 2, name  # one row per run
+        assert out.count(name) >= 2, name  # one row per run
+
+
+def test_compare_tables_show_the_torch_build_and_the_precision(recorded, tmp_path):
+    _, (a, b) = recorded
+    # the same machine's two runs, labelled as two torch builds (what a version matrix compares)
+    runs = pd.concat([a.assign(torch_version="2.13.0+cpu"), b.assign(torch_version="2.14.1+cu130")])
+    written = bench_json.export(runs, tmp_path / "pb")
+    assert [p.relative_to(tmp_path / "pb").parts[0] for p in written] == ["torch2.13.0-cpu", "torch2.14.1-cu130"]
+    # paths as a user types them (given absolute paths, pytest-benchmark 5.3 cuts the common folder
+    # one character short: "(b/torch2.13.0-cpu/...)")
+    relative = [p.relative_to(tmp_path) for p in written]
+    rows = [line for line in pytest_benchmark_cli("compare", *relative, cwd=tmp_path).splitlines()
+            if line.startswith(tuple(a["workload"]))]
+    assert rows and all("(torch2.13.0-cpu/0001_" in row or "(torch2.14.1-cu130/0002_" in row for row in rows)
+    measured = set(a.loc[a["status"] == "ok", "precision"])
+    assert {p for p in measured if any(f"[{p}-" in row for row in rows)} == measured
+    # by number from pytest-benchmark's storage, each build's median in its own labelled column
+    out = pytest_benchmark_cli("--storage", f"file://{tmp_path / 'pb'}", "compare", "0001", "0002",
+                               "--between", "median", cwd=tmp_path)
+    assert "torch2.13.0-cpu/0001_" in out and "torch2.14.1-cu130/0002_" in out
+
+
+def test_export_without_pytest_benchmark_says_what_to_install(recorded, tmp_path, monkeypatch):
+    _, (a, _) = recorded
+    monkeypatch.setitem(sys.modules, "pytest_benchmark.stats", None)  # import fails as if absent
+    with pytest.raises(UserError, match=r"pip install 'mpsuite\[pytest-benchmark\]'"):
+        bench_json.export(a, tmp_path / "pb")
+    assert not (tmp_path / "pb").exists()
 
 
 def test_export_then_import_gives_back_the_same_run(recorded, tmp_path):

@@ -93,3 +93,41 @@ def test_case_id_depends_on_parameters_only(write_scenario):
 def test_case_id_is_stable_across_versions():
     # Pinned value: changing the hash breaks joins with every stored result, so it must be deliberate.
     assert plan.case_hash("gemm", "bf16", 1024, 1024, 1024, {}) == "4764a82df1373e50"
+
+
+def test_case_hash_is_the_sorted_compact_json_of_the_key():
+    # The plan builds the key's JSON in two parts (shape, and the rest); the id must stay the hash
+    # of the whole key written at once, or stored results stop joining.
+    import hashlib
+    import json
+
+    keys = [("gemm", "bf16", 1024, 1024, 1024, {}), ("train_step", "fp8_rowwise", None, None, None,
+            {"model": "gpt2", "compile": True, "zeta": [1, 2.5], "nested": {"b": None, "a": "é"}}),
+            ("outlier", "fp16", 16, 32, 48, {"outlier": 10.0}), ("gemm", "fp32", 0, 1, 2**40, {"k": "v"})]
+    for workload, precision, m, k, n, params in keys:
+        key = {"workload": workload, "precision": precision, "m": m, "k": k, "n": n, "params": params}
+        text = json.dumps(key, sort_keys=True, separators=(",", ":"))
+        assert plan.case_hash(workload, precision, m, k, n, params) == hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def test_planned_ids_are_the_hash_of_each_case_and_follow_a_replace(write_scenario):
+    import dataclasses
+
+    text = BASE.replace('"fp16"]', '"fp8_tensorwise"]') + 'params = {quantize = ["pre", "inline"]}\n'
+    text += 'include = [{precision = "bf16", m = 8, k = 16, n = 24}]\n'
+    for case in cases_of(write_scenario, text):
+        assert case.case_id == plan.case_hash(case.workload, case.precision, case.m, case.k, case.n, case.params)
+        moved = dataclasses.replace(case, m=7)
+        assert moved.case_id == plan.case_hash(case.workload, case.precision, 7, case.k, case.n, case.params)
+
+
+def test_each_precision_and_params_pair_is_validated_once(write_scenario, monkeypatch):
+    calls = []
+    real = plan.identity_params
+    monkeypatch.setattr(plan, "identity_params", lambda *a, **kw: calls.append(a[:2]) or real(*a, **kw))
+    text = BASE.replace('"fp16"]', '"fp8_tensorwise"]').replace("sizes = [64, 128]", "sizes = [64, 128, 256]")
+    cases = cases_of(write_scenario, text + 'params = {quantize = ["pre", "inline"]}\n')
+    assert len(cases) == 3 * (2 + 2)  # fp32 and bf16 take no quantize: one case per shape each
+    # 3 precisions x 2 quantize values, then the baseline (fp32) once per quantize value; not per shape
+    assert sorted(calls) == sorted([("gemm", p) for p in ("fp32", "bf16", "fp8_tensorwise") for _ in range(2)]
+                                   + [("gemm", "fp32")] * 2)

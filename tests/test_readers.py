@@ -58,6 +58,11 @@ def test_pandas_pyarrow_polars_and_duckdb_read_the_folder_with_no_options(mixed)
     got = duckdb.sql(f"select count(*), count(cuda_version), sum(len(samples_ms)) "
                      f"from read_parquet('{mixed}/**/*.parquet')").fetchall()[0]
     assert got == (9, 6, 27)
+    # started_at, ISO text in the records, is a timestamp in UTC to each of them
+    assert str(pd.read_parquet(mixed)["started_at"].dtype).endswith(", UTC]")
+    assert pl.scan_parquet(f"{mixed}/**/*.parquet").collect_schema()["started_at"].time_zone == "UTC"
+    assert duckdb.sql(f"select distinct typeof(started_at) from read_parquet('{mixed}/**/*.parquet')").fetchall() == [
+        ("TIMESTAMP WITH TIME ZONE",)]
 
 
 def test_the_committed_results_folder_reads_with_no_options():

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from suite.results import journal, store
+from suite.results import columns, journal, store
 from suite.errors import UserError
 
 RUN = "20260101T120000Z-abcdef"
@@ -183,6 +183,35 @@ def test_a_version_0_file_is_read_through_the_migration_chain(tmp_path, monkeypa
     df = store.read_file(path)
     assert df["time_ms_median"].tolist() == [1.25] and "time_ms" not in df
     assert df["schema_version"].tolist() == [store.SCHEMA_VERSION]
+
+
+def test_a_version_3_file_reads_and_rewrites_with_started_at_as_a_timestamp(tmp_path):
+    # Version 3 held started_at as ISO 8601 text, with or without an offset (none meant UTC).
+    path = tmp_path / "v3.parquet"
+    v3 = {"run_id": [RUN] * 3, "scenario": ["s"] * 3, "case_id": ["a", "b", "c"], "workload": ["gemm"] * 3,
+          "precision": ["fp32"] * 3, "status": ["ok"] * 3, "time_ms_median": [1.25] * 3,
+          "started_at": ["2026-12-01T10:00:00+01:00", "2026-12-01T09:30:00", None]}
+    write_version(path, b"3", v3)
+    when = [pd.Timestamp("2026-12-01T09:00:00Z"), pd.Timestamp("2026-12-01T09:30:00Z")]
+    df = store.read_file(path)
+    assert df["started_at"].iloc[:2].tolist() == when and pd.isna(df["started_at"].iloc[2])
+    store.rewrite(path)
+    assert store.schema_version_of(path) == store.SCHEMA_VERSION
+    stored = pq.read_table(path).column("started_at")
+    assert stored.type == columns.arrow_schema().field("started_at").type and stored.type.tz == "UTC"
+    assert stored.to_pylist()[:2] == [w.to_pydatetime() for w in when] and stored.to_pylist()[2] is None
+
+
+def test_a_journal_holds_started_at_as_text_and_the_store_writes_a_timestamp(tmp_path):
+    with start(tmp_path, plan=("a",)) as run:
+        run.append(rec("a", started_at="2026-12-01T10:00:00+00:00"))
+    (text,) = [r["started_at"] for r in journal.read(run.path).records]
+    assert text == "2026-12-01T10:00:00+00:00"  # JSON has no time type
+    assert store.read_journal(run.path)["started_at"].tolist() == [pd.Timestamp(text)]
+    with store.continue_run(tmp_path, "s", RUN) as again:
+        path = store.finish_run(again, tmp_path, ["a"])
+    assert pa.types.is_timestamp(pq.read_schema(path).field("started_at").type)
+    assert store.read_file(path)["started_at"].tolist() == [pd.Timestamp(text)]
 
 
 @pytest.mark.parametrize("version, message", [

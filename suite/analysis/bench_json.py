@@ -1,7 +1,8 @@
 """pytest-benchmark JSON, both ways.
 
 `export(df, out)` writes each run as a pytest-benchmark JSON file, so `pytest-benchmark compare
-a.json b.json` (and its --histogram, --csv) works on mpsuite runs. Only measured cases can be
+a.json b.json` (and its --histogram, --csv) works on mpsuite runs; files go in a folder per torch
+build, so its tables say which torch each row ran on (`export`). Only measured cases can be
 expressed there; skipped and failed ones go into a top-level "mpsuite" key that pytest-benchmark
 ignores, with each benchmark's mpsuite identity in its `extra_info`, so importing an exported file
 gives back the same case ids.
@@ -12,17 +13,16 @@ saved by `--benchmark-autosave`) and stores it through `suite.results.store` as 
 median becomes `time_ms_median`, the run's value `compare` compares (import 3 runs per side for a
 verdict: one run cannot show run-to-run noise).
 
-Format: pytest-benchmark 5.x (checked against 5.2.3): top-level machine_info, commit_info,
-benchmarks, datetime, version; per benchmark group, name, fullname, params, param, extra_info,
-options, stats (seconds) with its quartiles computed the way pytest_benchmark.stats.Stats does.
+Format: pytest-benchmark 5.x: top-level machine_info, commit_info, benchmarks, datetime, version;
+per benchmark group, name, fullname, params, param, extra_info, options, stats (seconds). Export
+computes `stats` with pytest-benchmark's own `Stats` class, so it needs pytest-benchmark installed
+(the `pytest-benchmark` extra: anyone comparing the files has it); import needs nothing beyond mpsuite.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import statistics
-from bisect import bisect_left, bisect_right
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,7 +35,6 @@ from suite.results import store
 from suite.results.atomic import atomic_write_text
 from suite.errors import UserError
 
-FORMAT_VERSION = "5.2.3"  # the pytest-benchmark release whose JSON layout this follows
 IMPORTED_WORKLOAD = "pytest-benchmark"
 IMPORTED_PRECISION = "default"
 # Record columns carried in extra_info so that an exported run imports back as the same cases.
@@ -65,45 +64,29 @@ def _plain(value):
     return value
 
 
-# --- the statistics pytest-benchmark stores, computed its way (pytest_benchmark/stats.py) --------
+# --- the statistics pytest-benchmark stores, computed by pytest-benchmark -------------------------
 
 
-def _quartiles(xs: list[float]) -> tuple[float, float]:
-    """Q1 and Q3 as pytest-benchmark computes them (Wikipedia's methods 3 and 2)."""
-    n = len(xs)
-    if n == 1:
-        return xs[0], xs[0]
-    if n % 2:
-        i, r = n // 4, n % 4
-        if r == 1:
-            return 0.25 * xs[i - 1] + 0.75 * xs[i], 0.75 * xs[3 * i] + 0.25 * xs[3 * i + 1]
-        return 0.75 * xs[i] + 0.25 * xs[i + 1], 0.25 * xs[3 * i + 1] + 0.75 * xs[3 * i + 2]
-    return statistics.median(xs[: n // 2]), statistics.median(xs[n // 2:])
+def _pytest_benchmark():
+    """pytest-benchmark, which export needs (its own `Stats` computes the statistics, so they are
+    what `pytest-benchmark compare` would compute); import reads JSON and needs nothing."""
+    try:
+        import pytest_benchmark
+        from pytest_benchmark.stats import Stats
+    except ImportError:
+        raise UserError("export computes pytest-benchmark's statistics with pytest-benchmark, which is not "
+                        "installed: pip install 'mpsuite[pytest-benchmark]' (or pip install pytest-benchmark)") from None
+    return pytest_benchmark.__version__, Stats
 
 
 def benchmark_stats(samples_s: list[float]) -> dict:
-    """pytest-benchmark's `stats` dict for these per-round times (seconds, one iteration each)."""
-    data = [float(x) for x in samples_s]
-    xs = sorted(data)
-    n = len(xs)
-    mean = statistics.fmean(xs)
-    stddev = statistics.stdev(xs) if n > 1 else 0.0
-    q1, q3 = _quartiles(xs)
-    iqr = q3 - q1
-    low, high = q1 - 1.5 * iqr, q3 + 1.5 * iqr
-    hd = bisect_right(xs, high)
-    stddev_out = sum(1 for x in xs if x < mean - stddev or x > mean + stddev)
-    iqr_out = sum(1 for x in xs if x < low or x > high)
-    total = sum(xs)
-    return {
-        "min": xs[0], "max": xs[-1], "mean": mean, "stddev": stddev, "rounds": n,
-        "median": statistics.median(xs), "iqr": iqr, "q1": q1, "q3": q3,
-        "iqr_outliers": iqr_out, "stddev_outliers": stddev_out, "outliers": f"{stddev_out};{iqr_out}",
-        "ld15iqr": xs[0] if n == 1 else xs[bisect_left(xs, low)],
-        # the highest datum within the fence (Tukey); pytest-benchmark before 5.3 took the next one up
-        "hd15iqr": xs[0] if n == 1 else xs[hd - 1],
-        "ops": n / total if total else 0, "total": total, "data": data, "iterations": 1,
-    }
+    """pytest-benchmark's `stats` dict for these per-round times (seconds, one iteration each),
+    laid out as pytest-benchmark saves it: its Stats fields, then `data` and `iterations`."""
+    _, Stats = _pytest_benchmark()
+    stats = Stats()
+    for x in samples_s:
+        stats.update(float(x))
+    return {**stats.as_dict(), "data": list(stats.data), "iterations": 1}
 
 
 # --- export ---------------------------------------------------------------------------------------
@@ -112,6 +95,8 @@ def benchmark_stats(samples_s: list[float]) -> dict:
 def _benchmark(row, scenario: str) -> dict:
     shape = derived.shape_label(row)
     params = json.loads(row["params"]) if isinstance(row.get("params"), str) else {}
+    # the same case has the same name in every run (so `compare --group-by name` and `--between`
+    # pair them up); which run a row is from, pytest-benchmark shows by its file (`export`)
     name = f"{row['workload']}[{row['precision']}-{shape.replace(' ', '-')}]"
     return {
         "group": f"{row['workload']} {shape}",
@@ -125,10 +110,18 @@ def _benchmark(row, scenario: str) -> dict:
     }
 
 
+def _iso(value) -> str | None:
+    """A time as ISO 8601 text, the way pytest-benchmark writes `datetime` and `commit_info.time`."""
+    if value is None or pd.isna(value):
+        return None
+    return pd.Timestamp(value).isoformat()
+
+
 def to_pytest_benchmark(run: pd.DataFrame) -> dict:
     """One run's records as a pytest-benchmark JSON document."""
     if run["run_id"].nunique() != 1:
         raise ValueError("to_pytest_benchmark takes the records of exactly one run")
+    version, _ = _pytest_benchmark()
     run = derived.with_speedups(run)
     first = run.iloc[0]
     scenario = str(first["scenario"])
@@ -146,14 +139,14 @@ def to_pytest_benchmark(run: pd.DataFrame) -> dict:
         },
         "commit_info": {
             "id": _plain(first.get("git_sha")) or "unversioned",
-            "time": _plain(first.get("started_at")),
+            "time": _iso(first.get("started_at")),
             "dirty": bool(_plain(first.get("git_dirty"))),
             "project": "mpsuite",
             "branch": None,
         },
         "benchmarks": [_benchmark(row, scenario) for _, row in measured.iterrows()],
-        "datetime": _plain(first.get("started_at")),
-        "version": FORMAT_VERSION,
+        "datetime": _iso(first.get("started_at")),
+        "version": version,  # the pytest-benchmark whose Stats computed the statistics
         "mpsuite": {
             "schema_version": store.SCHEMA_VERSION,
             "run": {c: _plain(first.get(c)) for c in RUN_FIELDS if c in run},
@@ -168,24 +161,37 @@ def to_pytest_benchmark(run: pd.DataFrame) -> dict:
     }
 
 
+def torch_folder(run: pd.DataFrame) -> str:
+    """The folder an exported run goes in: its torch build, e.g. torch2.13.0-cpu (from 2.13.0+cpu)."""
+    versions = run["torch_version"].dropna().unique() if "torch_version" in run else []
+    text = f"torch{versions[0]}".replace("+", "-") if len(versions) == 1 else "torch-unknown"
+    return names.slug(text)  # the version comes from a file, perhaps from elsewhere
+
+
 def export(df: pd.DataFrame, out: str | Path) -> list[Path]:
     """Write every run in df as pytest-benchmark JSON: to `out` if it ends in .json (one run only),
-    else into the folder `out` as NNNN_<run_id>.json (pytest-benchmark's storage naming, oldest
-    run first, so `pytest-benchmark compare --storage file://OUT 0001 0002` works too)."""
+    else into the folder `out` as <torch build>/NNNN_<run_id>.json, numbered oldest run first.
+
+    That is pytest-benchmark's storage layout (a folder per environment holding NNNN_<name>.json),
+    so `pytest-benchmark compare --storage file://OUT 0001 0002` works too. Its tables label a row by
+    its file's path under the files' common folder, the file name cut to 12 characters: runs of
+    two torch builds show as "(torch2.13.0-cpu/0001_2026112)" and "(torch2.14.1-cpu/0002_2026112)";
+    a torch version in the file name would be cut off."""
     out = Path(out)
     run_ids = sorted(df["run_id"].unique())
     if not run_ids:
         raise UserError("no runs to export")
+    _pytest_benchmark()  # before writing anything
+    runs = {rid: df[df["run_id"] == rid] for rid in run_ids}
     if out.suffix == ".json":
         if len(run_ids) > 1:
             raise UserError(f"{len(run_ids)} runs selected but {out} is one file; give a folder instead")
         targets = [(run_ids[0], out)]
     else:
-        targets = [(rid, out / f"{i:04d}_{rid}.json") for i, rid in enumerate(run_ids, start=1)]
+        targets = [(rid, out / torch_folder(runs[rid]) / f"{i:04d}_{rid}.json") for i, rid in enumerate(run_ids, start=1)]
     written = []
     for run_id, path in targets:
-        doc = to_pytest_benchmark(df[df["run_id"] == run_id])
-        text = json.dumps(doc, indent=2, ensure_ascii=True)
+        text = json.dumps(to_pytest_benchmark(runs[run_id]), indent=2, ensure_ascii=True)
         written.append(atomic_write_text(path, text))
     return written
 
@@ -282,7 +288,7 @@ def _records(doc: dict, scenario: str | None, label: str | None, source: str) ->
     meta.update(
         run_id=store.new_run_id(started),  # a new id: importing twice gives two runs, never a clash
         scenario=scenario or run_meta.get("scenario") or IMPORTED_WORKLOAD,
-        started_at=started.isoformat(timespec="seconds"),
+        started_at=started,  # the store writes it as a timestamp
         schema_version=store.SCHEMA_VERSION,
         imported_from=source,
         source_run_id=run_meta.get("run_id"),

@@ -38,7 +38,8 @@ DRAIN_S = 10.0
 
 
 def case_to_json(case) -> dict:
-    out = {f.name: getattr(case, f.name) for f in dataclasses.fields(case)}
+    # the constructor's fields: case_id is computed from them again on the other side
+    out = {f.name: getattr(case, f.name) for f in dataclasses.fields(case) if f.init}
     out["timing"] = case.timing.model_dump()
     return out
 

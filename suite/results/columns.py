@@ -4,8 +4,11 @@ is generated from here (`python -m suite.results.columns > docs/results-schema.m
 when the page and this table differ), and a test fails when a run writes a column missing here.
 
 Types are as the file stores them: `string`, `int`, `float`, `bool`, `list<float>`, `list<bool>`;
-`json` is a string holding JSON. Everything but the contract's identity columns may be null (a
-skipped case has no times; a CPU has no NVML telemetry).
+`json` is a string holding JSON; `timestamp` is an Arrow timestamp in microseconds, UTC
+(`timestamp[us, tz=UTC]`: pandas reads it as `datetime64[us, UTC]`, DuckDB as TIMESTAMPTZ). Records
+on their way to a file (journals are JSON) may hold a timestamp as ISO 8601 text; the store converts
+it. Everything but the contract's identity columns may be null (a skipped case has no times; a CPU
+has no NVML telemetry).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ COLUMNS: list[Column] = [
         ("k", "int", "", "GEMM inner dimension"),
         ("n", "int", "", "GEMM columns of B and C"),
         ("params", "json", "", "the case's parameters, validated, defaults left out"),
-        ("started_at", "string", "ISO 8601 UTC", "when the case began"),
+        ("started_at", "timestamp", "µs, UTC", "when the case began"),
     ),
     *_group(
         "timing", True,
@@ -208,6 +211,7 @@ COLUMNS: list[Column] = [
 ]
 
 BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+TIMESTAMP_UNIT = "us"  # of every `timestamp` column, which is in UTC
 CONTRACT: list[str] = [c.name for c in COLUMNS if c.contract]
 
 
@@ -219,6 +223,7 @@ def arrow_type(column: Column):
     return {
         "string": pa.string(), "json": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(),
         "list<float>": pa.list_(pa.float64()), "list<bool>": pa.list_(pa.bool_()),
+        "timestamp": pa.timestamp(TIMESTAMP_UNIT, tz="UTC"),
     }[column.type]
 
 
@@ -238,7 +243,8 @@ def schema_markdown() -> str:
         "Generated from `suite/results/columns.py` (`python -m suite.results.columns > docs/results-schema.md`);",
         "a test fails when this page and the code differ. One parquet file per run, one row per case;",
         "run metadata is repeated on every row. **Bold** columns are on every record (the contract);",
-        "workloads and recipes add the others. `json`: a string holding JSON.",
+        "workloads and recipes add the others. `json`: a string holding JSON. `timestamp`: an Arrow",
+        f"timestamp, unit `{TIMESTAMP_UNIT}`, zone UTC (pandas `datetime64[{TIMESTAMP_UNIT}, UTC]`, DuckDB `TIMESTAMPTZ`).",
         "",
     ]
     for group in dict.fromkeys(c.group for c in COLUMNS):

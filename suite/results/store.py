@@ -32,12 +32,14 @@ from suite.errors import UserError
 # 1: the first schema. 2: case ids from typed, normalised parameters (see `_typed_params`).
 # 3: every defined column in every file, in its declared type (`suite.results.columns`); a
 # version-2 file reads as before (the reader's frames are the same), so its migration is empty.
-SCHEMA_VERSION = 3
+# 4: `started_at` a timestamp (UTC), no longer ISO 8601 text (`_timestamps`).
+SCHEMA_VERSION = 4
 META_KEY = b"mpsuite.schema_version"
 
 # Columns every record has (the record contract); workloads and recipes add more. Every column,
 # with its type and unit, is defined in `suite.results.columns`.
 CONTRACT = columns.CONTRACT
+TIMESTAMP_COLUMNS = [c.name for c in columns.COLUMNS if c.type == "timestamp"]
 
 def _typed_params(df: pd.DataFrame) -> pd.DataFrame:
     """Schema 1 -> 2. A case's identity now uses its validated parameters with defaults left out
@@ -71,8 +73,18 @@ def _typed_params(df: pd.DataFrame) -> pd.DataFrame:
     return df.drop_duplicates(subset=["run_id", "case_id"], keep="first").reset_index(drop=True)
 
 
+def _timestamps(df: pd.DataFrame) -> pd.DataFrame:
+    """Schema 3 -> 4: timestamp columns held ISO 8601 text; now timestamps in UTC (text without an
+    offset was written as UTC). Text that is no time becomes null rather than costing the file."""
+    df = df.copy()
+    for column in TIMESTAMP_COLUMNS:
+        if column in df:
+            df[column] = pd.to_datetime(df[column], utc=True, format="ISO8601", errors="coerce")
+    return df
+
+
 # schema version -> function upgrading a DataFrame from that version to the next one.
-MIGRATIONS: dict[int, callable] = {1: _typed_params, 2: lambda df: df}
+MIGRATIONS: dict[int, callable] = {1: _typed_params, 2: lambda df: df, 3: _timestamps}
 
 
 # Creating the journal with O_EXCL catches the collisions a run id's random bits leave.
@@ -118,12 +130,24 @@ def _column(values: list) -> tuple[pa.Array, bool]:
         return pa.array([None if v is None else json.dumps(v, default=str) for v in values], pa.string()), True
 
 
+def _instant(value):
+    """A timestamp column's value as a time with its zone: records that went through a journal
+    (JSON) hold ISO 8601 text; a time without a zone is UTC, as every producer writes it."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if isinstance(value, datetime) and value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value
+
+
 def _typed(values: list, field: pa.Field) -> tuple[pa.Array, bool]:
     """A defined column in its declared type; a value that does not fit (a producer's bug) turns
     the column into JSON text rather than costing the run, and the file's metadata says so."""
     try:
+        if pa.types.is_timestamp(field.type):
+            values = [None if v is None else _instant(v) for v in values]
         return pa.array(values, type=field.type), False
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError):
         return pa.array([None if v is None else json.dumps(v, default=str) for v in values], pa.string()), True
 
 
@@ -157,7 +181,7 @@ def records_of(df: pd.DataFrame) -> list[dict]:
         for name, value in row.items():
             if hasattr(value, "tolist"):
                 value = value.tolist()
-            if isinstance(value, float) and value != value:
+            if isinstance(value, float) and value != value or value is pd.NaT:
                 value = None
             kind = columns.BY_NAME[name].type if name in columns.BY_NAME else None
             if kind == "int" and isinstance(value, float) and value.is_integer():

@@ -6,12 +6,14 @@ the run, the machine or the versions, so the same case joins across all three.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
+import gc
 import hashlib
 import itertools
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 from pydantic import ValidationError
 
@@ -26,12 +28,33 @@ SHAPE_KEYS = ("m", "k", "n")
 
 
 def case_hash(workload: str, precision: str, m, k, n, params: dict) -> str:
-    key = {"workload": workload, "precision": precision, "m": m, "k": k, "n": n, "params": params}
-    text = json.dumps(key, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    """The first 16 hex digits of the sha256 of the key {"workload", "precision", "m", "k", "n",
+    "params"} as JSON with sorted keys and no spaces: the identity every stored result joins on."""
+    return _digest(_shape_key(m, k, n) + _rest_key(workload, precision, params))
 
 
-@dataclass(frozen=True)
+# The key's JSON in two parts, so a plan builds each part once rather than once per case (10^6
+# cases share a few thousand (precision, params) parts and far fewer shapes). Sorted, the shape's
+# keys "k", "m", "n" come before "params", "precision", "workload": the concatenation is exactly
+# json.dumps(key, sort_keys=True, separators=(",", ":")).
+def _shape_key(m, k, n) -> bytes:
+    return f'{{"k":{_json_dim(k)},"m":{_json_dim(m)},"n":{_json_dim(n)},'.encode()
+
+
+def _rest_key(workload: str, precision: str, params: dict) -> bytes:
+    rest = {"params": params, "precision": precision, "workload": workload}
+    return json.dumps(rest, sort_keys=True, separators=(",", ":"))[1:].encode()
+
+
+def _json_dim(value) -> str:
+    return "null" if value is None else str(value) if type(value) is int else json.dumps(value)
+
+
+def _digest(key: bytes) -> str:
+    return hashlib.sha256(key).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
 class Case:
     scenario: str
     workload: str
@@ -46,10 +69,14 @@ class Case:
     device: str = "auto"
     # the baseline precision's case's params, normalised for that precision (None: the same params)
     baseline_params: dict | None = field(default=None, hash=False, compare=False)
+    # The plan passes the id it computed from the same key in two parts (`expand_sweep`); any other
+    # construction, `dataclasses.replace` included, hashes the case's own fields.
+    known_case_id: InitVar[str | None] = None
+    case_id: str = field(init=False, repr=False, hash=False, compare=False)
 
-    @property
-    def case_id(self) -> str:
-        return case_hash(self.workload, self.precision, self.m, self.k, self.n, self.params)
+    def __post_init__(self, known_case_id: str | None) -> None:
+        case_id = known_case_id or case_hash(self.workload, self.precision, self.m, self.k, self.n, self.params)
+        object.__setattr__(self, "case_id", case_id)
 
     @property
     def baseline_case_id(self) -> str | None:
@@ -61,7 +88,8 @@ class Case:
     @property
     def label(self) -> str:
         shape = f" {self.m}x{self.k}x{self.n}" if self.m is not None else ""
-        extra = "".join(f" {k}={v}" for k, v in sorted(self.params.items()))
+        params = self.params
+        extra = "".join([f" {k}={params[k]}" for k in sorted(params)]) if params else ""
         return f"{self.workload} {self.precision}{shape}{extra}"
 
     def params_json(self) -> str:
@@ -91,34 +119,45 @@ def _shapes(sweep: Sweep) -> list[tuple]:
 def expand_sweep(scenario: Scenario, index: int) -> list[Case]:
     sweep = scenario.sweep[index]
     d = scenario.defaults
-    common = dict(
-        scenario=scenario.name,
-        workload=sweep.workload,
-        baseline=sweep.baseline or d.baseline,
-        seed=d.seed,
-        timing=sweep.timing or d.timing,
-        device=d.device,
-    )
-    combos = [
-        (precision, shape, params)
-        for shape in _shapes(sweep)
-        for params in _param_grid(sweep.params)
-        for precision in sweep.precisions
-    ]
+    where = f"{scenario.name}: sweep[{index}]"
+    name, workload, precisions, exclude = scenario.name, sweep.workload, sweep.precisions, sweep.exclude
+    baseline, timing, seed, device = sweep.baseline or d.baseline, sweep.timing or d.timing, d.seed, d.device
+    grid = _param_grid(sweep.params)
+    includes = []
     for extra in sweep.include:
         extra = dict(extra)
-        precision = str(extra.pop("precision", sweep.precisions[0]))
+        precision = str(extra.pop("precision", precisions[0]))
         shape = tuple(extra.pop(k, None) for k in SHAPE_KEYS)
-        combos.append((precision, shape, {**_param_grid(sweep.params)[0], **extra}))
+        includes.append((precision, shape, {**grid[0], **extra}))
+    # Shapes never change a case's params: each (precision, params) pair is validated, and its half
+    # of the case key built, once however many shapes share it (a 10^6-case plan has thousands of
+    # pairs, not millions); the baseline's params once per params.
+    identities: dict[tuple[str, int], tuple] = {}
+    bases: dict[int, dict | None] = {}
+
+    def identify(precision: str, j: int, params: dict) -> tuple:
+        own = identity_params(workload, precision, params, where)
+        if j not in bases:
+            bases[j] = identity_params(workload, baseline, params, where) if baseline else None
+        found = identities[precision, j] = (own, bases[j], _rest_key(workload, precision, own))
+        return found
+
     cases = []
-    for precision, shape, params in combos:
-        if any(_matches(rule, precision, shape, params) for rule in sweep.exclude):
-            continue
-        own = identity_params(sweep.workload, precision, params, f"{scenario.name}: sweep[{index}]")
-        base = common["baseline"]
-        base_params = identity_params(sweep.workload, base, params, f"{scenario.name}: sweep[{index}]") if base else None
-        cases.append(Case(precision=precision, m=shape[0], k=shape[1], n=shape[2], params=own,
-                          baseline_params=base_params, **common))
+
+    def add(precision: str, shape: tuple, shape_key: bytes, j: int, params: dict) -> None:
+        if exclude and any(_matches(rule, precision, shape, params) for rule in exclude):
+            return
+        own, base, rest = identities.get((precision, j)) or identify(precision, j, params)
+        cases.append(Case(name, workload, precision, baseline, *shape, own, seed, timing, device, base,
+                          _digest(shape_key + rest)))
+
+    for shape in _shapes(sweep):
+        shape_key = _shape_key(*shape)
+        for j, params in enumerate(grid):
+            for precision in precisions:
+                add(precision, shape, shape_key, j, params)
+    for j, (precision, shape, params) in enumerate(includes, start=len(grid)):
+        add(precision, shape, _shape_key(*shape), j, params)
     return cases
 
 
@@ -131,8 +170,9 @@ def identity_params(workload: str, precision: str, raw: dict, where: str = "para
         raise ScenarioError(f"{where}: {precision}: params.{case_params.one_line(err)}") from None
 
 
-# Above this many cases a plan is refused unless asked for (`--max-cases`): 10^6 cases take a
-# minute to expand and list, 10^10 would exhaust memory; no benchmark run needs that many.
+# Above this many cases a plan is refused unless asked for (`--max-cases`): 10^6 cases take seconds
+# to expand and list (benchmarks/test_harness.py), 10^10 would exhaust memory; no benchmark run
+# needs that many.
 MAX_CASES = 100_000
 
 
@@ -160,11 +200,12 @@ def expand(scenario: Scenario) -> list[Case]:
     """All cases of a scenario, in file order, each case once (the first occurrence wins)."""
     seen: set[str] = set()
     out = []
-    for i in range(len(scenario.sweep)):
-        for case in expand_sweep(scenario, i):
-            if case.case_id not in seen:
-                seen.add(case.case_id)
-                out.append(case)
+    with _no_cycle_collection():
+        for i in range(len(scenario.sweep)):
+            for case in expand_sweep(scenario, i):
+                if case.case_id not in seen:
+                    seen.add(case.case_id)
+                    out.append(case)
     return out
 
 
@@ -208,3 +249,17 @@ def only(cases: list[Case], filters: list[str] | None) -> list[Case]:
         raise ScenarioError(f"--only {' / '.join(filters)} selects none of the {len(cases)} cases "
                             "(`python -m suite plan SCENARIO` lists them)")
     return chosen
+
+
+@contextlib.contextmanager
+def _no_cycle_collection():
+    """Python's cycle collector paused: a plan allocates up to 10^6 cases and none is in a cycle,
+    yet the collector's passes over them cost as much as building them. Reference counting still
+    frees everything as usual; the collector resumes (as it was) afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
