@@ -54,28 +54,33 @@ class Budget:
         return ""
 
 
-def _settings(df: pd.DataFrame):
-    """(run_id, baseline_case_id) -> its rows, over measured or not; settings without a baseline
-    (a run with no baseline precision) are one setting per case."""
+def _settings(df: pd.DataFrame) -> pd.DataFrame:
+    """The records with speedups and a `setting` key (run_id and baseline case: every precision of
+    one case shares it; a run with no baseline precision has one setting per case)."""
     df = derived.with_speedups(df)
-    key = df["baseline_case_id"].where(df["baseline_case_id"].notna(), df["case_id"])
-    return df.groupby([df["run_id"], key], sort=False)
+    df["setting_key"] = df["run_id"].astype(str) + "/" + df["baseline_case_id"].fillna(df["case_id"]).astype(str)
+    return df
 
 
-def _label(rows: pd.DataFrame) -> str:
-    base = rows[rows["case_id"] == rows["baseline_case_id"]]
-    return derived.shape_label((base if len(base) else rows).iloc[0])
+def _labels(df: pd.DataFrame) -> pd.Series:
+    """setting_key -> its name: the shape label of its baseline case (or of its first case)."""
+    base = df[df["case_id"] == df["baseline_case_id"]]
+    first = pd.concat([base, df]).drop_duplicates("setting_key")
+    return pd.Series(derived.shape_labels(first).to_numpy(), index=first["setting_key"].to_numpy())
 
 
-def _size(rows: pd.DataFrame) -> float:
-    """How big a setting is, to find the largest: its flops, else M*K*N, else the baseline's time."""
-    for column in ("flops",):
-        if column in rows and rows[column].notna().any():
-            return float(rows[column].max())
-    if rows["m"].notna().all():
-        return float((rows["m"].astype(float) * rows["k"].astype(float) * rows["n"].astype(float)).max())
-    times = pd.to_numeric(rows["time_ms_median"], errors="coerce")
-    return float(times.max()) if times.notna().any() else 0.0
+def _sizes(df: pd.DataFrame) -> pd.Series:
+    """Per row, how big its case is, to find the largest setting: flops, else M*K*N, else time."""
+    size = pd.Series(0.0, index=df.index)
+    times = pd.to_numeric(df["time_ms_median"], errors="coerce")
+    size = size.where(times.isna(), times)
+    if df["m"].notna().any():
+        mkn = df["m"].astype(float) * df["k"].astype(float) * df["n"].astype(float)
+        size = mkn.where(mkn.notna(), size)
+    if "flops" in df and df["flops"].notna().any():
+        flops = pd.to_numeric(df["flops"], errors="coerce")
+        size = flops.where(flops.notna(), size)
+    return size
 
 
 def _err(row) -> str:
@@ -95,35 +100,36 @@ def _ratio(speedup: float, baseline: str) -> str:
 def largest_setting_answers(df: pd.DataFrame) -> list[str]:
     """Per workload of the newest run: at its largest setting, each precision against the baseline
     (fastest first) with its error; emulated ones as numerics only; the ones not measured and why."""
-    newest = df[df["run_id"] == df["run_id"].max()]
+    newest = _settings(df[df["run_id"] == df["run_id"].max()])
+    newest["size"] = _sizes(newest)
     lines = []
     for workload, rows in newest.groupby("workload", sort=False):
-        groups = [g for _, g in _settings(rows)]
-        if not groups:
-            continue
-        g = max(groups, key=_size)
-        baseline = g["baseline"].dropna()
-        baseline = str(baseline.iloc[0]) if len(baseline) else None
-        ok = g[g["status"] == "ok"]
-        emulated = derived.is_emulated(ok)
-        timed = ok[~emulated & ok["speedup"].notna() & (ok["precision"] != baseline)]
-        timed = timed.sort_values("speedup", ascending=False)
-        parts = []
-        for i, (_, r) in enumerate(timed.iterrows()):
-            speedup = float(r["speedup"])
-            if i == 0:
-                parts.append(f"{r['precision']} is {_ratio(speedup, baseline)} ({_err(r)})")
-            else:
-                ratio = f"{speedup:.3g}x" if speedup >= 1 else f"{1 / speedup:.3g}x slower"
-                parts.append(f"{r['precision']} {ratio} ({_err(r)})")
-        if len(timed) and float(timed["speedup"].iloc[0]) < 1:
-            parts.insert(0, f"{baseline} (the baseline) is fastest")
-        parts += [f"{r['precision']} numerics only, emulated ({_err(r)})" for _, r in ok[emulated].iterrows()]
-        not_run = g[g["status"] != "ok"]
-        parts += [f"{r['precision']} {r['status']} ({short(r.get('reason'))})" for _, r in not_run.iterrows()]
-        if parts:
-            lines.append(f"{workload} at {_label(g)}: " + "; ".join(parts) + ".")
+        biggest = rows.groupby("setting_key", sort=False)["size"].max().idxmax()
+        g = rows[rows["setting_key"] == biggest]
+        lines += _answer(workload, g, _labels(g)[biggest])
     return lines
+
+
+def _answer(workload: str, g: pd.DataFrame, label: str) -> list[str]:
+    baseline = g["baseline"].dropna()
+    baseline = str(baseline.iloc[0]) if len(baseline) else None
+    ok = g[g["status"] == "ok"]
+    emulated = derived.is_emulated(ok)
+    timed = ok[~emulated & ok["speedup"].notna() & (ok["precision"] != baseline)]
+    timed = timed.sort_values("speedup", ascending=False)
+    parts = []
+    for i, (_, r) in enumerate(timed.iterrows()):
+        speedup = float(r["speedup"])
+        if i == 0:
+            parts.append(f"{r['precision']} is {_ratio(speedup, baseline)} ({_err(r)})")
+        else:
+            ratio = f"{speedup:.3g}x" if speedup >= 1 else f"{1 / speedup:.3g}x slower"
+            parts.append(f"{r['precision']} {ratio} ({_err(r)})")
+    if len(timed) and float(timed["speedup"].iloc[0]) < 1:
+        parts.insert(0, f"{baseline} (the baseline) is fastest")
+    parts += [f"{r['precision']} numerics only, emulated ({_err(r)})" for _, r in ok[emulated].iterrows()]
+    parts += [f"{r['precision']} {r['status']} ({short(r.get('reason'))})" for _, r in g[g["status"] != "ok"].iterrows()]
+    return [f"{workload} at {label}: " + "; ".join(parts) + "."] if parts else []
 
 
 def short(reason, width: int = 72) -> str:
@@ -148,6 +154,38 @@ def not_measured(df: pd.DataFrame, most: int = 3) -> str:
 
 PICK_COLUMNS = ["workload", "setting", "run_id", "baseline", "pick", "speedup", "rel_err", "sqnr_db",
                 "loss_delta_vs_fp32", "within_budget", "not_timed", "rejected"]
+METRICS = ("rel_err", "sqnr_db", "loss_delta_vs_fp32")
+
+
+def _misses(df: pd.DataFrame, budget: Budget) -> pd.Series:
+    """Per row, why it misses the budget ('' when it meets it); a bound whose metric was not
+    recorded is missed (`Budget.misses`, applied to the rows that miss only)."""
+    bad = missed(df, budget)
+    why = pd.Series("", index=df.index, dtype=object)
+    if bad.any():
+        columns = [c for c in METRICS if c in df]
+        why[bad] = [budget.misses(r) for r in df.loc[bad, columns].to_dict("records")]
+    return why
+
+
+def missed(df: pd.DataFrame, budget: Budget) -> pd.Series:
+    """Per row, whether it misses the budget (a bound whose metric is not recorded is missed)."""
+    bad = pd.Series(False, index=df.index)
+    for column, bound, ok in (("rel_err", budget.max_rel_err, lambda v, b: v <= b),
+                              ("sqnr_db", budget.min_sqnr_db, lambda v, b: v >= b),
+                              ("loss_delta_vs_fp32", budget.max_loss_delta, lambda v, b: v.abs() <= b)):
+        if bound is None:
+            continue
+        values = pd.to_numeric(df[column], errors="coerce") if column in df else pd.Series(float("nan"), index=df.index)
+        bad |= ~ok(values, bound).fillna(False)
+    return bad
+
+
+def _joined(rows: pd.DataFrame, text: pd.Series) -> pd.Series:
+    """setting_key -> the texts of its rows, '; '-joined."""
+    if rows.empty:
+        return pd.Series(dtype=object)
+    return text.groupby(rows["setting_key"]).agg("; ".join)
 
 
 def recommend(df: pd.DataFrame, budget: Budget = Budget()) -> pd.DataFrame:
@@ -156,28 +194,38 @@ def recommend(df: pd.DataFrame, budget: Budget = Budget()) -> pd.DataFrame:
     Columns (PICK_COLUMNS): `pick` (None when no timed precision qualifies), its `speedup` over the
     in-run `baseline` and its errors; `within_budget` how many timed precisions qualified;
     `not_timed` precisions within budget whose speed is unknown here (emulated, e.g. FP8 on a CPU);
-    `rejected` the faster precisions that missed the budget, with the reason."""
-    out = []
-    for (run_id, _), g in _settings(df):
-        ok = g[g["status"] == "ok"]
-        emulated = derived.is_emulated(ok)
-        timed = ok[~emulated].copy()
-        timed["speedup"] = timed["speedup"].where(timed["precision"] != timed["baseline"], 1.0)
-        timed = timed[timed["speedup"].notna()].sort_values("speedup", ascending=False)
-        misses = {i: budget.misses(r) for i, r in timed.iterrows()}
-        good = timed[[not misses[i] for i in timed.index]]
-        best = good.iloc[0] if len(good) else None
-        faster = timed if best is None else timed[timed["speedup"] > best["speedup"]]
-        base = g["baseline"].dropna()
-        out.append({
-            "workload": g["workload"].iloc[0], "setting": _label(g), "run_id": run_id,
-            "baseline": str(base.iloc[0]) if len(base) else None,
-            "pick": None if best is None else best["precision"],
-            "speedup": None if best is None else float(best["speedup"]),
-            **{c: (None if best is None or c not in best or pd.isna(best[c]) else float(best[c]))
-               for c in ("rel_err", "sqnr_db", "loss_delta_vs_fp32")},
-            "within_budget": len(good),
-            "not_timed": ", ".join(r["precision"] for _, r in ok[emulated].iterrows() if not budget.misses(r)),
-            "rejected": "; ".join(f"{r['precision']} ({misses[i]})" for i, r in faster.iterrows()),
-        })
-    return pd.DataFrame(out, columns=PICK_COLUMNS)
+    `rejected` the faster precisions that missed the budget, with the reason. Columnar: a million
+    records take seconds."""
+    df = _settings(df)
+    for column in METRICS:
+        if column not in df:
+            df[column] = float("nan")
+    settings = df.drop_duplicates("setting_key")[["setting_key", "workload", "run_id"]].set_index("setting_key")
+    baselines = df.dropna(subset=["baseline"]).drop_duplicates("setting_key").set_index("setting_key")["baseline"]
+    ok = df[df["status"] == "ok"]
+    emulated = derived.is_emulated(ok)
+    timed = ok[~emulated].copy()
+    timed["speedup"] = timed["speedup"].where(timed["precision"] != timed["baseline"], 1.0)
+    timed = timed[timed["speedup"].notna()]
+    bad = missed(timed, budget)
+    good = timed[~bad].sort_values("speedup", ascending=False)
+    best = good.drop_duplicates("setting_key").set_index("setting_key")
+    rejected = pd.Series(dtype=object)
+    if len(timed):
+        best_speed = timed["setting_key"].map(best["speedup"]).astype(float)
+        speed = timed["speedup"].astype(float)
+        faster = timed[bad & (best_speed.isna() | (speed > best_speed))].sort_values("speedup", ascending=False)
+        rejected = _joined(faster, faster["precision"].astype(str) + " (" + _misses(faster, budget) + ")")
+    emu = ok[emulated]
+    emu = emu[~missed(emu, budget)] if len(emu) else emu
+    out = pd.DataFrame({
+        "workload": settings["workload"], "setting": _labels(df).reindex(settings.index),
+        "run_id": settings["run_id"], "baseline": baselines.reindex(settings.index),
+        "pick": best["precision"].reindex(settings.index), "speedup": best["speedup"].reindex(settings.index),
+        **{c: pd.to_numeric(best[c], errors="coerce").reindex(settings.index) for c in METRICS},
+        "within_budget": good.groupby("setting_key").size().reindex(settings.index).fillna(0).astype(int),
+        "not_timed": _joined(emu, emu["precision"]).reindex(settings.index).fillna("").str.replace("; ", ", "),
+        "rejected": rejected.reindex(settings.index).fillna(""),
+    })
+    out = out.reset_index(drop=True)[PICK_COLUMNS]
+    return out.astype(object).where(out.notna(), None)

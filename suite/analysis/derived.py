@@ -19,11 +19,14 @@ def with_speedups(df: pd.DataFrame) -> pd.DataFrame:
     """Add `speedup` (baseline median time / this case's, same run) and `pct_of_peak`."""
     df = df.copy()
     ok = df[df["status"] == "ok"]
-    base_time = dict(zip(zip(ok["run_id"], ok["case_id"]), ok["time_ms_median"]))
-    keys = zip(df["run_id"], df["baseline_case_id"])
-    base = [base_time.get(k, np.nan) for k in keys]
+    # the baseline case's time, looked up by (run, case) in one columnar step
+    base_time = pd.Series(pd.to_numeric(ok["time_ms_median"], errors="coerce").to_numpy(),
+                          index=pd.MultiIndex.from_arrays([ok["run_id"], ok["case_id"]]))
+    base_time = base_time[~base_time.index.duplicated()]
+    wanted = pd.MultiIndex.from_arrays([df["run_id"], df["baseline_case_id"]])
+    base = base_time.reindex(wanted).to_numpy(dtype=float)
     time_ms = pd.to_numeric(df["time_ms_median"], errors="coerce")
-    df["speedup"] = np.where(df["status"] == "ok", np.asarray(base, dtype=float) / time_ms, np.nan)
+    df["speedup"] = np.where(df["status"] == "ok", base / time_ms, np.nan)
     peak = pd.to_numeric(df["peak_tflops"], errors="coerce")
     df["pct_of_peak"] = 100.0 * pd.to_numeric(df["tflops"], errors="coerce") / peak
     return df
@@ -43,6 +46,24 @@ def shape_label(row) -> str:
     params = json.loads(row["params"]) if isinstance(row.get("params"), str) else {}
     parts += [f"{k}={v}" for k, v in sorted(params.items())]
     return " ".join(parts) or row["workload"]
+
+
+def shape_labels(df: pd.DataFrame) -> pd.Series:
+    """`shape_label` of every row, in columnar steps: the shape as text, and each distinct
+    `params` string parsed once (a million rows hold a few hundred distinct parameter sets)."""
+    shaped = df["m"].notna() if "m" in df else pd.Series(False, index=df.index)
+    dims = [df[d].where(shaped, 0).astype("int64").astype(str) for d in ("m", "k", "n")] if shaped.any() else None
+    shape = (dims[0] + "x" + dims[1] + "x" + dims[2]).where(shaped, "") if dims else pd.Series("", index=df.index)
+    params = df["params"] if "params" in df else pd.Series(None, index=df.index)
+
+    def words(text) -> str:
+        parsed = json.loads(text) if isinstance(text, str) else {}
+        return " ".join(f"{k}={v}" for k, v in sorted(parsed.items()))
+
+    lookup = {p: words(p) for p in params.dropna().unique()}
+    extra = params.map(lookup).fillna("")
+    label = (shape + " " + extra).str.strip()
+    return label.where(label != "", df["workload"].astype(str))
 
 
 def geomean(xs) -> float:
@@ -136,24 +157,30 @@ STALL_FACTOR = 2.0
 STALL_SHARE = 0.05
 
 
-def stall_share(samples, median) -> float:
-    """Fraction of a case's samples above STALL_FACTOR times its median (nan without samples)."""
-    if samples is None or not isinstance(median, (int, float)) or not median > 0:
-        return math.nan
-    xs = [x for x in samples if x is not None]
-    if len(xs) < 5:  # too few to tell a stall from a slow first call
-        return math.nan
-    return sum(x > STALL_FACTOR * median for x in xs) / len(xs)
+MIN_STALL_SAMPLES = 5  # fewer cannot tell a stall from a slow first call
 
 
 def stalls(df: pd.DataFrame) -> pd.Series:
-    """Per record: the share of its samples that are stalls, where it is at least STALL_SHARE
-    (else nan)."""
-    if "samples_ms" not in df:
-        return pd.Series(math.nan, index=df.index)
-    shares = [stall_share(s, m) if st == "ok" else math.nan
-              for s, m, st in zip(df["samples_ms"], df["time_ms_median"], df["status"])]
-    return pd.Series([x if x >= STALL_SHARE else math.nan for x in shares], index=df.index, dtype=float)
+    """Per record: the share of its samples above STALL_FACTOR times its median, where that share
+    is at least STALL_SHARE (else nan; nan too for a case with fewer than MIN_STALL_SAMPLES samples
+    or none). Columnar: every sample of every case in one array."""
+    out = pd.Series(math.nan, index=df.index, dtype=float)
+    if "samples_ms" not in df or df.empty:
+        return out
+    median = pd.to_numeric(df["time_ms_median"], errors="coerce").to_numpy(float)
+    ok = ((df["status"] == "ok").to_numpy(bool)) & (median > 0)
+    keep = [(i, s) for i, s in enumerate(df["samples_ms"].to_numpy())
+            if ok[i] and s is not None and not isinstance(s, float) and len(s) >= MIN_STALL_SAMPLES]
+    if not keep:
+        return out
+    rows = np.fromiter((i for i, _ in keep), dtype=np.int64, count=len(keep))
+    lengths = np.fromiter((len(s) for _, s in keep), dtype=np.int64, count=len(keep))
+    values = np.concatenate([np.asarray(s, dtype=float) for _, s in keep])
+    over = values > STALL_FACTOR * np.repeat(median[rows], lengths)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    share = np.add.reduceat(over.astype(np.int64), starts) / lengths
+    out.iloc[rows] = np.where(share >= STALL_SHARE, share, math.nan)
+    return out
 
 
 # -- vocabulary padding (scenarios vocab and cpu_models) ---------------------------------------

@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from suite.results.atomic import atomic_write  # noqa: E402
-from suite.analysis.derived import is_emulated, shape_label, vocab_padding  # noqa: E402
+from suite.analysis.derived import is_emulated, shape_label, shape_labels, vocab_padding  # noqa: E402
 
 
 def _x(df: pd.DataFrame) -> tuple[pd.Series, str, dict | None]:
@@ -22,11 +22,11 @@ def _x(df: pd.DataFrame) -> tuple[pd.Series, str, dict | None]:
     shaped = df["m"].notna().all()
     if shaped:
         size = (df["m"].astype(float) * df["k"].astype(float) * df["n"].astype(float)) ** (1 / 3)
-        families = df.apply(_family, axis=1)
+        families = _families(df)
         by_line = size.groupby([df["precision"], families])
         if ((by_line.max() / by_line.min()) >= LINE_SPAN).any():
             return size, "problem size (M*K*N)^(1/3)", None
-    labels = df.apply(shape_label, axis=1)
+    labels = shape_labels(df)
     order = size.groupby(labels).first().sort_values() if shaped else pd.Series(0, index=sorted(set(labels)))
     pos = {label: i for i, label in enumerate(order.index)}
     return labels.map(pos), "case", pos
@@ -37,13 +37,15 @@ def _x(df: pd.DataFrame) -> tuple[pd.Series, str, dict | None]:
 LINE_SPAN = 1.5
 
 
-def _family(row) -> str:
+def _families(df: pd.DataFrame) -> pd.Series:
     """Cases on one line: square GEMMs together; others by their K and N (M, the token count,
     varies along the line), so a model's shapes never zigzag through the square sizes."""
-    if pd.isna(row.get("m")):
-        return ""
-    m, k, n = int(row["m"]), int(row["k"]), int(row["n"])
-    return "square" if m == k == n else f"K={k}, N={n}"
+    if "m" not in df or not df["m"].notna().any():
+        return pd.Series("", index=df.index)
+    shaped = df["m"].notna()
+    m, k, n = (df[d].where(shaped, 0).astype("int64") for d in ("m", "k", "n"))
+    named = "K=" + k.astype(str) + ", N=" + n.astype(str)
+    return named.where((m != k) | (k != n), "square").where(shaped, "")
 
 
 MARKERS = "osD^v<>PX*h"
@@ -132,7 +134,7 @@ def _lines(ax, rows: pd.DataFrame, x: pd.Series, column: str, cats) -> None:
     """One line per precision and shape family, with distinct markers and dashes (so precisions
     with the same numbers stay visible) and error bars from the stored quantiles. Shapes that form
     no line (one point in their family, or categories) are points, one legend entry per precision."""
-    families = rows.apply(_family, axis=1) if cats is None else pd.Series("", index=rows.index)
+    families = _families(rows) if cats is None else pd.Series("", index=rows.index)
     counts = rows.groupby([rows["precision"], families]).size()
     lined = set() if cats is not None else {f for (_, f), n in counts.items() if n > 1}
     for i, (precision, by_precision) in enumerate(rows.groupby("precision", sort=False)):
@@ -142,14 +144,31 @@ def _lines(ax, rows: pd.DataFrame, x: pd.Series, column: str, cats) -> None:
             if cats is not None or family not in lined or len(g) == 1:
                 points.append(g)
                 continue
-            g = g.iloc[np.argsort(x[g.index].to_numpy())]
             label = f"{precision} ({family})" if len(lined) > 1 else precision
-            ax.errorbar(x[g.index], g[column], yerr=_spread(g, g[column]), ls=DASHES[j % len(DASHES)],
-                        label=label, **style)
+            xs, ys, yerr = _along(g, x[g.index], column)
+            ax.errorbar(xs, ys, yerr=yerr, ls=DASHES[j % len(DASHES)], label=label, **style)
         if points:
             g = pd.concat(points)
             label = precision if len(lined) == 0 else f"{precision} (other shapes)"
-            ax.errorbar(x[g.index], g[column], yerr=_spread(g, g[column]), ls="none", label=label, **style)
+            many = len(g) > MAX_BARS  # thousands of error bars hide the points they belong to
+            ax.errorbar(x[g.index], g[column], yerr=None if many else _spread(g, g[column]), ls="none",
+                        label=label, **style)
+
+
+# Above this many points in one series, error bars are left out.
+MAX_BARS = 500
+
+
+def _along(g: pd.DataFrame, x: pd.Series, column: str):
+    """A line's points in x order with their error bars: each case's own p10-p90, or, where several
+    cases share a size (parameter variants), their median with the p10-p90 across them."""
+    if x.nunique() == len(g):
+        order = np.argsort(x.to_numpy())
+        g = g.iloc[order]
+        return x.to_numpy()[order], g[column].to_numpy(float), _spread(g, g[column])
+    by = g[column].astype(float).groupby(x.to_numpy())
+    mid, low, high = by.median(), by.quantile(0.1), by.quantile(0.9)
+    return mid.index.to_numpy(), mid.to_numpy(), np.vstack([mid - low, high - mid])
 
 
 def throughput(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
