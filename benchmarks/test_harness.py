@@ -42,7 +42,7 @@ def big_scenario_file(cases: int, folder) -> str:
     and TOML write alike)."""
     data = big_scenario_data(cases)
     sweep = data["sweep"][0]
-    text = f'name = "bench"\n[defaults]\nbaseline = "fp32"\n[[sweep]]\n' + "".join(
+    text = 'name = "bench"\n[defaults]\nbaseline = "fp32"\n[[sweep]]\n' + "".join(
         f"{key} = {json.dumps(value)}\n" for key, value in sweep.items() if key != "params")
     text += f"params = {{ outlier = {json.dumps(sweep['params']['outlier'])} }}\n"
     path = folder / "bench.toml"

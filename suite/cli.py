@@ -17,7 +17,6 @@ from suite.text import Printable
 def cmd_run(args) -> int:
     import pandas as pd
 
-    from suite.analysis import derived
     from suite import pipeline
     from suite.scenario import spec
 

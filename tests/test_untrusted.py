@@ -6,13 +6,10 @@ started with. Each test names the finding of issue #13 it covers."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
-import textwrap
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings, HealthCheck
@@ -38,8 +35,8 @@ def tiny_run(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def sandbox(tmp_path, monkeypatch):
-    """A working directory with its own results/ and reports/; `outside()` lists every file written
-    anywhere under tmp_path except those two folders (and the inputs the test put in `inputs/`)."""
+    """A working directory (tmp_path/work) for commands with default results/ and reports/ folders;
+    `files_outside` then lists what was written anywhere else under tmp_path."""
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)

@@ -38,8 +38,8 @@ class Budget:
         return ", ".join(p for p in parts if p) or "no accuracy bound"
 
     def misses(self, row) -> str:
-        """Why the case misses the budget ('' when it meets it, or when the metric is unknown:
-        an unmeasured bound disqualifies, see `recommend`)."""
+        """Why the case misses the budget ('' when it meets it); a bound whose metric was not
+        recorded is missed ("no sqnr_db recorded")."""
         checks = (("rel_err", self.max_rel_err, lambda v, b: v <= b, "rel. error {v:.2e} > {b:.3g}"),
                   ("sqnr_db", self.min_sqnr_db, lambda v, b: v >= b, "SQNR {v:.1f} dB < {b:.3g}"),
                   ("loss_delta_vs_fp32", self.max_loss_delta, lambda v, b: abs(v) <= b, "loss delta {v:+.3g} > {b:.3g}"))

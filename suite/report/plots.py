@@ -17,7 +17,7 @@ from suite.analysis.derived import is_emulated, shape_label, shape_labels, vocab
 
 
 def _x(df: pd.DataFrame) -> tuple[pd.Series, str, dict | None]:
-    """x positions: the equivalent square size (M*K*N)^(1/3) where shapes form lines (`_family`),
+    """x positions: the equivalent square size (M*K*N)^(1/3) where shapes form lines (`_families`),
     else one category per shape, ordered by size."""
     shaped = df["m"].notna().all()
     if shaped:

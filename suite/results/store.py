@@ -13,7 +13,6 @@ complete" and `--resume <run_id>` continues it.
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import sys
 from datetime import datetime, timezone
