@@ -20,12 +20,17 @@ def cmd_run(args) -> int:
     from suite import pipeline
     from suite.scenario import spec
 
+    from suite.fleet import shard
+
     scenario = spec.resolve(args.scenario, args.scenarios)
+    part = shard.parse(args.shard) if args.shard else None
+    group = shard.group_name(args.group) if part is not None else args.group
     try:
         result = pipeline.run_scenario(
             scenario, args.results, None if args.no_report else args.reports, args.device, not args.quiet,
             resume=args.resume, isolate=args.isolate, case_timeout=args.case_timeout, threads=args.threads,
-            max_cases=args.max_cases, only=args.only,
+            max_cases=args.max_cases, only=args.only, shard=part, group=group, executor=args.executor,
+            address=args.address,
         )
     except pipeline.ReportInterrupted as stop:
         print(f"mpsuite: interrupted while rendering the report; the run is stored in {stop.path} "
@@ -44,7 +49,7 @@ def cmd_run(args) -> int:
     from suite import report
 
     records = pd.DataFrame(result.records)
-    lines = report.headline(records)
+    lines = report.headline(records if result.group_records is None else pd.DataFrame(result.group_records))
     if args.json:
         _json({"run_id": result.run_id, "results": str(result.path),
                "report": str(result.report_files[0].parent) if result.report_files else None,
@@ -108,7 +113,8 @@ def resume_command(args, run_id: str) -> str:
     for flag, value, default in (("--scenarios", args.scenarios, None), ("--results", args.results, "results"),
                                  ("--reports", args.reports, "reports"), ("--device", args.device, None),
                                  ("--case-timeout", args.case_timeout, None), ("--threads", args.threads, None),
-                                 ("--max-cases", args.max_cases, None)):
+                                 ("--max-cases", args.max_cases, None), ("--executor", args.executor, "local"),
+                                 ("--address", args.address, None)):
         if value != default:
             parts += [flag, str(value)]
     for terms in args.only or []:
@@ -195,6 +201,12 @@ def cmd_plan(args) -> int:
     scenario = spec.resolve(args.scenario, args.scenarios)
     plan.check_size(scenario, args.max_cases)
     cases = plan.only(plan.expand(scenario), args.only)
+    if args.shards:
+        return _print_shards(cases, args.shards, args.json)
+    if args.shard:
+        from suite.fleet import shard
+
+        cases = shard.select(cases, shard.parse(args.shard))
     if args.json:
         _json({"scenario": scenario.name, "cases": [
             {"case_id": c.case_id, "workload": c.workload, "precision": c.precision, "baseline": c.baseline,
@@ -202,6 +214,20 @@ def cmd_plan(args) -> int:
         return 0
     # one write: a million print calls (each filtered for control characters) cost seconds
     sys.stdout.write("".join([f"{case.case_id}  {case.label}\n" for case in cases]))
+    return 0
+
+
+def _print_shards(cases, count: int, as_json: bool) -> int:
+    """`plan --shards N`: how the cases split over N shards, with each shard's estimated cost."""
+    from suite.fleet import shard
+
+    where, loads = shard.assign(cases, count), shard.loads(cases, count)
+    rows = [{"shard": k, "cases": where.count(k), "estimated_s": round(loads[k], 1)} for k in range(count)]
+    if as_json:
+        _json({"shards": rows})
+    else:
+        for row in rows:
+            print(f"shard {row['shard']}/{count}: {row['cases']:>5} cases, ~{row['estimated_s']:g} s (prior)")
     return 0
 
 
@@ -401,6 +427,10 @@ def parser() -> argparse.ArgumentParser:
                       help="only the cases matching TERMS: comma-joined key=pattern (workload, precision, m, k, n, "
                       "shape such as 2048x*, or a parameter; shell wildcards) or words of the case's label; "
                       "repeat for 'or' (e.g. --only precision=bf16,shape=2048x* --only workload=linear)")
+    scen.add_argument("--shard", metavar="K/N",
+                      help="only shard K (from 0) of N: a deterministic, cost-balanced slice, the same on every "
+                      "machine; auto: a SLURM job array's task; auto/N: a Kubernetes Indexed Job's "
+                      "JOB_COMPLETION_INDEX (docs/fleet.md)")
 
     r = sub.add_parser("run", parents=[scen, common, as_json], help="run a scenario, store its records, render its report")
     r.add_argument("--results", default="results", help="results folder (default: results)")
@@ -419,6 +449,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--threads", metavar="N", type=_threads,
                    help="torch's intra-op CPU threads for the run (default: the scenario's `threads`, else "
                    "torch's default of one per core); recorded as cpu_threads")
+    r.add_argument("--group", metavar="NAME",
+                   help="with --shard: the run group every shard of the fleet run shares (default: "
+                   "$MPSUITE_RUN_GROUP, else slurm-$SLURM_ARRAY_JOB_ID or gha-$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT); "
+                   "a shard started again under it resumes its own run")
+    r.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="ray: run the cases on a Ray cluster, one worker per GPU (else per node), records "
+                   "journaled here (needs the fleet extra)")
+    r.add_argument("--address", metavar="ADDR", help="with --executor ray: the cluster (default: $RAY_ADDRESS, "
+                   "else a local one)")
     r.set_defaults(func=cmd_run)
 
     rep = sub.add_parser("report", parents=[common], help="render a report from stored results")
@@ -448,6 +487,8 @@ def parser() -> argparse.ArgumentParser:
                     help="training steps: |final loss - the fp32 twin's| at most NATS")
     rc.add_argument("--all-runs", action="store_true", help="every run found, not only the newest per scenario")
     rc.set_defaults(func=cmd_recommend)
+    pl.add_argument("--shards", metavar="N", type=_count,
+                    help="print how the cases split over N shards (cases and estimated seconds per shard)")
     pl.set_defaults(func=cmd_plan)
 
     stat = argparse.ArgumentParser(add_help=False, parents=[common])

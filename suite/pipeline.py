@@ -15,6 +15,11 @@ How a run survives trouble:
 - on a GPU the cases run in one worker process, replaced after a case that leaves CUDA unusable
   (`isolate.CaseWorker`), so one sticky CUDA error costs one case;
 - a scenario asking for CUDA on a machine without it records every case as skipped, with the reason.
+
+Fleet runs (`suite.fleet`): `shard` runs one cost-balanced slice of the cases as a run of its own,
+tagged with its run group, and a shard started again under the same group and shard finds its
+journal and resumes it (or, complete, does nothing); `executor="ray"` sends the cases to Ray
+workers and journals their records here, on the driver.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from suite.scenario import plan
 from suite.results import store
 from suite.results.atomic import remove_stale
 from suite.errors import UserError
+from suite.fleet import shard as sharding
 from suite.scenario.spec import Scenario
 
 # What must be the same for the records of one run to be compared with each other (speedups are
@@ -50,6 +56,7 @@ class RunResult:
     path: Path
     records: list[dict]
     report_files: list[Path]
+    group_records: list[dict] | None = None  # a shard's: its whole run group as stored so far
 
     @property
     def failed(self) -> int:
@@ -156,6 +163,8 @@ def _differences(then, now, where: str = "") -> list[str]:
 
 
 def _check_resumable(journal, order: list[str], meta: dict, spec: dict) -> None:
+    """A run under the Ray executor spans the cluster's nodes, each record with its node's facts:
+    the driver's own machine is not the run's, so only the scenario and the plan are checked."""
     head = journal.header
     if head.get("spec_hash") not in (None, spec["spec_hash"]):
         changed = _differences(head.get("spec"), spec["spec"])
@@ -172,7 +181,7 @@ def _check_resumable(journal, order: list[str], meta: dict, spec: dict) -> None:
             "file to resume, or start a new run"
         )
     then = head.get("identity") or {}
-    for key in IDENTITY:
+    for key in IDENTITY if head.get("executor") != "ray" else ():
         if then.get(key) != meta.get(key):
             raise UserError(
                 f"run {head['run_id']} was measured with {key} = {then.get(key)!r} and this machine has "
@@ -197,38 +206,93 @@ def run_scenario(
     threads: int | None = None,
     max_cases: int | None = None,
     only: list[str] | None = None,
+    shard: sharding.Shard | None = None,
+    group: str | None = None,
+    executor: str = "local",
+    address: str | None = None,
 ) -> RunResult:
     """Run a scenario; `threads` (else the scenario's `threads`, else torch's default) sets torch's
     intra-op threads for the run and is restored after it. A scenario of more than `max_cases`
     cases (default `plan.MAX_CASES`) is refused before anything is expanded; `only` (filters,
-    `plan.only`) runs the matching cases alone."""
+    `plan.only`) runs the matching cases alone. `shard` runs that slice of them (`suite.fleet.shard`)
+    as one shard of the run group `group`; `executor="ray"` runs the cases on the Ray cluster at
+    `address` (default: $RAY_ADDRESS, else a local one)."""
     plan.check_size(scenario, max_cases)
     if case_timeout is not None and not isolate:
         raise UserError("--case-timeout needs --isolate: only a case in its own process can be stopped")
+    if executor not in ("local", "ray"):
+        raise UserError(f"executor {executor!r}: expected local or ray")
+    if executor == "ray" and isolate:
+        raise UserError("--isolate and --executor ray: a Ray worker is already a process of its own per node or GPU")
+    if address is not None and executor != "ray":
+        raise UserError("--address needs --executor ray")
+    if group is not None and shard is None and resume is None:
+        raise UserError("--group names the run group of shards: give --shard K/N too")
+    fleet = {"shard": shard, "group": group, "executor": executor, "address": address}
     threads = threads or scenario.defaults.threads
     if threads is None:
         return _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, isolate, case_timeout, None,
-                             only)
+                             only, fleet)
     import torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         return _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, isolate, case_timeout,
-                             threads, only)
+                             threads, only, fleet)
     finally:
         torch.set_num_threads(before)
 
 
+def _shard_of(results_dir, scenario: Scenario, spec: dict, fleet: dict, resume: str | None):
+    """(shard, run group id, the run to resume) of a sharded run. A resumed shard takes its shard
+    and group from its journal; a shard started again under its group finds its earlier run."""
+    shard, run_group = fleet["shard"], None
+    if resume is not None:
+        path = store.journal_path(results_dir, scenario.name, resume)
+        head = store.journal.read(path).header if path.exists() else {}
+        then = head.get("shard")
+        then = sharding.Shard(*then) if then else None
+        if shard is not None and then != shard:
+            raise UserError(f"run {resume} is shard {then or 'none (not sharded)'}, not shard {shard}; "
+                            "resume it as what it was")
+        return then, head.get("run_group"), resume
+    if shard is None:
+        return None, None, None
+    if fleet["group"] is None:
+        raise UserError("--shard needs a run group shared by every shard of the fleet run: --group NAME, or "
+                        "$MPSUITE_RUN_GROUP (a SLURM array's SLURM_ARRAY_JOB_ID, a GitHub Actions run's "
+                        "GITHUB_RUN_ID name it by themselves)")
+    run_group = sharding.group_id(fleet["group"], spec["spec_hash"])
+    found = store.find_shard_run(results_dir, scenario.name, run_group, shard.index, shard.count)
+    if found is not None:
+        run_id, complete = found
+        print(f"mpsuite: shard {shard} of run group {run_group} is run {run_id} "
+              f"({'complete' if complete else 'unfinished: resuming it'})", file=sys.stderr)
+        return shard, run_group, run_id
+    return shard, run_group, None
+
+
 def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, isolate, case_timeout,
-                  threads, only) -> RunResult:
+                  threads, only, fleet) -> RunResult:
     cases = plan.only(plan.expand(scenario), only)
     if not cases:
         raise UserError(f"scenario {scenario.name!r} has no cases: its include/exclude rules leave none")
+    spec = scenario_spec(scenario, device or scenario.defaults.device, only)
+    shard, run_group, resume = _shard_of(results_dir, scenario, spec, fleet, resume)
+    if shard is not None:
+        cases = sharding.select(cases, shard)
+        if not cases:
+            raise UserError(f"shard {shard} of scenario {scenario.name!r} has no cases: there are fewer "
+                            "settings (a case and its baseline) than shards")
     order = [case.case_id for case in cases]
+    ray = fleet["executor"] == "ray"
     dev = env.resolve_device(device or scenario.defaults.device)
     meta = {**run_meta(dev), "scenario_description": scenario.description, "threads_setting": threads}
-    spec = scenario_spec(scenario, device or scenario.defaults.device, only)
+    if shard is not None:
+        meta.update(run_group=run_group, shard_index=shard.index, shard_count=shard.count)
+    if ray:
+        meta["executor"] = "ray"
 
     report_dir = None if reports_dir is None else Path(reports_dir) / scenario.name
     if report_dir is not None:
@@ -254,25 +318,32 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
         header = {
             "plan": order,
             **spec,
+            **({"run_group": run_group, "shard": [shard.index, shard.count]} if shard is not None else {}),
+            **({"executor": "ray"} if ray else {}),
             "identity": {key: meta.get(key) for key in IDENTITY},
             "code_hash": meta.get("code_hash"),
             "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         journal = store.start_run(results_dir, scenario.name, store.new_run_id(), header)
     run_id = journal.header["run_id"]
-    meta = {"run_id": run_id, **meta}
+    meta = {"run_id": run_id, **meta, **({"shard_run_id": run_id} if shard is not None else {})}
     todo = [case for case in cases if case.case_id not in journal.case_ids]
 
-    where = meta["device_name"] or f"{dev.type} (not available)"
+    where = "a Ray cluster" if ray else meta["device_name"] or f"{dev.type} (not available)"
     done = f", resuming with {len(journal)} done and {len(todo)} to run" if resume else ""
+    part = f", shard {shard} of run group {run_group}" if shard is not None else ""
     print(f"mpsuite: {scenario.name}: {len(cases)} cases on {where} (torch {meta['torch_version']}), "
-          f"run {run_id}{done}", file=sys.stderr)
-    unavailable = runner.device_unavailable(dev)
+          f"run {run_id}{part}{done}", file=sys.stderr)
+    unavailable = None if ray else runner.device_unavailable(dev)  # a Ray worker decides on its node
     if unavailable:
         print(f"mpsuite: {unavailable}: every case is recorded as skipped", file=sys.stderr)
     bar = runner.progress_for(len(cases), len(journal), dev.type) if progress else None
     run_one, worker = None, None
-    if isolate:
+    if ray:
+        from suite.fleet import ray_executor
+
+        records = ray_executor.Executor(device or scenario.defaults.device, meta, fleet["address"], threads, run_meta)
+    elif isolate:
         from suite.measure import isolate as isolation
 
         run_one = isolation.CaseProcess(dev, meta, case_timeout)
@@ -285,7 +356,8 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
         worker = runner.CaseThread()
     try:
         with _stop_signals() as stop:
-            for record in runner.run(todo, dev, meta, bar, run_one, worker):
+            produced = records.run(todo, bar) if ray else runner.run(todo, dev, meta, bar, run_one, worker)
+            for record in produced:
                 with stop.atomic():
                     journal.append(record)
             with stop.atomic():
@@ -311,10 +383,22 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
             worker.close()
         if hasattr(run_one, "close"):
             run_one.close()
+        if ray:
+            records.close()
     print(f"mpsuite: wrote {path}", file=sys.stderr)
 
     records = store.read_file(path)
-    return RunResult(run_id, path, records.to_dict("records"), _render(records, path, report_dir))
+    shown = records if shard is None else _group_records(folder, run_group, records)
+    return RunResult(run_id, path, records.to_dict("records"), _render(shown, path, report_dir),
+                     None if shard is None else shown.to_dict("records"))
+
+
+def _group_records(folder: Path, run_group: str, own):
+    """A shard's report shows its whole run group as far as it is done (naming the shards still
+    missing), so the last shard to finish leaves the report of the fleet run."""
+    whole = store.read([folder], unfinished=True)
+    whole = whole[whole["run_group"] == run_group] if "run_group" in whole else whole.iloc[:0]
+    return whole.reset_index(drop=True) if len(whole) else own
 
 
 def _render(records, path: Path, out: Path | None) -> list[Path]:

@@ -241,6 +241,7 @@ class Progress:
         self._case: Case | None = None
         self._case_start = 0.0
         self._next_beat = HEARTBEAT_AFTER_S
+        self.out_of_order = False  # cases finish elsewhere, several at once (`finished`)
 
     def plan(self, todo: list[Case]) -> None:
         """The cases this process will run, in order (for the work-weighted estimate)."""
@@ -250,6 +251,13 @@ class Progress:
         self._case, self._case_start, self._next_beat = case, time.perf_counter(), HEARTBEAT_AFTER_S
         self.stream.write(f"[{self.done + 1:>{self.width}}/{self.total}] {case.label} ... ")
         self.stream.flush()
+
+    def finished(self, case: Case, record: dict) -> None:
+        """A case that ran elsewhere (a Ray worker) has ended: its line at once. Such cases finish out
+        of order and several at a time, so the estimate left is the average rate so far."""
+        self.out_of_order = True
+        self.begin(case)
+        self.end(record)
 
     def heartbeat(self, running_s: float) -> None:
         """Called while a case runs; writes a line once it has run HEARTBEAT_AFTER_S, then every
@@ -279,7 +287,7 @@ class Progress:
             self.cost.learn(self._case, record, now - self._case_start)
             if self._todo and self._todo[0] is self._case:
                 self._todo.pop(0)
-        if self._todo or self._case is not None:
+        if (self._todo or self._case is not None) and not self.out_of_order:
             left = self.left_s()
         else:  # no plan given: the average case so far
             left = elapsed / max(1, self.done - self.already_done) * (self.total - self.done)

@@ -19,6 +19,7 @@ import pandas as pd
 
 from suite.analysis import answers, derived
 from suite import names
+from suite.results import groups
 from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
 from suite.errors import UserError
 from suite.report import plots
@@ -114,7 +115,7 @@ def headline(df: pd.DataFrame) -> list[str]:
     the answer (per workload, at its largest case, each precision's speedup over the baseline and
     its error: `suite.analysis.answers`); then what makes the numbers unusual (a slow path and its
     cause, cases cut short by the cap, stalls) and what was not measured and why."""
-    lines = _partial_lines(df) + answers.largest_setting_answers(df) + _unusual_lines(df)
+    lines = _partial_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df) + _unusual_lines(df)
     missing = answers.not_measured(df)
     return lines + ([missing] if missing else [])
 
@@ -123,6 +124,8 @@ def _partial_lines(df: pd.DataFrame) -> list[str]:
     lines = []
     if "run_partial" in df:
         partial = df[df["run_partial"].fillna(False).astype(bool)]
+        if "run_group" in partial:  # a shard's is said by `groups.shard_lines`, with the shard's own run id
+            partial = partial[partial["run_group"].isna()]
         for (scenario, run), g in partial.groupby(["scenario", "run_id"], sort=True):
             planned = g["run_planned_cases"].dropna()
             of = f" of {int(planned.iloc[0])}" if len(planned) else ""

@@ -131,6 +131,17 @@ COLUMNS: list[Column] = [
                                         "the next case ran in a fresh one"),
     ),
     *_group(
+        "fleet (shards, run groups, executors)", False,
+        ("run_group", "string", "", "the fleet run the record belongs to: the group's name and the scenario spec's "
+                                    "hash (every shard of one fleet run shares it; readers then give its records "
+                                    "one run_id, the group's)"),
+        ("shard_index", "int", "", "this shard's index K, from 0 to shard_count - 1 (`run --shard K/N`)"),
+        ("shard_count", "int", "", "shards the run group was cut into (N)"),
+        ("shard_run_id", "string", "", "the shard's own run id (its file's name); run_id reads as the group's"),
+        ("executor", "string", "", "ray where the Ray executor ran the case (null: the process that journaled it)"),
+        ("worker_retries", "int", "", "times the case was started again because its Ray worker died"),
+    ),
+    *_group(
         "telemetry (NVML, CUDA only)", False,
         ("telemetry", "string", "", "nvml where the GPU was sampled"),
         ("telemetry_note", "string", "", "why there is none, or what went wrong"),

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from suite import names
-from suite.results import columns, journal, validate
+from suite.results import columns, groups, journal, validate
 from suite.results.atomic import atomic_write
 from suite.errors import UserError
 
@@ -404,4 +404,28 @@ def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn) -> p
         runs = [p.name[: -len(JOURNAL_SUFFIX)] for p in journals]
         pending = f"; unfinished run(s) without a results file yet: {', '.join(runs)}" if runs else ""
         raise UserError(f"no results (*.parquet) under {where}{why}{pending}")
-    return pd.concat(frames, ignore_index=True)
+    return groups.as_runs(pd.concat(frames, ignore_index=True), warn)  # the shards of a fleet run: one run
+
+
+def find_shard_run(results_dir: str | Path, scenario: str, run_group: str, index: int, count: int
+                   ) -> tuple[str, bool] | None:
+    """The run of shard `index`/`count` of `run_group` already in the results folder, and whether it
+    is complete (a results file) or unfinished (a journal only), or None: a shard started again by
+    its scheduler (a requeued SLURM task, a retried pod) finds its own run instead of starting over."""
+    folder = scenario_dir(results_dir, scenario)
+    wanted = {"run_group": run_group, "shard": [index, count]}
+    for run_id in incomplete_runs(results_dir, scenario):
+        try:
+            head = journal.read(journal_path(results_dir, scenario, run_id)).header or {}
+        except UserError:
+            continue
+        if {key: head.get(key) for key in wanted} == wanted:
+            return run_id, False
+    for path in sorted(folder.glob("*.parquet"), reverse=True):
+        try:
+            rows = pq.read_table(path, columns=["run_group", "shard_index", "shard_count", "run_id"]).to_pylist()
+        except (OSError, pa.ArrowException, KeyError):
+            continue  # not a results file of this schema: not a shard of this group
+        if rows and (rows[0]["run_group"], rows[0]["shard_index"], rows[0]["shard_count"]) == (run_group, index, count):
+            return rows[0]["run_id"], True
+    return None
