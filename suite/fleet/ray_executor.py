@@ -53,10 +53,12 @@ class _Worker:
 
         from suite.measure import env
 
+        import ray
+
         if threads:
             torch.set_num_threads(threads)  # the worker process is the run's: it ends with the run
         self.device = env.resolve_device(device_choice)
-        self.meta = {**run_meta(self.device), **run_level}
+        self.meta = {**run_meta(self.device), **run_level, "ray_node": ray.get_runtime_context().get_node_id()}
 
     def run(self, case, retries: int) -> dict:
         from suite.measure import isolate, runner
@@ -111,8 +113,10 @@ class Executor:
         return slots
 
     def _start(self, slot: int):
-        actor = self.actor_class.options(**self.slots[slot]).remote(
-            self.device_choice, self.run_level, self.threads, self.run_meta)
+        options = self.slots[slot]
+        # A CPU worker computes with the cores it holds (the run's --threads, else all of them).
+        threads = self.threads or (None if "num_gpus" in options else options["num_cpus"])
+        actor = self.actor_class.options(**options).remote(self.device_choice, self.run_level, threads, self.run_meta)
         self.workers[slot] = actor
         return actor
 
@@ -132,7 +136,7 @@ class Executor:
         cases = list(cases)
         # Settings, longest first (a long one started last would set the finish time alone).
         units = sorted(settings(list(cases)).values(), key=lambda u: (-sum(map(estimated_s, u)), u[0].case_id))
-        queue = deque((case, 0) for unit in units for case in unit)
+        queue = deque((case, 0, i) for i, unit in enumerate(units) for case in unit)  # (case, retries, setting)
         mine: dict[int, deque] = {}  # slot -> its cases, in order
         pending: dict = {}  # object ref -> (slot, case, attempt)
         print(f"mpsuite: ray: {len(self.slots)} worker(s), "
@@ -145,13 +149,10 @@ class Executor:
             """Give an idle worker the next setting (cases queued for a retry count as one each)."""
             if mine[slot] or not queue:
                 return
-            first, attempt = queue.popleft()
-            batch = [(first, attempt)]
-            key = first.baseline_case_id or first.case_id
-            while attempt == 0 and queue and queue[0][1] == 0 and \
-                    (queue[0][0].baseline_case_id or queue[0][0].case_id) == key:
+            batch = [queue.popleft()]
+            while queue and batch[0][2] is not None and queue[0][2] == batch[0][2]:
                 batch.append(queue.popleft())
-            for case, tries in batch:
+            for case, tries, _ in batch:
                 ref = self.workers[slot].run.remote(case, tries)
                 pending[ref] = (slot, case, tries)
                 mine[slot].append(ref)
@@ -166,9 +167,9 @@ class Executor:
             for ref in reversed(held):
                 _, case, tries = pending.pop(ref)
                 if err is None:
-                    queue.appendleft((case, tries))
+                    queue.appendleft((case, tries, None))
                 elif tries < RETRIES:
-                    queue.appendleft((case, tries + 1))
+                    queue.appendleft((case, tries + 1, None))
                 else:
                     yield self._failed(case, tries, err)
             if self.replacements < REPLACEMENTS_PER_WORKER * len(self.slots) and self._node_alive(slot):

@@ -115,25 +115,46 @@ def estimated_s(case: Case) -> float:
     return min(rule.case_cap(device), rule.warmup_s + rule.budget_s + work / NOMINAL_FLOPS[device])
 
 
-def settings(cases: list[Case]) -> dict[str, list[Case]]:
-    """Cases grouped by the baseline case they are measured against (plan order kept)."""
-    out: dict[str, list[Case]] = {}
+def _setting_keys(cases: list[Case]) -> list[str]:
+    """Each case's setting: the smallest case id among the cases it is tied to by baseline links
+    (a chain too: bf16 against fp32 in one sweep, an FP8 recipe against bf16 in another)."""
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
     for case in cases:
-        out.setdefault(case.baseline_case_id or case.case_id, []).append(case)
+        if case.baseline_case_id:
+            a, b = root(case.case_id), root(case.baseline_case_id)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    return [root(case.case_id) for case in cases]
+
+
+def settings(cases: list[Case]) -> dict[str, list[Case]]:
+    """Cases grouped with the baseline cases they are measured against (plan order kept)."""
+    out: dict[str, list[Case]] = {}
+    for case, key in zip(cases, _setting_keys(cases)):
+        out.setdefault(key, []).append(case)
     return out
 
 
 def assign(cases: list[Case], count: int) -> list[int]:
     """The shard (0..count-1) of each case, in the order given."""
-    units = settings(cases)
-    cost = {key: sum(estimated_s(c) for c in group) for key, group in units.items()}
+    keys = _setting_keys(cases)
+    cost: dict[str, float] = {}
+    for case, key in zip(cases, keys):
+        cost[key] = cost.get(key, 0.0) + estimated_s(case)
     load = [0.0] * count
     where: dict[str, int] = {}
-    for key in sorted(units, key=lambda k: (-cost[k], k)):
+    for key in sorted(cost, key=lambda k: (-cost[k], k)):
         k = min(range(count), key=lambda i: (load[i], i))
         where[key] = k
         load[k] += cost[key]
-    return [where[case.baseline_case_id or case.case_id] for case in cases]
+    return [where[key] for key in keys]
 
 
 def select(cases: list[Case], shard: Shard) -> list[Case]:

@@ -140,6 +140,7 @@ COLUMNS: list[Column] = [
         ("shard_run_id", "string", "", "the shard's own run id (its file's name); run_id reads as the group's"),
         ("executor", "string", "", "ray where the Ray executor ran the case (null: the process that journaled it)"),
         ("worker_retries", "int", "", "times the case was started again because its Ray worker died"),
+        ("ray_node", "string", "", "the Ray node that ran the case (its node id)"),
     ),
     *_group(
         "telemetry (NVML, CUDA only)", False,
