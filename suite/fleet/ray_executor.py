@@ -60,6 +60,9 @@ class _Worker:
         self.device = env.resolve_device(device_choice)
         self.meta = {**run_meta(self.device), **run_level, "ray_node": ray.get_runtime_context().get_node_id()}
 
+    def ready(self) -> None:
+        """Answered once the worker is up (torch imported, its node's facts captured)."""
+
     def run(self, case, retries: int) -> dict:
         from suite.measure import isolate, runner
 
@@ -166,6 +169,8 @@ class Executor:
             self._stop(slot)
             for ref in reversed(held):
                 _, case, tries = pending.pop(ref)
+                if case is None:  # a replacement that died starting
+                    continue
                 if err is None:
                     queue.appendleft((case, tries, None))
                 elif tries < RETRIES:
@@ -174,7 +179,10 @@ class Executor:
                     yield self._failed(case, tries, err)
             if self.replacements < REPLACEMENTS_PER_WORKER * len(self.slots) and self._node_alive(slot):
                 self.replacements += 1
-                self._start(slot)
+                # Busy until it is up: the cases waiting go to the workers already running meanwhile.
+                ref = self._start(slot).ready.remote()
+                pending[ref] = (slot, None, 0)
+                mine[slot].append(ref)
             else:
                 self.slots[slot] = None
 
@@ -200,6 +208,9 @@ class Executor:
                 else:
                     del pending[ref]
                     mine[slot].remove(ref)
+                    if case is None:  # a replacement worker is up
+                        feed(slot)
+                        continue
                     yield self._report(progress, record, case)
                     if record.get("worker_replaced"):  # its CUDA context is unusable: a new worker
                         list(lost(slot, None))
