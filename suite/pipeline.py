@@ -130,17 +130,7 @@ def _stop_signals():
             signal.signal(sig, handler)
 
 
-def run_meta(device) -> dict:
-    """Run-level metadata. Without the requested GPU the device columns say so (no name, no
-    capability) while versions, host and code are still recorded."""
-    if runner.device_unavailable(device) is None:
-        return env.capture(device)
-    import torch
-
-    cpu = torch.device("cpu")
-    meta = env.capture(cpu)
-    meta.update({key: None for key in env.device_info(cpu)}, device=device.type)
-    return meta
+run_meta = runner.run_meta  # the machine's facts for a run's records (also captured by each Ray worker)
 
 
 def scenario_spec(scenario: Scenario, device_choice: str, only: list[str] | None = None) -> dict:
@@ -342,7 +332,7 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
     if ray:
         from suite.fleet import ray_executor
 
-        records = ray_executor.Executor(device or scenario.defaults.device, meta, fleet["address"], threads, run_meta)
+        records = ray_executor.Executor(device or scenario.defaults.device, meta, fleet["address"], threads)
     elif isolate:
         from suite.measure import isolate as isolation
 

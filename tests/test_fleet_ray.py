@@ -107,3 +107,38 @@ def test_without_ray_the_executor_says_how_to_get_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(UserError, match=r"pip install -e \.\[fleet\]"):
         ray_executor._ray()
+
+
+def test_a_driver_stopped_midway_resumes_from_its_journal(cluster, write_scenario, tmp_path):
+    """SIGTERM (a scheduler's kill) reaches the driver while workers hold cases: the records that
+    arrived are in its journal, and `--resume` on the same cluster runs only the rest."""
+    scenario = write_scenario(SCENARIO, "rayfleet.toml")
+    results = tmp_path / "results"
+    folder = results / "rayfleet"
+    command = ["run", str(scenario), "--executor", "ray", "--address", cluster.address, "--results", str(results),
+               "--no-report", "--quiet"]
+
+    def stop_after_two_records():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for path in (folder / store.JOURNAL_DIR).glob(f"*{store.JOURNAL_SUFFIX}"):
+                if len(journal.read(path).records) >= 2:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    return
+            time.sleep(0.01)
+
+    stopper = threading.Thread(target=stop_after_two_records)
+    stopper.start()
+    try:
+        assert cli.main(command) == 128 + signal.SIGTERM
+    finally:
+        stopper.join()
+    [path] = (folder / store.JOURNAL_DIR).glob(f"*{store.JOURNAL_SUFFIX}")
+    done = {r["case_id"] for r in journal.read(path).records}
+    run_id = path.name[: -len(store.JOURNAL_SUFFIX)]
+    assert 2 <= len(done) < 8
+
+    assert cli.main([*command, "--resume", run_id]) == 0
+    df = store.read_file(folder / f"{run_id}.parquet")
+    assert sorted(df["case_id"]) == sorted(c.case_id for c in plan.expand(spec.load(scenario)))
+    assert done <= set(df["case_id"]) and (df["status"] == "ok").all()

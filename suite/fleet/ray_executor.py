@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import deque
-from typing import Callable, Iterator
+from typing import Iterator
 
 from suite.errors import UserError
 from suite.fleet.shard import estimated_s, settings
@@ -48,17 +48,17 @@ def _ray():
 class _Worker:
     """One worker process (a Ray actor): the run's facts of its own node, then one case per call."""
 
-    def __init__(self, device_choice: str, run_level: dict, threads: int | None, run_meta: Callable):
+    def __init__(self, device_choice: str, run_level: dict, threads: int | None):
         import torch
 
-        from suite.measure import env
+        from suite.measure import env, runner
 
         import ray
 
         if threads:
             torch.set_num_threads(threads)  # the worker process is the run's: it ends with the run
         self.device = env.resolve_device(device_choice)
-        self.meta = {**run_meta(self.device), **run_level, "ray_node": ray.get_runtime_context().get_node_id()}
+        self.meta = {**runner.run_meta(self.device), **run_level, "ray_node": ray.get_runtime_context().get_node_id()}
 
     def ready(self) -> None:
         """Answered once the worker is up (torch imported, its node's facts captured)."""
@@ -76,10 +76,9 @@ class _Worker:
 class Executor:
     """`run(cases, progress)` yields one record per case, in the order they finish."""
 
-    def __init__(self, device_choice: str, meta: dict, address: str | None, threads: int | None,
-                 run_meta: Callable):
+    def __init__(self, device_choice: str, meta: dict, address: str | None, threads: int | None):
         self.ray = _ray()
-        self.device_choice, self.threads, self.run_meta = device_choice, threads, run_meta
+        self.device_choice, self.threads = device_choice, threads
         # What the driver knows of the run; each worker adds its own machine's columns.
         self.run_level = {k: meta[k] for k in ("run_id", "scenario_description", "threads_setting", "run_group",
                                                "shard_index", "shard_count", "shard_run_id", "executor") if k in meta}
@@ -119,7 +118,7 @@ class Executor:
         options = self.slots[slot]
         # A CPU worker computes with the cores it holds (the run's --threads, else all of them).
         threads = self.threads or (None if "num_gpus" in options else options["num_cpus"])
-        actor = self.actor_class.options(**options).remote(self.device_choice, self.run_level, threads, self.run_meta)
+        actor = self.actor_class.options(**options).remote(self.device_choice, self.run_level, threads)
         self.workers[slot] = actor
         return actor
 

@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Iterator, TextIO
 
 import torch
 
-from suite.measure import peaks, telemetry
+from suite.measure import env, peaks, telemetry
 from suite.scenario import registry
 from suite.errors import NonFiniteOutput, TimingUnsupported, Unsupported
 from suite.scenario.plan import Case
@@ -74,6 +74,17 @@ def device_unavailable(device: torch.device) -> str | None:
     if device.type == "cuda" and not torch.cuda.is_available():
         return "no CUDA device: torch.cuda.is_available() is False"
     return None
+
+
+def run_meta(device: torch.device) -> dict:
+    """Run-level metadata of this machine. Without the requested GPU the device columns say so (no
+    name, no capability) while versions, host and code are still recorded."""
+    if device_unavailable(device) is None:
+        return env.capture(device)
+    cpu = torch.device("cpu")
+    meta = env.capture(cpu)
+    meta.update({key: None for key in env.device_info(cpu)}, device=device.type)
+    return meta
 
 
 def skipped_record(case: Case, run_meta: dict, reason: str) -> dict:
