@@ -297,24 +297,34 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
         for other in store.incomplete_runs(results_dir, scenario.name):
             print(f"mpsuite: note: run {other} of {scenario.name} is unfinished; "
                   f"`python -m suite run {scenario.name} --resume {other}` finishes it", file=sys.stderr)
-    if resume is not None:
-        journal = store.continue_run(results_dir, scenario.name, resume)
-        try:
-            _check_resumable(journal, order, meta, spec)
-        except BaseException:
-            journal.close()
-            raise
-    else:
-        header = {
-            "plan": order,
-            **spec,
-            **({"run_group": run_group, "shard": [shard.index, shard.count]} if shard is not None else {}),
-            **({"executor": "ray"} if ray else {}),
-            "identity": {key: meta.get(key) for key in IDENTITY},
-            "code_hash": meta.get("code_hash"),
-            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        }
-        journal = store.start_run(results_dir, scenario.name, store.new_run_id(), header)
+    executor = None
+    if ray:  # the cluster is reached (or found unreachable) before a journal is made
+        from suite.fleet import ray_executor
+
+        executor = ray_executor.Executor(device or scenario.defaults.device, fleet["address"], threads)
+    try:
+        if resume is not None:
+            journal = store.continue_run(results_dir, scenario.name, resume)
+            try:
+                _check_resumable(journal, order, meta, spec)
+            except BaseException:
+                journal.close()
+                raise
+        else:
+            header = {
+                "plan": order,
+                **spec,
+                **({"run_group": run_group, "shard": [shard.index, shard.count]} if shard is not None else {}),
+                **({"executor": "ray"} if ray else {}),
+                "identity": {key: meta.get(key) for key in IDENTITY},
+                "code_hash": meta.get("code_hash"),
+                "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            }
+            journal = store.start_run(results_dir, scenario.name, store.new_run_id(), header)
+    except BaseException:
+        if executor is not None:
+            executor.close()
+        raise
     run_id = journal.header["run_id"]
     meta = {"run_id": run_id, **meta, **({"shard_run_id": run_id} if shard is not None else {})}
     todo = [case for case in cases if case.case_id not in journal.case_ids]
@@ -329,11 +339,7 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
         print(f"mpsuite: {unavailable}: every case is recorded as skipped", file=sys.stderr)
     bar = runner.progress_for(len(cases), len(journal), dev.type) if progress else None
     run_one, worker = None, None
-    if ray:
-        from suite.fleet import ray_executor
-
-        records = ray_executor.Executor(device or scenario.defaults.device, meta, fleet["address"], threads)
-    elif isolate:
+    if isolate:
         from suite.measure import isolate as isolation
 
         run_one = isolation.CaseProcess(dev, meta, case_timeout)
@@ -342,11 +348,11 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
 
         # One worker process for the run, replaced after a case that leaves CUDA unusable.
         run_one = isolation.CaseWorker(dev, meta)
-    else:
+    elif not ray:
         worker = runner.CaseThread()
     try:
         with _stop_signals() as stop:
-            produced = records.run(todo, bar) if ray else runner.run(todo, dev, meta, bar, run_one, worker)
+            produced = executor.run(todo, meta, bar) if ray else runner.run(todo, dev, meta, bar, run_one, worker)
             for record in produced:
                 with stop.atomic():
                     journal.append(record)
@@ -373,8 +379,8 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
             worker.close()
         if hasattr(run_one, "close"):
             run_one.close()
-        if ray:
-            records.close()
+        if executor is not None:
+            executor.close()
     print(f"mpsuite: wrote {path}", file=sys.stderr)
 
     records = store.read_file(path)

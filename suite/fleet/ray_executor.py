@@ -73,15 +73,21 @@ class _Worker:
         return record
 
 
-class Executor:
-    """`run(cases, progress)` yields one record per case, in the order they finish."""
+# What the driver knows of a run and every worker's records carry; each worker adds its own machine's facts.
+RUN_LEVEL = ("run_id", "scenario_description", "threads_setting", "run_group", "shard_index", "shard_count",
+             "shard_run_id", "executor")
 
-    def __init__(self, device_choice: str, meta: dict, address: str | None, threads: int | None):
+
+class Executor:
+    """Connects to the cluster (or starts a local one); `run(cases, meta, progress)` yields one record
+    per case, in the order they finish; `close` ends the workers (and a local cluster)."""
+
+    def __init__(self, device_choice: str, address: str | None, threads: int | None):
         self.ray = _ray()
         self.device_choice, self.threads = device_choice, threads
-        # What the driver knows of the run; each worker adds its own machine's columns.
-        self.run_level = {k: meta[k] for k in ("run_id", "scenario_description", "threads_setting", "run_group",
-                                               "shard_index", "shard_count", "shard_run_id", "executor") if k in meta}
+        self.run_level: dict = {}
+        self.workers: dict = {}  # slot -> actor handle
+        self.replacements = 0
         self.started_ray = not self.ray.is_initialized()
         if self.started_ray:
             address = address or os.environ.get("RAY_ADDRESS")
@@ -94,9 +100,8 @@ class Executor:
         self.actor_class = self.ray.remote(max_restarts=0, max_task_retries=0)(_Worker)
         self.slots = self._placements()
         if not self.slots:
+            self.close()
             raise UserError("the Ray cluster has no node with CPUs or GPUs to give a worker")
-        self.workers: dict = {}  # slot -> actor handle
-        self.replacements = 0
 
     def _placements(self) -> list[dict]:
         """Options of each worker to start (one per GPU, else one per node)."""
@@ -133,9 +138,10 @@ class Executor:
             return True
         return any(n["NodeID"] == strategy.node_id and n.get("Alive") for n in self.ray.nodes())
 
-    def run(self, cases, progress=None) -> Iterator[dict]:
+    def run(self, cases, meta: dict, progress=None) -> Iterator[dict]:
         ray = self.ray
         cases = list(cases)
+        self.run_level = {key: meta[key] for key in RUN_LEVEL if key in meta}
         # Settings, longest first (a long one started last would set the finish time alone).
         units = sorted(settings(list(cases)).values(), key=lambda u: (-sum(map(estimated_s, u)), u[0].case_id))
         queue = deque((case, 0, i) for i, unit in enumerate(units) for case in unit)  # (case, retries, setting)
