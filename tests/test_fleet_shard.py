@@ -123,3 +123,22 @@ def test_missing_and_unfinished_shards_are_named():
     [line] = groups.shard_lines(groups.as_runs(df))
     assert "of 4 shards" in line and "shard(s) 1, 3 have no results" in line
     assert "shard 2 stopped midway" in line and "--resume 20261201T100002Z-eeeeee" in line
+
+
+def test_selectors_count_a_stored_group_as_one_run(tmp_path):
+    from suite.results import select, store
+
+    def write(run_id, case_ids, **fleet):
+        records = [{"case_id": c, "scenario": "s", "run_id": run_id, "workload": "gemm", "precision": "fp32",
+                    "status": "ok", "reason": None, "time_ms_median": 1.0, **fleet} for c in case_ids]
+        store.write_run(records, store.run_path(tmp_path, "s", run_id))
+
+    write("20261201T090000Z-000001", ["a", "b"])  # an ordinary run before the fleet run
+    for k, run_id in enumerate(["20261201T100000Z-00000a", "20261201T100007Z-00000b"]):
+        write(run_id, ["ab"[k]], run_group="n.1234abcd", shard_index=k, shard_count=2, shard_run_id=run_id)
+    newest = select.select("scenario=s", tmp_path)
+    assert sorted(newest["case_id"]) == ["a", "b"] and newest["run_id"].nunique() == 1  # both shards: the newest run
+    assert set(newest["shard_run_id"]) == {"20261201T100000Z-00000a", "20261201T100007Z-00000b"}
+    before = select.select("scenario=s,skip=1", tmp_path)
+    assert set(before["run_id"]) == {"20261201T090000Z-000001"}
+    assert select.select("scenario=s,runs=all", tmp_path)["run_id"].nunique() == 2
