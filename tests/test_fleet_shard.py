@@ -121,7 +121,7 @@ def test_missing_and_unfinished_shards_are_named():
     df = pd.DataFrame(_rows("g.1", "20261201T100001Z-bbbbbb", 0, 4, ["a"], run_partial=False)
                       + _rows("g.1", "20261201T100002Z-eeeeee", 2, 4, ["c"], run_partial=True))
     [line] = groups.shard_lines(groups.as_runs(df))
-    assert "of 4 shards" in line and "shard(s) 1, 3 have no results" in line
+    assert "of 4 shards" in line and "shards 1, 3 have no results" in line
     assert "shard 2 stopped midway" in line and "--resume 20261201T100002Z-eeeeee" in line
 
 

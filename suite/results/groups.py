@@ -82,7 +82,8 @@ def shard_lines(df: pd.DataFrame) -> list[str]:
             continue
         parts = []
         if g["missing"]:
-            parts.append(f"shard(s) {', '.join(map(str, g['missing']))} have no results")
+            many = len(g["missing"]) > 1
+            parts.append(f"shard{'s' * many} {', '.join(map(str, g['missing']))} ha{'ve' if many else 's'} no results")
         for k, rid in g["partial"].items():
             parts.append(f"shard {k} stopped midway (`python -m suite run {g['scenario']} --resume {rid}` "
                          "finishes it)")
