@@ -130,3 +130,15 @@ def test_without_ray_the_executor_says_how_to_get_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(UserError, match=r"pip install -e \.\[fleet\]"):
         ray_executor._ray()
+
+
+def test_a_case_whose_workers_all_died_is_a_failed_record_that_keeps_the_contract():
+    from suite.results import store as results
+
+    case = plan.expand(spec.resolve("cpu"))[0]
+    executor = object.__new__(ray_executor.Executor)  # no cluster: only the record is made here
+    executor.run_level = {"run_id": "20261201T000000Z-abcdef", "executor": "ray"}
+    record = executor._failed(case, ray_executor.RETRIES, RuntimeError("worker exited\ndetail"))
+    assert record["status"] == "failed" and record["worker_retries"] == ray_executor.RETRIES
+    assert record["reason"] == f"its Ray worker died {ray_executor.RETRIES + 1} time(s) running it: RuntimeError: worker exited"
+    results.check_records([record], "the failed record")  # raises where the record contract is broken

@@ -49,11 +49,10 @@ class _Worker:
     """One worker process (a Ray actor): the run's facts of its own node, then one case per call."""
 
     def __init__(self, device_choice: str, run_level: dict, threads: int | None):
+        import ray
         import torch
 
         from suite.measure import env, runner
-
-        import ray
 
         if threads:
             torch.set_num_threads(threads)  # the worker process is the run's: it ends with the run
@@ -225,13 +224,13 @@ class Executor:
             self.close()
 
     def _failed(self, case, tries: int, err: BaseException) -> dict:
+        """A case whose workers all died: the run's columns only (the nodes' facts died with them)."""
         from suite.measure import runner
 
-        record = runner.base_record(case, self.run_level)
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-        record.update(status="failed", worker_retries=tries,
-                      reason=f"its Ray worker died {tries + 1} time(s) running it: {type(err).__name__}: {first}")
-        return record
+        return runner.skipped_record(case, self.run_level, "") | {
+            "status": "failed", "worker_retries": tries,
+            "reason": f"its Ray worker died {tries + 1} time(s) running it: {type(err).__name__}: {first}"}
 
     @staticmethod
     def _report(progress, record: dict, case) -> dict:
