@@ -20,7 +20,7 @@ from suite.scenario import plan, spec
 cluster_utils = pytest.importorskip("ray.cluster_utils", reason="Ray is the optional extra `fleet`")
 psutil = pytest.importorskip("psutil")  # a dependency of Ray
 
-# Six settings of two cases, each case at least 0.3 s (its warm-up): the killed worker's case runs
+# Six settings of two cases, each case at least 0.15 s (its warm-up): the killed worker's case runs
 # again within the first five records, so seven or more cases are left when the driver is stopped.
 SCENARIO = """
 name = "rayfleet"
@@ -30,7 +30,7 @@ device = "cpu"
 baseline = "fp32"
 
 [defaults.timing]
-warmup_s = 0.3
+warmup_s = 0.15
 min_samples = 2
 budget_s = 0.01
 
