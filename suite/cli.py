@@ -36,8 +36,10 @@ def cmd_run(args) -> int:
               file=sys.stderr)
         print(f"mpsuite: to finish run {stop.run_id}: {resume_command(args, stop.run_id)}", file=sys.stderr)
         if stop.done:
+            from suite.results import store
+
             print(f"mpsuite: a partial report of the finished cases: python -m suite report "
-                  f"{stop.journal.parent.parent}", file=sys.stderr)
+                  f"{store.scenario_dir(args.results, stop.scenario)}", file=sys.stderr)
         global _ABANDONED
         _ABANDONED = _ABANDONED or stop.abandoned
         return 128 + stop.signal  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
@@ -353,8 +355,11 @@ def _count(text: str) -> int:
     return int(text)
 
 
+URL_HELP = "; or a URL fsspec reaches, e.g. s3://bucket/prefix (pip install -e .[remote]; docs/results.md)"
+
 SELECTOR_HELP = """selectors: comma-joined terms, all of which must hold
   results/cpu, path/run.parquet     runs in that folder or file (default folder: --results)
+  s3://bucket/prefix/cpu            the same at a URL
   20261129T143751Z-04f860           a run id, or a unique prefix of one (also run=PREFIX)
   scenario=cpu                      runs of that scenario
   torch=2.13.0 torchao=0.18 te=2.9 cuda=12.8 python=3.11
@@ -403,7 +408,7 @@ def parser() -> argparse.ArgumentParser:
                       "repeat for 'or' (e.g. --only precision=bf16,shape=2048x* --only workload=linear)")
 
     r = sub.add_parser("run", parents=[scen, common, as_json], help="run a scenario, store its records, render its report")
-    r.add_argument("--results", default="results", help="results folder (default: results)")
+    r.add_argument("--results", default="results", help=f"results folder (default: results){URL_HELP}")
     r.add_argument("--reports", default="reports", help="reports folder (default: reports)")
     r.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override the scenario's device")
     r.add_argument("--no-report", action="store_true", help="store records only")
@@ -422,7 +427,7 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
 
     rep = sub.add_parser("report", parents=[common], help="render a report from stored results")
-    rep.add_argument("results", nargs="+", help="results files or folders (e.g. results/cpu)")
+    rep.add_argument("results", nargs="+", help=f"results files or folders (e.g. results/cpu){URL_HELP}")
     rep.add_argument("--out", help="output folder (default: reports/<scenario>)")
     rep.add_argument("--all-runs", action="store_true", help="every run found, not only the newest per scenario")
     rep.set_defaults(func=cmd_report)
@@ -451,7 +456,7 @@ def parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=cmd_plan)
 
     stat = argparse.ArgumentParser(add_help=False, parents=[common])
-    stat.add_argument("--results", default="results", help="results folder selectors look in (default: results)")
+    stat.add_argument("--results", default="results", help=f"results folder selectors look in (default: results){URL_HELP}")
     stat.add_argument("--reports", default="reports", help="reports folder (default: reports)")
     stat.add_argument("--min-effect", type=_fraction, default=0.05,
                       help="smallest change worth a verdict, as a fraction (default: 0.05 = 5%%)")
@@ -488,12 +493,12 @@ def parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", parents=[common], help="write runs as pytest-benchmark JSON (for `pytest-benchmark compare`)")
     ex.add_argument("selector", help="which runs (selector, as for compare; runs=all for several)")
     ex.add_argument("-o", "--out", required=True, help="a .json file (one run) or a folder (one file per run)")
-    ex.add_argument("--results", default="results", help="results folder (default: results)")
+    ex.add_argument("--results", default="results", help=f"results folder (default: results){URL_HELP}")
     ex.set_defaults(func=cmd_export)
 
     im = sub.add_parser("import", parents=[common], help="store a pytest-benchmark JSON file as a run in the results folder")
     im.add_argument("files", nargs="+", help="pytest-benchmark JSON files (--benchmark-json or --benchmark-save)")
-    im.add_argument("--results", default="results", help="results folder (default: results)")
+    im.add_argument("--results", default="results", help=f"results folder (default: results){URL_HELP}")
     im.add_argument("--scenario", help="scenario name to file it under (default: from the file, else pytest-benchmark)")
     im.add_argument("--label", help="a label for the run, selectable with label=TEXT")
     im.set_defaults(func=cmd_import)
