@@ -147,13 +147,13 @@ def _threads(text: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from suite.analysis import derived
+    from suite.analysis import fleet
     from suite import report
     from suite.results import store
 
     df = store.read(args.results, unfinished=True)  # an interrupted run renders as a partial report
     if not args.all_runs:
-        df = derived.latest_runs(df)
+        df = fleet.latest_runs(df)  # per device: the fleet's newest run of each card
     scenarios = sorted(df["scenario"].unique())
     for name in scenarios:
         if args.out is None:
@@ -429,7 +429,9 @@ def parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", parents=[common], help="render a report from stored results")
     rep.add_argument("results", nargs="+", help=f"results files or folders (e.g. results/cpu){URL_HELP}")
     rep.add_argument("--out", help="output folder (default: reports/<scenario>)")
-    rep.add_argument("--all-runs", action="store_true", help="every run found, not only the newest per scenario")
+    rep.add_argument("--all-runs", action="store_true",
+                     help="every run found, not only the newest per scenario and device (records of several "
+                     "devices make a fleet report: each device's, and their speedups side by side)")
     rep.set_defaults(func=cmd_report)
 
     ls = sub.add_parser("list", parents=[scenarios, common, as_json], help="list the scenarios and their case counts")

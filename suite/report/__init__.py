@@ -17,7 +17,7 @@ from typing import Callable
 import jinja2
 import pandas as pd
 
-from suite.analysis import answers, derived
+from suite.analysis import answers, derived, fleet
 from suite import names
 from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
 from suite.errors import UserError
@@ -370,13 +370,13 @@ def publish(out_dir: str | Path, write: Callable[[Path], list[Path]]) -> list[Pa
         files = write(staging)
         for f in files:
             names.inside(staging, f)
-        return files
+        return [f.relative_to(staging) for f in files]  # a fleet report's device pages are in subfolders
 
     try:
         files = replace_dir(out, fill)
     except OSError as err:
         raise UserError(f"{out}: cannot write a report there: {err.strerror or err}") from None
-    return [out / f.name for f in files]
+    return [out / f for f in files]
 
 
 def write_pages(out: Path, markdown_text: str, html_text: str) -> list[Path]:
@@ -390,9 +390,15 @@ def plot_name(kind: str, workload: str) -> str:
 
 
 def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
-    """Write the report for these records into out_dir (replacing it whole); returns the files."""
+    """Write the report for these records into out_dir (replacing it whole); returns the files.
+    Records from several devices get the fleet report (`suite.report.fleet_page`): this report per
+    device, and the devices side by side."""
     if df.empty:
         raise ValueError("no records to report")
+    if fleet.is_fleet(df):
+        from suite.report import fleet_page
+
+        return fleet_page.render(df, out_dir)
     return publish(out_dir, lambda staging: _render_into(df, staging))
 
 
