@@ -533,6 +533,14 @@ def _dispatch(args) -> int:
     except KeyboardInterrupt:
         print("mpsuite: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:
+        from suite.results import location
+
+        if not location.is_storage_error(err):
+            raise
+        # results at a URL whose service cannot be used (no endpoint, no credentials): the user's to fix
+        print(f"mpsuite: error: results storage: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
 
 
 def entry() -> int:

@@ -12,6 +12,7 @@ import pytest
 
 from suite import cli, pipeline
 from suite.analysis import compare, history
+from suite.report import plots
 from suite.errors import UserError
 from suite.results import journal, location, store
 from suite.scenario import plan, spec
@@ -61,7 +62,7 @@ def small(write_scenario):
     return write_scenario(SMALL, "small.toml")
 
 
-def test_runs_written_read_reported_and_compared_under_an_s3_url(bucket, url, small, tmp_path, capsys):
+def test_runs_written_read_reported_and_compared_under_an_s3_url(bucket, url, small, tmp_path, monkeypatch):
     for _ in range(2):
         assert cli.main(["run", str(small), "--results", url, "--no-report", "--quiet"]) == 0
     keys = bucket.find(url.removeprefix("s3://"))
@@ -70,6 +71,7 @@ def test_runs_written_read_reported_and_compared_under_an_s3_url(bucket, url, sm
     assert len(df) == 4 and df.groupby("run_id").size().tolist() == [2, 2]
     assert set(df["case_id"]) == {c.case_id for c in plan.expand(spec.load(small))}
 
+    monkeypatch.setattr(plots, "PLOTS", {})  # the pages from the bucket's records; plots are tested with local ones
     assert cli.main(["report", f"{url}/small", "--out", str(tmp_path / "report"), "--quiet"]) == 0
     page = (tmp_path / "report" / "report.md").read_text()
     assert max(df["run_id"]) in page and min(df["run_id"]) not in page  # the newest run
@@ -157,3 +159,12 @@ def test_locations_local_paths_need_no_fsspec(tmp_path, monkeypatch):
     assert len(store.read([tmp_path])) == 1
     with pytest.raises(UserError, match=r"pip install -e \.\[remote\]"):
         store.read(["s3://bucket/results"])
+
+
+def test_a_storage_service_that_cannot_be_used_is_a_one_line_error(bucket, capsys):
+    from botocore.exceptions import EndpointConnectionError
+
+    assert location.is_storage_error(EndpointConnectionError(endpoint_url="http://127.0.0.1:1"))
+    assert not location.is_storage_error(ValueError("a bug of ours"))
+    assert cli.main(["report", "nosuch://x/y"]) == 2
+    assert "Protocol not known" in capsys.readouterr().err

@@ -187,6 +187,15 @@ class Remote:
         return self
 
 
+# Packages whose exceptions say the storage service could not be used (unreachable endpoint, no
+# credentials, a refused request): the user's to fix, so a one-line error rather than a traceback.
+_BACKENDS = ("botocore", "aiobotocore", "aiohttp", "s3fs", "gcsfs", "google", "adlfs", "azure", "fsspec")
+
+
+def is_storage_error(err: BaseException) -> bool:
+    return any(cls.__module__.split(".")[0] in _BACKENDS for cls in type(err).__mro__[:-1])
+
+
 def spool(remote: Remote) -> Path:
     """The local file where the journal whose uploaded copy is `remote` is appended while its run
     goes: `$MPSUITE_SPOOL`, else `~/.cache/mpsuite/spool`, one folder per journals folder URL."""
