@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from suite.errors import UserError
+from suite.results import location
 from suite.text import Printable
 
 
@@ -159,7 +160,7 @@ def cmd_report(args) -> int:
         if args.out is None:
             out = Path("reports") / name
         else:
-            out = Path(args.out) / name if len(scenarios) > 1 else Path(args.out)
+            out = location.where(args.out) / name if len(scenarios) > 1 else location.where(args.out)
         written = report.render(df[df["scenario"] == name], out)
         _info(args, f"report in {out}/ ({', '.join(p.name for p in written)})")
     return 0
@@ -229,7 +230,7 @@ def cmd_compare(args) -> int:
                               any_scenario=args.any_scenario)
     baseline, candidate = compare.load_sides(args.baseline, args.candidate, args.results)
     result = compare.compare(baseline, candidate, options)
-    out = Path(args.out) if args.out else compare_page.default_dir(result, args.reports)
+    out = location.where(args.out) if args.out else compare_page.default_dir(result, args.reports)
     written = compare_page.render(result, out)
     failing = result.failing()
     if args.json:
@@ -289,7 +290,7 @@ def cmd_history(args) -> int:
 
     series = history.build(args.scenario, args.results, last=args.last, min_effect=args.min_effect,
                            confidence=args.confidence)
-    out = Path(args.out) if args.out else Path(args.reports) / "history" / args.scenario
+    out = location.where(args.out or location.where(args.reports) / "history" / args.scenario)
     written = history_page.render(series, out)
     print(history_page.text_summary(series))
     _info(args, f"history report in {out}/ ({', '.join(p.name for p in written)})")
@@ -409,7 +410,7 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", parents=[scen, common, as_json], help="run a scenario, store its records, render its report")
     r.add_argument("--results", default="results", help=f"results folder (default: results){URL_HELP}")
-    r.add_argument("--reports", default="reports", help="reports folder (default: reports)")
+    r.add_argument("--reports", default="reports", help=f"reports folder (default: reports){URL_HELP}")
     r.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override the scenario's device")
     r.add_argument("--no-report", action="store_true", help="store records only")
     r.add_argument("--require-measured", action="store_true",
@@ -459,7 +460,7 @@ def parser() -> argparse.ArgumentParser:
 
     stat = argparse.ArgumentParser(add_help=False, parents=[common])
     stat.add_argument("--results", default="results", help=f"results folder selectors look in (default: results){URL_HELP}")
-    stat.add_argument("--reports", default="reports", help="reports folder (default: reports)")
+    stat.add_argument("--reports", default="reports", help=f"reports folder (default: reports){URL_HELP}")
     stat.add_argument("--min-effect", type=_fraction, default=0.05,
                       help="smallest change worth a verdict, as a fraction (default: 0.05 = 5%%)")
     stat.add_argument("--confidence", type=_fraction, default=0.99,
@@ -534,8 +535,6 @@ def _dispatch(args) -> int:
         print("mpsuite: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
-        from suite.results import location
-
         if not location.is_storage_error(err):
             raise
         # results at a URL whose service cannot be used (no endpoint, no credentials): the user's to fix

@@ -12,6 +12,7 @@ import pytest
 
 from suite import cli, pipeline
 from suite.analysis import compare, history
+from suite import report
 from suite.report import plots
 from suite.errors import UserError
 from suite.results import journal, location, store
@@ -75,6 +76,18 @@ def test_runs_written_read_reported_and_compared_under_an_s3_url(bucket, url, sm
     assert cli.main(["report", f"{url}/small", "--out", str(tmp_path / "report"), "--quiet"]) == 0
     page = (tmp_path / "report" / "report.md").read_text()
     assert max(df["run_id"]) in page and min(df["run_id"]) not in page  # the newest run
+
+    # --reports at a URL too: rendered here, uploaded; what the previous report had and this one lacks goes
+    reports = f"{url}-reports/small"
+    assert cli.main(["report", f"{url}/small", "--out", reports, "--quiet"]) == 0
+    bucket.pipe_file(f"{reports}/old_plot.png".removeprefix("s3://"), b"a plot of an earlier render")
+    assert cli.main(["report", f"{url}/small", "--out", reports, "--quiet"]) == 0
+    held = sorted(k.rsplit("/", 1)[-1] for k in bucket.find(reports.removeprefix("s3://")))
+    assert held == [".mpsuite-report", "index.html", "report.md"]
+    assert bucket.cat_file(f"{reports}/report.md".removeprefix("s3://")).decode() == page
+    bucket.pipe_file(f"{url}-data/table.csv".removeprefix("s3://"), b"a,b")
+    with pytest.raises(UserError, match="not an mpsuite report"):
+        report.output_dir(f"{url}-data")
 
     # compare and history select from the bucket as from a folder (their pages are rendered as for
     # local results: that is tested in their own modules)

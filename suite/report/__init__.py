@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Callable
@@ -19,6 +20,7 @@ import pandas as pd
 
 from suite.analysis import answers, derived, fleet
 from suite import names
+from suite.results import location
 from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
 from suite.errors import UserError
 from suite.report import plots
@@ -335,7 +337,9 @@ def output_dir(out_dir: str | Path) -> Path:
     """The report folder's parent, created, and the folder checked replaceable: a path that
     cannot be one (an existing file, no permission, a folder of other files) is the user's to fix,
     so it is a one-line error rather than a traceback, and it comes before any work is done."""
-    out = Path(out_dir)
+    out = location.where(out_dir)
+    if isinstance(out, location.Remote):
+        return _remote_output_dir(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -349,6 +353,21 @@ def output_dir(out_dir: str | Path) -> Path:
                             "report replaces its folder whole; choose an empty folder or a report's folder")
     if not os.access(out.parent, os.W_OK) or (out.is_dir() and not os.access(out, os.W_OK)):
         raise UserError(f"{out}: cannot write a report there: permission denied")
+    return out
+
+
+def _remote_output_dir(out: location.Remote) -> location.Remote:
+    """A report prefix in an object store: refused when it holds objects and no report marker (the
+    same rule as a local folder's), since a report replaces everything under it."""
+    try:
+        held = out.rglob("*")
+    except Exception as err:
+        raise UserError(f"{out}: cannot write a report there: {err}") from None
+    if held and not (out / MARKER) in held:
+        foreign = [p.name for p in held if not REPORT_FILE.fullmatch(p.name)]
+        if foreign:
+            raise UserError(f"{out}: holds objects that are not an mpsuite report (e.g. {foreign[0]!r}), and a "
+                            "report replaces everything under it; choose an empty prefix or a report's")
     return out
 
 
@@ -372,6 +391,16 @@ def publish(out_dir: str | Path, write: Callable[[Path], list[Path]]) -> list[Pa
             names.inside(staging, f)
         return [f.relative_to(staging) for f in files]  # a fleet report's device pages are in subfolders
 
+    if isinstance(out, location.Remote):  # rendered here, then uploaded (`location.upload_folder`)
+        with tempfile.TemporaryDirectory(prefix="mpsuite-report-") as folder:
+            staging = Path(folder) / "report"
+            staging.mkdir()
+            files = fill(staging)
+            try:
+                location.upload_folder(staging, out)
+            except OSError as err:
+                raise UserError(f"{out}: cannot write a report there: {err.strerror or err}") from None
+        return [out / f.as_posix() for f in files]
     try:
         files = replace_dir(out, fill)
     except OSError as err:

@@ -11,6 +11,7 @@ An object store has no rename and no append, so the guarantees of local files ar
   readers skip), then copied to its final key in one server-side step, never over an existing
   object: a reader sees the whole object or none, and a failed upload leaves no object under the
   final name (`Remote.publish`);
+- a report is rendered into a local folder and then uploaded file by file (`upload_folder`);
 - a run's journal is appended on local disk (`spool`), each case fsynced as for a local run, and
   the whole journal is uploaded after each case (an object replaced whole), so a run can be resumed
   from its journal on this machine or, from the uploaded copy, on another one (`suite.results.store`).
@@ -194,6 +195,23 @@ _BACKENDS = ("botocore", "aiobotocore", "aiohttp", "s3fs", "gcsfs", "google", "a
 
 def is_storage_error(err: BaseException) -> bool:
     return any(cls.__module__.split(".")[0] in _BACKENDS for cls in type(err).__mro__[:-1])
+
+
+def upload_folder(local: Path, remote: Remote) -> list[Remote]:
+    """Make `remote` hold exactly the files of the local folder (a rendered report): each file
+    uploaded whole, pages (.md, .html) last so that a page never names a plot not uploaded yet, then
+    the objects the new set lacks deleted. Not one step as a set (an object store cannot swap a
+    prefix): while it runs a reader may see new plots beside the old page."""
+    files = sorted((p for p in local.rglob("*") if p.is_file()), key=lambda p: (p.suffix in (".md", ".html"), str(p)))
+    kept = []
+    for f in files:
+        target = remote / f.relative_to(local).as_posix()
+        target.put(f)
+        kept.append(target)
+    for old in remote.rglob("*"):
+        if old not in kept:
+            old.unlink(missing_ok=True)
+    return kept
 
 
 def spool(remote: Remote) -> Path:
