@@ -9,6 +9,7 @@ import pytest
 
 from suite import cli
 from suite.analysis import derived, fleet
+from suite.report import plots
 from suite.results import store
 from tests.recorded_runs import shared
 
@@ -76,7 +77,9 @@ def test_the_answer_says_per_recipe_where_it_pays(fleet_records):
     assert ("pays on" in bf16) == (h200 > 1)
 
 
-def test_report_renders_a_fleet_and_keeps_each_devices_newest_run(recorded, tmp_path):
+def test_report_renders_a_fleet_and_keeps_each_devices_newest_run(recorded, tmp_path, monkeypatch):
+    # one plot kind per device page is enough here: which plots a device's report has is test_report's
+    monkeypatch.setattr(plots, "PLOTS", {"speedup": plots.PLOTS["speedup"]})
     results = tmp_path / "results" / "cmp"
     weird = "GPU <b>|*x*|</b>"  # device names come from records: escaped, and slugged into folder names
     runs = [_as_device(recorded[0], H100, "20261201T100000Z-aaaaa0"),  # older: left out

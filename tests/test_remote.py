@@ -63,7 +63,7 @@ def small(write_scenario):
     return write_scenario(SMALL, "small.toml")
 
 
-def test_runs_written_read_reported_and_compared_under_an_s3_url(bucket, url, small, tmp_path, monkeypatch):
+def test_runs_written_read_reported_and_compared_under_an_s3_url(bucket, url, small, monkeypatch):
     for _ in range(2):
         assert cli.main(["run", str(small), "--results", url, "--no-report", "--quiet"]) == 0
     keys = bucket.find(url.removeprefix("s3://"))
@@ -72,19 +72,17 @@ def test_runs_written_read_reported_and_compared_under_an_s3_url(bucket, url, sm
     assert len(df) == 4 and df.groupby("run_id").size().tolist() == [2, 2]
     assert set(df["case_id"]) == {c.case_id for c in plan.expand(spec.load(small))}
 
-    monkeypatch.setattr(plots, "PLOTS", {})  # the pages from the bucket's records; plots are tested with local ones
-    assert cli.main(["report", f"{url}/small", "--out", str(tmp_path / "report"), "--quiet"]) == 0
-    page = (tmp_path / "report" / "report.md").read_text()
-    assert max(df["run_id"]) in page and min(df["run_id"]) not in page  # the newest run
-
-    # --reports at a URL too: rendered here, uploaded; what the previous report had and this one lacks goes
+    # the report of the bucket's records, into the bucket too (rendered here, uploaded); an object of
+    # an earlier render that this one lacks is removed. Plots are tested with local reports.
+    monkeypatch.setattr(plots, "PLOTS", {})
     reports = f"{url}-reports/small"
-    assert cli.main(["report", f"{url}/small", "--out", reports, "--quiet"]) == 0
+    bucket.pipe_file(f"{reports}/.mpsuite-report".removeprefix("s3://"), b"an earlier report")
     bucket.pipe_file(f"{reports}/old_plot.png".removeprefix("s3://"), b"a plot of an earlier render")
     assert cli.main(["report", f"{url}/small", "--out", reports, "--quiet"]) == 0
     held = sorted(k.rsplit("/", 1)[-1] for k in bucket.find(reports.removeprefix("s3://")))
     assert held == [".mpsuite-report", "index.html", "report.md"]
-    assert bucket.cat_file(f"{reports}/report.md".removeprefix("s3://")).decode() == page
+    page = bucket.cat_file(f"{reports}/report.md".removeprefix("s3://")).decode()
+    assert max(df["run_id"]) in page and min(df["run_id"]) not in page  # the newest run
     bucket.pipe_file(f"{url}-data/table.csv".removeprefix("s3://"), b"a,b")
     with pytest.raises(UserError, match="not an mpsuite report"):
         report.output_dir(f"{url}-data")
@@ -162,6 +160,20 @@ def test_a_failed_upload_leaves_no_object_under_the_final_name(bucket, url, monk
     with pytest.raises(FileExistsError, match="never overwritten"):
         store.write_run([{**RECORDS[0], "status": "failed"}], final)
     assert final.read_bytes() == before and bucket.find(url.removeprefix("s3://")) == [final.path]
+
+
+def test_a_run_id_taken_in_the_bucket_is_refused_as_a_local_one_is(bucket, url, tmp_path):
+    run_id = "20260101T000000Z-abcdef"
+    first = store.start_run(url, "small", run_id, {"plan": ["c1"]})
+    try:
+        # another machine (its own spool) starting a run of the same id: the bucket's conditional write refuses
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("MPSUITE_SPOOL", str(tmp_path))
+            with pytest.raises(journal.JournalError, match="already exists"):
+                store.start_run(url, "small", run_id, {"plan": ["c2"]})
+        assert journal.read(store.journal_path(url, "small", run_id)).header["plan"] == ["c1"]
+    finally:
+        first.close()
 
 
 def test_locations_local_paths_need_no_fsspec(tmp_path, monkeypatch):

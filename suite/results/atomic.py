@@ -1,7 +1,8 @@
 """Write a file so that readers see the old version or the new one, never half of one.
 
 Used for results (parquet) and reports alike: two runs rendering into the same folder at once
-each leave whole files behind.
+each leave whole files behind. A path in an object store (`suite.results.location.Remote`) gets
+the object-store form of it: a unique hidden key, then a copy to the final one.
 """
 
 from __future__ import annotations
