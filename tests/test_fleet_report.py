@@ -81,7 +81,7 @@ def test_report_renders_a_fleet_and_keeps_each_devices_newest_run(recorded, tmp_
     # one plot kind per device page is enough here: which plots a device's report has is test_report's
     monkeypatch.setattr(plots, "PLOTS", {"speedup": plots.PLOTS["speedup"]})
     results = tmp_path / "results" / "cmp"
-    weird = "GPU <b>|*x*|</b>"  # device names come from records: escaped, and slugged into folder names
+    weird = "report.md <b>|*x*|</b>"  # device names come from records: escaped, and slugged into folder names
     runs = [_as_device(recorded[0], H100, "20261201T100000Z-aaaaa0"),  # older: left out
             _as_device(recorded[1], H100, "20261201T110000Z-aaaaa1"),
             _as_device(recorded[2], weird, "20261201T090000Z-aaaaa2")]
@@ -92,11 +92,11 @@ def test_report_renders_a_fleet_and_keeps_each_devices_newest_run(recorded, tmp_
     page = (out / "report.md").read_text()
     assert "20261201T110000Z-aaaaa1" in page and "20261201T090000Z-aaaaa2" in page
     assert "20261201T100000Z-aaaaa0" not in page
-    assert "GPU \\<b\\>\\|\\*x\\*\\|\\</b\\>" in page and "<b>" not in page
+    assert "report.md \\<b\\>\\|\\*x\\*\\|\\</b\\>" in page and "<b>" not in page
     assert "&lt;b&gt;" in (out / "index.html").read_text() and "<b>|" not in (out / "index.html").read_text()
     assert (out / "fleet_speedup_gemm.png").stat().st_size > 0
     folders = sorted(p.name for p in out.iterdir() if p.is_dir())
-    assert len(folders) == 2 and "<" not in "".join(folders)
+    assert len(folders) == 2 and all(f.startswith("device-") and "<" not in f for f in folders)
     for folder in folders:  # each device's own report, as a single device gets it
         device_page = (out / folder / "report.md").read_text()
         assert device_page.startswith("# mpsuite report: cmp") and (out / folder / "speedup_gemm.png").exists()

@@ -3,12 +3,12 @@
     <out>/index.html, report.md     across devices: the answer per recipe (where it pays), then each
                                     recipe's speedup per case side by side, one column per device,
                                     and a plot of it per workload
-    <out>/<device>/                 per device, the same report as a single device gets (its tables
+    <out>/device-<device>/          per device, the same report as a single device gets (its tables
                                     and plots: `suite.report._render_into` on its records)
 
 The folder is replaced whole, as every report is (`suite.report.publish`); device names come from
-records, so a device's folder is its slugged name and its text is escaped (`md_text`, jinja's
-autoescape).
+records, so a device's folder is its slugged name (`device_folder`) and its text is escaped
+(`md_text`, jinja's autoescape).
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ NOTE = ("Each device's speedups are over its own in-run baseline, so a column is
 MAX_ROWS = 2000
 
 
+def device_folder(device: str) -> str:
+    """A device's subfolder: its slugged name after a prefix no page or plot of the fleet page has
+    (a device called "report.md" must not take the page's place)."""
+    return names.slug(f"device-{device}")
+
+
 def _join(values) -> str:
     return ", ".join(sorted({str(v) for v in values if v is not None and not pd.isna(v)}))
 
@@ -48,7 +54,7 @@ def _device_rows(df: pd.DataFrame) -> list[dict]:
         counts = g["status"].value_counts()
         rows.append({"device": device, "runs": _join(g["run_id"]), "hosts": _join(g["host"]) if "host" in g else "",
                      "versions": versions, "cases": ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
-                     "page": f"{names.slug(device)}/index.html", "md_page": f"{names.slug(device)}/report.md"})
+                     "page": f"{device_folder(device)}/index.html", "md_page": f"{device_folder(device)}/report.md"})
     return rows
 
 
@@ -108,7 +114,7 @@ def _plot(rows: pd.DataFrame, devices: list[str], workload: str, path: Path) -> 
 
 def markdown(view: dict) -> str:
     lines = [f"# mpsuite fleet report: {md_text(view['scenario'])}", ""]
-    lines += [f"- {md_text(line, code_spans=True)}" for line in view["headline"]] + [""]
+    lines += [f"- {md_text(line)}" for line in view["headline"]] + [""]
     lines += ["## Devices", "", md_table([{**r, "page": r["device"]} for r in view["devices"]], DEVICE_TABLE[:-1]), ""]
     lines += [f"- [{md_text(r['device'])}]({r['md_page']})" for r in view["devices"]] + [""]
     lines += ["## Speedup per case, side by side", "", view["note"], ""]
@@ -136,7 +142,7 @@ def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
 def _render_fleet(df: pd.DataFrame, out: Path) -> list[Path]:
     written = []
     for device, records in fleet.by_device(df):
-        folder = out / names.slug(device)
+        folder = out / device_folder(device)
         folder.mkdir()
         written += _render_into(records, folder)
     view = build_view(df)
