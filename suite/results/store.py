@@ -324,12 +324,17 @@ def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) 
     try:
         try:
             path = write_run(records, run_path(results_dir, head["scenario"], head["run_id"]))
-        except OSError as err:
+        except Exception as err:
+            if not (isinstance(err, OSError) or location.is_storage_error(err)):
+                raise
             raise UserError(f"cannot write the results of run {head['run_id']}: {err}; the journal "
                             f"{run.path} still holds every finished case") from None
-        try:
-            if isinstance(path, location.Remote):
+        if isinstance(path, location.Remote):
+            try:
                 journal_path(results_dir, head["scenario"], head["run_id"]).unlink(missing_ok=True)
+            except Exception as err:  # the run is stored whole; its journal copy beside it is inert
+                _warn(f"cannot delete the run journal's copy in {path.parent}: {err}")
+        try:
             run.path.unlink()
             journal.fsync_dir(run.path.parent)
         except OSError:
