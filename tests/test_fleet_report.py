@@ -92,6 +92,10 @@ def test_report_renders_a_fleet_and_keeps_each_devices_newest_run(recorded, tmp_
     page = (out / "report.md").read_text()
     assert "20261201T110000Z-aaaaa1" in page and "20261201T090000Z-aaaaa2" in page
     assert "20261201T100000Z-aaaaa0" not in page
+    kept = pd.concat(runs[1:], ignore_index=True)
+    summary = fleet.recipes(fleet.cells(kept)).set_index(["precision", "device"])
+    fp16 = summary.loc[("fp16", H100)]
+    assert f"| gemm | fp16 | fp32 | {fp16['geomean_speedup']:.3g}x (5 cases) |" in page  # the per-device table
     assert "report.md \\<b\\>\\|\\*x\\*\\|\\</b\\>" in page and "<b>" not in page
     assert "&lt;b&gt;" in (out / "index.html").read_text() and "<b>|" not in (out / "index.html").read_text()
     assert (out / "fleet_speedup_gemm.png").stat().st_size > 0

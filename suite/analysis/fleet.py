@@ -107,7 +107,8 @@ def recipes(cell_rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _share(row) -> str:
+def share(row) -> str:
+    """'5 cases', or '3 cases of 5' where some were not measured."""
     return f"{row['measured']} case{'s' if row['measured'] != 1 else ''}" + (
         f" of {row['cases']}" if row["measured"] != row["cases"] else "")
 
@@ -121,13 +122,13 @@ def answer_lines(df: pd.DataFrame) -> list[str]:
     for (workload, precision, baseline), g in summary.groupby(["workload", "precision", "baseline"], sort=True):
         g = g.sort_values("geomean_speedup", ascending=False, na_position="last")
         timed = g[g["measured"] > 0]
-        pays = [f"{r['device']} ({r['geomean_speedup']:.3g}x, {_share(r)})" for _, r in timed.iterrows()
+        pays = [f"{r['device']} ({r['geomean_speedup']:.3g}x, {share(r)})" for _, r in timed.iterrows()
                 if r["geomean_speedup"] > 1]
-        loses = [f"{r['device']} ({r['geomean_speedup']:.3g}x, {_share(r)})" for _, r in timed.iterrows()
+        loses = [f"{r['device']} ({r['geomean_speedup']:.3g}x, {share(r)})" for _, r in timed.iterrows()
                  if not r["geomean_speedup"] > 1]
         absent = [f"{r['device']} ({r['note']})" for _, r in g[g["measured"] == 0].iterrows()]
         parts = ([f"pays on {', '.join(pays)}"] if pays else []) + \
-                ([f"does not on {', '.join(loses)}"] if loses else []) + \
+                ([f"does not pay on {', '.join(loses)}"] if loses else []) + \
                 ([f"not measured on {', '.join(absent)}"] if absent else [])
         lines.append(f"{workload} {precision} over {baseline} (geomean speedup): {'; '.join(parts)}.")
     return lines

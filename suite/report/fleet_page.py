@@ -30,6 +30,8 @@ from suite.report.plots import save_figure  # noqa: E402
 
 DEVICE_TABLE = [("device", "device"), ("runs", "runs"), ("hosts", "hosts"), ("versions", "torch / CUDA"),
                 ("cases", "cases"), ("page", "its report")]
+RECIPE_NOTE = ("Per recipe and device, the geometric mean of its speedups over the in-run baseline "
+               "(above 1x: it pays on that card), over the cases measured there.")
 NOTE = ("Each device's speedups are over its own in-run baseline, so a column is that card's answer; "
         "a case is the same case on every device (joined by case id). Several runs of one device: the "
         "geometric mean of their speedups. Empty with a note: not measured there, and why.")
@@ -72,13 +74,32 @@ def _case_tables(table: pd.DataFrame, devices: list[str]) -> list[dict]:
     return out
 
 
+def _recipe_rows(cell_rows: pd.DataFrame, devices: list[str]) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Per recipe (workload, precision, baseline), a cell per device: its geometric-mean speedup
+    and over how many cases, or why it was not measured there: "does it pay on this card"."""
+    columns = [("workload", "workload"), ("precision", "precision"), ("baseline", "baseline")] + \
+        [(f"device:{d}", d) for d in devices]
+    rows = []
+    for (workload, precision, baseline), g in fleet.recipes(cell_rows).groupby(
+            ["workload", "precision", "baseline"], sort=True):
+        cells = {f"device:{d}": "not run" for d in devices}
+        for _, r in g.iterrows():
+            cells[f"device:{r['device']}"] = (f"{fmt(r['geomean_speedup'], '.3g', 'x')} ({fleet.share(r)})"
+                                              if r["measured"] else str(r["note"]))
+        rows.append({"workload": workload, "precision": precision, "baseline": baseline, **cells})
+    return rows, columns
+
+
 def build_view(df: pd.DataFrame) -> dict:
     """Everything the pages show, as strings; `frame` is the side-by-side table the plots draw."""
     devices = fleet.devices(df)
     cell_rows = fleet.cells(df)
     table = fleet.side_by_side(cell_rows) if len(cell_rows) else pd.DataFrame()
+    recipes, recipe_columns = _recipe_rows(cell_rows, devices) if len(cell_rows) else ([], [])
     return {
         "frame": table,
+        "recipes": recipes,
+        "recipe_columns": recipe_columns,
         "scenario": ", ".join(sorted(df["scenario"].unique())),
         "headline": fleet.answer_lines(df) if len(cell_rows) else [f"{len(devices)} devices: {', '.join(devices)}; "
                                                                     "no case has a baseline to be compared against."],
@@ -86,6 +107,7 @@ def build_view(df: pd.DataFrame) -> dict:
         "tables": _case_tables(table, devices) if len(table) else [],
         "rows_left_out": max(0, len(table) - MAX_ROWS),
         "note": NOTE,
+        "recipe_note": RECIPE_NOTE,
     }
 
 
@@ -117,6 +139,9 @@ def markdown(view: dict) -> str:
     lines += [f"- {md_text(line)}" for line in view["headline"]] + [""]
     lines += ["## Devices", "", md_table([{**r, "page": r["device"]} for r in view["devices"]], DEVICE_TABLE[:-1]), ""]
     lines += [f"- [{md_text(r['device'])}]({r['md_page']})" for r in view["devices"]] + [""]
+    if view["recipes"]:
+        lines += ["## Does it pay, per device", "", view["recipe_note"], "",
+                  md_table(view["recipes"], view["recipe_columns"]), ""]
     lines += ["## Speedup per case, side by side", "", view["note"], ""]
     for t in view["tables"]:
         lines += [f"### {md_text(t['workload'])}", ""]
