@@ -22,6 +22,7 @@ side (`matrix` three times, or `pinned` per version alternately); compare_versio
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -31,6 +32,18 @@ import nox
 
 nox.options.sessions = ["cpu"]
 nox.options.reuse_existing_virtualenvs = True
+
+
+class _NoUvProbeNote(logging.Filter):
+    """Nox probes for uv whenever it makes an environment, whatever the backend, and logs "uv binary
+    not found." when it has none. The sessions use virtualenv and pip on purpose (pip finds the local
+    CPU wheel of torch; uv looks only at indexes), so the line is noise on every session."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "uv binary not found."
+
+
+logging.getLogger("nox").addFilter(_NoUvProbeNote())
 
 # The torch release sessions install unless MPSUITE_TORCH says otherwise (its CPU build on a
 # machine without an NVIDIA GPU).

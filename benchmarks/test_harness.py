@@ -11,12 +11,15 @@ import contextlib
 import json
 import random
 
-import pandas as pd
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
-from suite.analysis import derived
 from suite.scenario import plan, spec
-from suite import cli, report
+from suite import cli
 from suite.results import store
 
 PRECISIONS = ["fp32", "tf32", "bf16", "fp16"]
@@ -102,9 +105,31 @@ def test_write_and_read_100k_records(benchmark, tmp_path):
     assert len(df) == 100_000 and df["samples_ms"].iloc[0] == pytest.approx(records[0]["samples_ms"])
 
 
-def test_report_from_100k_records(benchmark, tmp_path):
-    df = pd.DataFrame(synthetic_records(100_000))
-    written = benchmark.pedantic(report.render, args=(df, tmp_path), rounds=1, iterations=1)
-    assert (tmp_path / "index.html") in written
-    assert "more cases are in the results parquet" in (tmp_path / "report.md").read_text()
-    assert len(derived.summary(df)) == 4
+def results_folder(records: int, folder: Path) -> Path:
+    """A results folder holding one run of `records` synthetic records: 100k written by the store
+    (whose writing test_write_and_read_100k_records times), repeated with case ids of their own."""
+    seed = pq.read_table(store.write_run(synthetic_records(100_000), folder.parent / "seed" / "run.parquet"))
+
+    def suffixed(table, name: str, copy: int) -> pa.Table:
+        ids = pc.binary_join_element_wise(seed[name], f"-{copy}", "")
+        return table.set_column(seed.schema.get_field_index(name), seed.schema.field(name), ids)
+
+    copies = [suffixed(suffixed(seed, "case_id", c), "baseline_case_id", c) for c in range(records // 100_000)]
+    folder.mkdir(parents=True)
+    pq.write_table(pa.concat_tables(copies), folder / "run.parquet")
+    return folder
+
+
+@pytest.mark.parametrize("records", [100_000, 1_000_000])
+def test_read_and_report(benchmark, records, tmp_path):
+    """`python -m suite report` as a user runs it on a results folder: read, analyse, plot, write."""
+    if records > 100_000 and not benchmark.enabled:
+        pytest.skip("10^6 records only when timed (nox -s bench): a minute to make, too long for every test run")
+    folder, out = results_folder(records, tmp_path / "results" / "bench"), tmp_path / "report"
+
+    def report_command():
+        return cli.main(["report", str(folder), "--out", str(out), "--quiet"])
+
+    assert benchmark.pedantic(report_command, rounds=3, iterations=1) == 0
+    assert "more cases are in the results parquet" in (out / "report.md").read_text()
+    assert sorted(p.name for p in out.glob("*.png")) == ["accuracy_gemm.png", "speedup_gemm.png", "throughput_gemm.png"]

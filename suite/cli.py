@@ -152,7 +152,8 @@ def cmd_report(args) -> int:
     from suite import report
     from suite.results import store
 
-    df = store.read(args.results, unfinished=True)  # an interrupted run renders as a partial report
+    # an interrupted run renders as a partial report; list columns stay Arrow (a report reads them columnar)
+    df = store.read(args.results, unfinished=True, arrow_lists=True)
     if not args.all_runs:
         df = fleet.latest_runs(df)  # per device: the fleet's newest run of each card
     scenarios = sorted(df["scenario"].unique())

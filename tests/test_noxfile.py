@@ -21,6 +21,15 @@ def noxfile(monkeypatch):
     return module
 
 
+def test_nox_says_nothing_of_uv_it_is_not_asked_to_use(noxfile, caplog):
+    import nox.logger
+
+    with caplog.at_level("INFO", logger="nox"):
+        nox.logger.logger.info("uv binary not found.")
+        nox.logger.logger.info("Creating virtual environment (virtualenv)")
+    assert [r.getMessage() for r in caplog.records] == ["Creating virtual environment (virtualenv)"]
+
+
 def test_no_gpu_means_the_cpu_build(noxfile, monkeypatch):
     monkeypatch.setattr(noxfile, "TORCH", "")
     monkeypatch.setattr(noxfile, "nvidia_gpu", lambda: None)

@@ -12,6 +12,7 @@ import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import pandas as pd
 
 from suite.analysis import derived
@@ -54,12 +55,13 @@ class Budget:
         return ""
 
 
-def _settings(df: pd.DataFrame) -> pd.DataFrame:
+def with_settings(df: pd.DataFrame) -> pd.DataFrame:
     """The records with speedups and a `setting` key (run_id and baseline case: every precision of
     one case shares it; a run with no baseline precision has one setting per case)."""
     df = derived.with_speedups(df)
-    df["setting_key"] = df["run_id"].astype(str) + "/" + df["baseline_case_id"].fillna(df["case_id"]).astype(str)
-    return df
+    if "setting_key" in df:
+        return df
+    return df.assign(setting_key=df["run_id"].astype(str) + "/" + df["baseline_case_id"].fillna(df["case_id"]).astype(str))
 
 
 def _labels(df: pd.DataFrame) -> pd.Series:
@@ -100,7 +102,7 @@ def _ratio(speedup: float, baseline: str) -> str:
 def largest_setting_answers(df: pd.DataFrame) -> list[str]:
     """Per workload of the newest run: at its largest setting, each precision against the baseline
     (fastest first) with its error; emulated ones as numerics only; the ones not measured and why."""
-    newest = _settings(df[df["run_id"] == df["run_id"].max()])
+    newest = with_settings(df[df["run_id"] == df["run_id"].max()])
     newest["size"] = _sizes(newest)
     lines = []
     for workload, rows in newest.groupby("workload", sort=False):
@@ -182,10 +184,15 @@ def missed(df: pd.DataFrame, budget: Budget) -> pd.Series:
 
 
 def _joined(rows: pd.DataFrame, text: pd.Series) -> pd.Series:
-    """setting_key -> the texts of its rows, '; '-joined."""
+    """setting_key -> the texts of its rows in their order, '; '-joined (one sort, then one join
+    per setting: a groupby with a Python aggregate costs a million rows tens of seconds)."""
     if rows.empty:
         return pd.Series(dtype=object)
-    return text.groupby(rows["setting_key"]).agg("; ".join)
+    codes, keys = pd.factorize(rows["setting_key"])
+    order = np.argsort(codes, kind="stable")
+    texts = text.to_numpy(dtype=object)[order].tolist()
+    bounds = [0, *(np.flatnonzero(np.diff(codes[order])) + 1).tolist(), len(texts)]
+    return pd.Series(["; ".join(texts[a:b]) for a, b in zip(bounds, bounds[1:])], index=keys[np.unique(codes)])
 
 
 def recommend(df: pd.DataFrame, budget: Budget = Budget()) -> pd.DataFrame:
@@ -196,30 +203,37 @@ def recommend(df: pd.DataFrame, budget: Budget = Budget()) -> pd.DataFrame:
     `not_timed` precisions within budget whose speed is unknown here (emulated, e.g. FP8 on a CPU);
     `rejected` the faster precisions that missed the budget, with the reason. Columnar: a million
     records take seconds."""
-    df = _settings(df)
-    for column in METRICS:
-        if column not in df:
-            df[column] = float("nan")
+    return recommend_each(df, [budget])[0]
+
+
+def recommend_each(df: pd.DataFrame, budgets: list[Budget]) -> list[pd.DataFrame]:
+    """`recommend` for each budget, the settings and their labels found once."""
+    df = with_settings(df)
+    df = df.assign(**{c: float("nan") for c in METRICS if c not in df})
     settings = df.drop_duplicates("setting_key")[["setting_key", "workload", "run_id"]].set_index("setting_key")
     baselines = df.dropna(subset=["baseline"]).drop_duplicates("setting_key").set_index("setting_key")["baseline"]
+    labels = _labels(df).reindex(settings.index)
     ok = df[df["status"] == "ok"]
     emulated = derived.is_emulated(ok)
-    timed = ok[~emulated].copy()
-    timed["speedup"] = timed["speedup"].where(timed["precision"] != timed["baseline"], 1.0)
+    timed = ok[~emulated]
+    timed = timed.assign(speedup=timed["speedup"].where(timed["precision"] != timed["baseline"], 1.0))
     timed = timed[timed["speedup"].notna()]
+    return [_picks(settings, baselines, labels, timed, ok[emulated], budget) for budget in budgets]
+
+
+def _picks(settings, baselines, labels, timed, emu, budget: Budget) -> pd.DataFrame:
     bad = missed(timed, budget)
-    good = timed[~bad].sort_values("speedup", ascending=False)
+    good = timed[~bad].sort_values("speedup", ascending=False, kind="stable")
     best = good.drop_duplicates("setting_key").set_index("setting_key")
     rejected = pd.Series(dtype=object)
     if len(timed):
         best_speed = timed["setting_key"].map(best["speedup"]).astype(float)
         speed = timed["speedup"].astype(float)
-        faster = timed[bad & (best_speed.isna() | (speed > best_speed))].sort_values("speedup", ascending=False)
+        faster = timed[bad & (best_speed.isna() | (speed > best_speed))].sort_values("speedup", ascending=False, kind="stable")
         rejected = _joined(faster, faster["precision"].astype(str) + " (" + _misses(faster, budget) + ")")
-    emu = ok[emulated]
     emu = emu[~missed(emu, budget)] if len(emu) else emu
     out = pd.DataFrame({
-        "workload": settings["workload"], "setting": _labels(df).reindex(settings.index),
+        "workload": settings["workload"], "setting": labels,
         "run_id": settings["run_id"], "baseline": baselines.reindex(settings.index),
         "pick": best["precision"].reindex(settings.index), "speedup": best["speedup"].reindex(settings.index),
         **{c: pd.to_numeric(best[c], errors="coerce").reindex(settings.index) for c in METRICS},

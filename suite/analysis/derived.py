@@ -7,6 +7,10 @@ import math
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from suite.results import columns
 
 
 def latest_runs(df: pd.DataFrame) -> pd.DataFrame:
@@ -16,20 +20,44 @@ def latest_runs(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """Add `speedup` (baseline median time / this case's, same run) and `pct_of_peak`."""
+    """Add `speedup` (baseline median time / this case's, same run) and `pct_of_peak`. A frame that
+    has them (a `prepare`d one, or a subset of it) is returned as it is: the baseline of a kept
+    row may have been filtered out since."""
+    if "speedup" in df:
+        return df
     df = df.copy()
-    ok = df[df["status"] == "ok"]
-    # the baseline case's time, looked up by (run, case) in one columnar step
-    base_time = pd.Series(pd.to_numeric(ok["time_ms_median"], errors="coerce").to_numpy(),
-                          index=pd.MultiIndex.from_arrays([ok["run_id"], ok["case_id"]]))
-    base_time = base_time[~base_time.index.duplicated()]
-    wanted = pd.MultiIndex.from_arrays([df["run_id"], df["baseline_case_id"]])
-    base = base_time.reindex(wanted).to_numpy(dtype=float)
+    is_ok = (df["status"] == "ok").to_numpy(bool)
+    # the baseline case's time, looked up by (run, case) as integer keys: case ids and their
+    # baselines factorised together, so one hash lookup of ints serves a million rows
+    runs = pd.factorize(df["run_id"])[0].astype(np.int64)
+    cases, vocabulary = pd.factorize(pd.concat([df["case_id"], df["baseline_case_id"]], ignore_index=True))
+    n = len(df)
+    own, wanted = runs * (len(vocabulary) + 1) + cases[:n], runs * (len(vocabulary) + 1) + cases[n:]
+    keys = pd.Index(own[is_ok])
+    first = ~keys.duplicated()
+    where = pd.Index(keys[first]).get_indexer(wanted)
+    ok_times = pd.to_numeric(df["time_ms_median"], errors="coerce").to_numpy(float)[is_ok][first]
+    base = np.append(ok_times, np.nan)[where]  # -1 (no such ok case) picks the nan
     time_ms = pd.to_numeric(df["time_ms_median"], errors="coerce")
     df["speedup"] = np.where(df["status"] == "ok", base / time_ms, np.nan)
     peak = pd.to_numeric(df["peak_tflops"], errors="coerce")
     df["pct_of_peak"] = 100.0 * pd.to_numeric(df["tflops"], errors="coerce") / peak
     return df
+
+
+# Per-sample lists: what the report path needs of them is `stall_share` (`prepare`).
+SAMPLE_COLUMNS = ("samples_ms",)
+
+
+def prepare(df: pd.DataFrame) -> pd.DataFrame:
+    """The records as the report path works on them: speedups and stall shares computed once, and
+    the per-sample lists and the columns no record fills left out, so the many filters after it
+    move a fraction of the data (a million records have 140 columns, most of them empty)."""
+    if "stall_share" in df and "speedup" in df:
+        return df
+    contract = {c.name for c in columns.COLUMNS if c.contract}
+    keep = [c for c in df.columns if c not in SAMPLE_COLUMNS and (c in contract or df[c].notna().any())]
+    return with_speedups(df[keep].assign(stall_share=stalls(df)))
 
 
 def is_emulated(df: pd.DataFrame) -> pd.Series:
@@ -67,8 +95,10 @@ def shape_labels(df: pd.DataFrame) -> pd.Series:
 
 
 def geomean(xs) -> float:
-    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else math.nan
+    """Of the positive finite values (nan when there are none)."""
+    v = pd.to_numeric(pd.Series(xs, dtype=object), errors="coerce").to_numpy(float)
+    v = v[np.isfinite(v) & (v > 0)]
+    return float(np.exp(np.log(v).mean())) if len(v) else math.nan
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -163,24 +193,30 @@ MIN_STALL_SAMPLES = 5  # fewer cannot tell a stall from a slow first call
 def stalls(df: pd.DataFrame) -> pd.Series:
     """Per record: the share of its samples above STALL_FACTOR times its median, where that share
     is at least STALL_SHARE (else nan; nan too for a case with fewer than MIN_STALL_SAMPLES samples
-    or none). Columnar: every sample of every case in one array."""
-    out = pd.Series(math.nan, index=df.index, dtype=float)
+    or none). Columnar: every sample of every case in one array. A `prepare`d frame holds it."""
+    if "stall_share" in df:
+        return df["stall_share"]
     if "samples_ms" not in df or df.empty:
-        return out
+        return pd.Series(math.nan, index=df.index, dtype=float)
     median = pd.to_numeric(df["time_ms_median"], errors="coerce").to_numpy(float)
     ok = ((df["status"] == "ok").to_numpy(bool)) & (median > 0)
-    keep = [(i, s) for i, s in enumerate(df["samples_ms"].to_numpy())
-            if ok[i] and s is not None and not isinstance(s, float) and len(s) >= MIN_STALL_SAMPLES]
-    if not keep:
-        return out
-    rows = np.fromiter((i for i, _ in keep), dtype=np.int64, count=len(keep))
-    lengths = np.fromiter((len(s) for _, s in keep), dtype=np.int64, count=len(keep))
-    values = np.concatenate([np.asarray(s, dtype=float) for _, s in keep])
-    over = values > STALL_FACTOR * np.repeat(median[rows], lengths)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    share = np.add.reduceat(over.astype(np.int64), starts) / lengths
-    out.iloc[rows] = np.where(share >= STALL_SHARE, share, math.nan)
-    return out
+    samples = list_column(df["samples_ms"])
+    lengths = pc.fill_null(pc.list_value_length(samples), 0).to_numpy()
+    values = pc.list_flatten(samples).to_numpy(zero_copy_only=False).astype(float)
+    parent = pc.list_parent_indices(samples).to_numpy()
+    over = np.bincount(parent, weights=values > STALL_FACTOR * median[parent], minlength=len(df))
+    share = np.divide(over, lengths, out=np.zeros(len(df)), where=lengths > 0)
+    flagged = ok & (lengths >= MIN_STALL_SAMPLES) & (share >= STALL_SHARE)
+    return pd.Series(np.where(flagged, share, math.nan), index=df.index)
+
+
+def list_column(values: pd.Series) -> pa.Array:
+    """A list column as Arrow: as read with `arrow_lists` (no copy), or from a list or array per
+    cell (records in memory, a default read)."""
+    if isinstance(values.dtype, pd.ArrowDtype):
+        return pa.chunked_array(values.array.__arrow_array__()).combine_chunks()
+    cells = [None if c is None or (isinstance(c, float) and math.isnan(c)) else c for c in values.to_numpy(dtype=object)]
+    return pa.array(cells, type=pa.list_(pa.float64()))
 
 
 # -- vocabulary padding (scenarios vocab and cpu_models) ---------------------------------------

@@ -66,18 +66,17 @@ def _stop_note(r) -> str:
 
 def _case_rows(df: pd.DataFrame) -> list[dict]:
     rows = []
-    emulated = derived.is_emulated(df)
-    stalls = derived.stalls(df)
-    for idx, r in df.head(MAX_CASE_ROWS).iterrows():
+    head = df.head(MAX_CASE_ROWS)
+    cells = zip(head.to_dict("records"), derived.is_emulated(head), derived.stalls(head), derived.shape_labels(head))
+    for r, emu, stall, shape in cells:
         ok = r["status"] == "ok"
-        emu = bool(emulated[idx])
         speed = ok and not emu
         throttled = _throttle_note(r) if ok else ""
-        stalled = f" (stalls: {stalls[idx]:.0%} of samples over {derived.STALL_FACTOR:g}x the median)" \
-            if pd.notna(stalls[idx]) else ""
+        stalled = f" (stalls: {stall:.0%} of samples over {derived.STALL_FACTOR:g}x the median)" \
+            if pd.notna(stall) else ""
         rows.append({
             "workload": r["workload"],
-            "shape": derived.shape_label(r),
+            "shape": shape,
             "precision": r["precision"],
             "status": r["status"] + (" (emulated: timing is not device speed)" if ok and emu else "") + throttled
             + stalled,
@@ -173,13 +172,15 @@ def _pick_cells(picks: pd.DataFrame) -> pd.Series:
 def _pick_rows(df: pd.DataFrame) -> list[dict]:
     """Per setting (the first MAX_CASE_ROWS): the fastest precision within each report budget and
     overall (`suite.analysis.answers.recommend`)."""
-    fastest = answers.recommend(df).head(MAX_CASE_ROWS)
+    df = answers.with_settings(df)
+    shown = df[df["setting_key"].isin(df["setting_key"].unique()[:MAX_CASE_ROWS])]  # a setting's pick needs its rows only
+    budgets = [answers.Budget(max_rel_err=b) for b in REPORT_BUDGETS]
+    fastest, *within = answers.recommend_each(shown, [answers.Budget(), *budgets])
     if fastest.empty or fastest["speedup"].isna().all():
         return []
     table = pd.DataFrame({"workload": fastest["workload"], "setting": fastest["setting"],
                           "baseline": fastest["baseline"].fillna(""), "fastest": _pick_cells(fastest)})
-    for budget in REPORT_BUDGETS:
-        picks = answers.recommend(df, answers.Budget(max_rel_err=budget)).head(MAX_CASE_ROWS)
+    for budget, picks in zip(REPORT_BUDGETS, within):
         table[f"within_{budget:g}"] = _pick_cells(picks).to_numpy()
         if budget == 1e-2:
             table["not_timed"] = picks["not_timed"].fillna("").to_numpy()
@@ -188,7 +189,7 @@ def _pick_rows(df: pd.DataFrame) -> list[dict]:
 
 def build_view(df: pd.DataFrame) -> dict:
     """Everything the templates show, as strings, from the records of one or more runs."""
-    df = derived.with_speedups(df)
+    df = derived.prepare(df)
     first = df.iloc[0]
     not_ok = df[df["status"] != "ok"]
     reasons = Counter(zip(not_ok["status"], not_ok["reason"].fillna("")))
@@ -199,7 +200,7 @@ def build_view(df: pd.DataFrame) -> dict:
         "runs": sorted(df["run_id"].unique()),
         "started_at": first.get("started_at"),
         "env": [(c, first.get(c)) for c in ENV_COLUMNS if c in df and pd.notna(first.get(c))],
-        "counts": dict(Counter(df["status"])),
+        "counts": df["status"].value_counts(sort=False).to_dict(),
         "summary": summary_rows(df),
         "picks": _pick_rows(df),
         "cases": _case_rows(df),
@@ -233,9 +234,9 @@ def _detail_tables(df: pd.DataFrame) -> list[dict]:
             continue
         columns = [("shape", "case"), ("precision", "precision")] + [(c, title) for c, title, _ in spec]
         body = [
-            {"shape": derived.shape_label(r), "precision": r["precision"],
+            {"shape": shape, "precision": r["precision"],
              **{c: (str(bool(r[c])) if f == "" else fmt(r[c], f)) if pd.notna(r[c]) else "" for c, _, f in spec}}
-            for _, r in rows.iterrows()
+            for r, shape in zip(rows.to_dict("records"), derived.shape_labels(rows))
         ]
         tables.append({"workload": workload, "columns": columns, "rows": body})
     return tables
@@ -432,12 +433,12 @@ def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
 
 
 def _render_into(df: pd.DataFrame, out: Path) -> list[Path]:
+    df = derived.prepare(df)
     view = build_view(df)
-    speed_df = derived.with_speedups(df)
     written = []
-    for workload in speed_df["workload"].unique():
+    for workload in df["workload"].unique():
         for kind, plot in plots.PLOTS.items():
-            path = plot(speed_df, workload, out / plot_name(kind, workload))
+            path = plot(df, workload, out / plot_name(kind, workload))
             if path is not None:
                 written.append(path)
                 view["plots"].append({"file": path.name, "title": f"{workload} {kind}"})

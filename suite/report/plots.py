@@ -42,10 +42,13 @@ def _families(df: pd.DataFrame) -> pd.Series:
     varies along the line), so a model's shapes never zigzag through the square sizes."""
     if "m" not in df or not df["m"].notna().any():
         return pd.Series("", index=df.index)
-    shaped = df["m"].notna()
-    m, k, n = (df[d].where(shaped, 0).astype("int64") for d in ("m", "k", "n"))
-    named = "K=" + k.astype(str) + ", N=" + n.astype(str)
-    return named.where((m != k) | (k != n), "square").where(shaped, "")
+    dims = [df[d].fillna(0).astype("int64").to_numpy() for d in ("m", "k", "n")]
+    codes = [pd.factorize(d)[0].astype(np.int64) for d in dims]
+    key = (codes[0] * (codes[1].max() + 1) + codes[1]) * (codes[2].max() + 1) + codes[2]
+    _, first, shape = np.unique(key, return_index=True, return_inverse=True)  # each distinct shape named once
+    m, k, n = (d[first] for d in dims)
+    named = np.where((m == k) & (k == n), "square", [f"K={a}, N={b}" for a, b in zip(k, n)])
+    return pd.Series(np.where(m == 0, "", named)[shape], index=df.index)
 
 
 MARKERS = "osD^v<>PX*h"
@@ -60,20 +63,43 @@ def save_figure(fig, path: Path) -> Path:
     return path
 
 
-def _log_if_wide(ax, values, axis: str = "y") -> None:
-    """A log axis when the values span more than a decade: precisions 100x apart stay readable."""
-    v = np.asarray([x for x in values if x is not None and np.isfinite(x) and x > 0], dtype=float)
-    if len(v) and v.max() / v.min() > 10:
-        (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+def _wide(values) -> bool:
+    """Whether the positive values span more than a decade (then their axis is logarithmic)."""
+    v = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float)
+    v = v[np.isfinite(v) & (v > 0)]
+    return bool(len(v)) and v.max() / v.min() > 10
 
 
-def plain_log_ticks(ax, axis: str = "x") -> None:
-    """Log-axis ticks at 1, 2, 5 x 10^k written as plain numbers (0.5, 2, 20), no minor labels:
-    matplotlib's default `2 x 10^0` labels overlap on a short axis."""
+# Beyond this many points in one series, points that land in one cell of a GRID x GRID grid over
+# the series' range (about a pixel of the figures' axes, a fifth of a marker) are drawn once: a
+# million markers take seconds to draw and show nothing their distinct positions do not.
+MAX_POINTS = 5000
+GRID = 500
+
+
+def _distinct(x, y, log_x: bool, log_y: bool) -> np.ndarray:
+    """Positions (into x and y) of the points to draw: all of them up to MAX_POINTS, else the first
+    point of each cell of a GRID x GRID grid over the series' range (log where the axis is)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) <= MAX_POINTS:
+        return np.arange(len(x))
+
+    def cell(v, log):
+        v = np.log10(np.where(v > 0, v, np.nan)) if log else v
+        lo, hi = np.nanmin(v), np.nanmax(v)
+        return np.nan_to_num(np.floor((v - lo) / ((hi - lo) or 1.0) * GRID), nan=-1).astype(np.int64)
+
+    return np.sort(np.unique(cell(x, log_x) * (GRID + 2) + cell(y, log_y), return_index=True)[1])
+
+
+def plain_log_ticks(ax, axis: str = "x", subs: tuple[float, ...] = (1.0, 2.0, 5.0)) -> None:
+    """Log-axis ticks at 1, 2, 5 x 10^k (`subs`) written as plain numbers (0.5, 2, 20, 1e-05), no
+    minor labels: matplotlib's default `2 x 10^0` labels overlap on a short axis (and its TeX-like
+    labels cost a mathtext parse each)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     target = ax.xaxis if axis == "x" else ax.yaxis
-    target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    target.set_major_locator(LogLocator(base=10, subs=subs))
     target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     target.set_minor_formatter(NullFormatter())
 
@@ -94,7 +120,7 @@ def _finish(fig, ax, xlabel, categories, path: Path, x: pd.Series | None = None)
     if categories is None:
         ax.set_xscale("log", base=2)
         ticks = []
-        for v in sorted(set(x.to_numpy(float))) if x is not None else []:
+        for v in np.unique(x.to_numpy(float)) if x is not None else []:
             if not ticks or v > 1.08 * ticks[-1]:  # labels that would touch are left out
                 ticks.append(v)
         if 0 < len(ticks) <= 12:  # ticks at the measured sizes: a narrow log axis has none of its own
@@ -112,10 +138,15 @@ def _size(categories: dict | None) -> tuple[float, float]:
     return (max(8.0, 0.45 * len(categories) + 3) if categories else 8.0), 4.5
 
 
-def _speed_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows whose timing is real device speed (not failed, not skipped, not emulated)."""
-    ok = df[df["status"] == "ok"]
-    return ok[~is_emulated(ok)]
+# What the speed plots read of a record: taken first, so a million rows' grouping moves a few columns.
+SPEED_COLUMNS = ["workload", "precision", "baseline", "m", "k", "n", "params", "tflops", "peak_tflops",
+                 "speedup", "rel_err", "time_ms_median", "time_ms_p10", "time_ms_p90"]
+
+
+def _speed_rows(df: pd.DataFrame, workload: str) -> pd.DataFrame:
+    """The workload's rows whose timing is real device speed (not failed, skipped or emulated)."""
+    rows = df[(df["workload"] == workload) & (df["status"] == "ok") & ~is_emulated(df)]
+    return rows.reindex(columns=SPEED_COLUMNS)  # a column no record fills is all null
 
 
 def _spread(rows: pd.DataFrame, value: pd.Series) -> np.ndarray:
@@ -130,7 +161,7 @@ def _spread(rows: pd.DataFrame, value: pd.Series) -> np.ndarray:
     return np.nan_to_num(np.vstack([v - low, high - v]), nan=0.0).clip(min=0)
 
 
-def _lines(ax, rows: pd.DataFrame, x: pd.Series, column: str, cats) -> None:
+def _lines(ax, rows: pd.DataFrame, x: pd.Series, column: str, cats, log_y: bool) -> None:
     """One line per precision and shape family, with distinct markers and dashes (so precisions
     with the same numbers stay visible) and error bars from the stored quantiles. Shapes that form
     no line (one point in their family, or categories) are points, one legend entry per precision."""
@@ -151,6 +182,8 @@ def _lines(ax, rows: pd.DataFrame, x: pd.Series, column: str, cats) -> None:
             g = pd.concat(points)
             label = precision if len(lined) == 0 else f"{precision} (other shapes)"
             many = len(g) > MAX_BARS  # thousands of error bars hide the points they belong to
+            shown = _distinct(x[g.index], g[column], cats is None, log_y)
+            g = g.iloc[shown]
             ax.errorbar(x[g.index], g[column], yerr=None if many else _spread(g, g[column]), ls="none",
                         label=label, **style)
 
@@ -172,33 +205,39 @@ def _along(g: pd.DataFrame, x: pd.Series, column: str):
 
 
 def throughput(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
-    rows = _speed_rows(df[df["workload"] == workload])
+    rows = _speed_rows(df, workload)
     rows = rows[rows["tflops"].notna()]
     if rows.empty:
         return None
     x, xlabel, cats = _x(rows)
     fig, ax = plt.subplots(figsize=_size(cats))
-    _lines(ax, rows, x, "tflops", cats)
+    log_y = _wide(pd.concat([rows["tflops"], rows["peak_tflops"].dropna()]))
+    _lines(ax, rows, x, "tflops", cats, log_y)
     for i, (precision, g) in enumerate(rows.groupby("precision", sort=False)):
         peak = g["peak_tflops"].dropna()
         if len(peak):
             ax.axhline(float(peak.iloc[0]), color=f"C{i % 10}", ls=(0, (1, 3)), lw=1, label=f"{precision} vendor peak")
-    _log_if_wide(ax, list(rows["tflops"]) + list(rows["peak_tflops"].dropna()))
+    if log_y:
+        ax.set_yscale("log")
+        plain_log_ticks(ax, "y")
     ax.set_ylabel("TFLOP/s (median; bars: p10-p90)")
     ax.set_title(f"{workload}: throughput by precision")
     return _finish(fig, ax, xlabel, cats, path, x)
 
 
 def speedup(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
-    rows = _speed_rows(df[df["workload"] == workload])
+    rows = _speed_rows(df, workload)
     rows = rows[rows["speedup"].notna() & (rows["precision"] != rows["baseline"])]
     if rows.empty:
         return None
     x, xlabel, cats = _x(rows)
     fig, ax = plt.subplots(figsize=_size(cats))
-    _lines(ax, rows, x, "speedup", cats)
+    log_y = _wide([*rows["speedup"].agg(["min", "max"]), 1.0])
+    _lines(ax, rows, x, "speedup", cats, log_y)
     ax.axhline(1.0, color="k", lw=1)
-    _log_if_wide(ax, list(rows["speedup"]) + [1.0])
+    if log_y:
+        ax.set_yscale("log")
+        plain_log_ticks(ax, "y")
     ax.set_ylabel(f"speedup over {rows['baseline'].iloc[0]} (x; bars: the case's p10-p90)")
     ax.set_title(f"{workload}: speedup over the baseline precision")
     return _finish(fig, ax, xlabel, cats, path, x)
@@ -208,31 +247,34 @@ def pareto_front(errors: np.ndarray, speedups: np.ndarray) -> np.ndarray:
     """Indices of the cases no other case beats on both counts (lower error and higher speedup),
     by increasing error: the best speedup each accuracy can buy."""
     order = np.lexsort((-speedups, errors))
-    front, best = [], -np.inf
-    for i in order:
-        if speedups[i] > best:
-            front.append(i)
-            best = speedups[i]
-    return np.asarray(front, dtype=int)
+    best_before = np.maximum.accumulate(np.concatenate([[-np.inf], speedups[order][:-1]]))
+    return order[speedups[order] > best_before].astype(int)
 
 
 def accuracy_vs_speedup(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     """Speed against accuracy, one point per case (the baseline precision at 1x), the Pareto front
     drawn: what each precision costs and buys."""
-    rows = _speed_rows(df[df["workload"] == workload])
+    rows = _speed_rows(df, workload)
     rows = rows[rows["speedup"].notna() & rows["rel_err"].notna() & (rows["rel_err"] > 0)]
     if rows.empty:
         return None
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for i, (precision, g) in enumerate(rows.groupby("precision", sort=False)):
-        ax.scatter(g["rel_err"], g["speedup"], marker=MARKERS[i % len(MARKERS)], color=f"C{i % 10}",
-                   s=28, alpha=0.8, label=precision)
     errors, speedups = rows["rel_err"].to_numpy(float), rows["speedup"].to_numpy(float)
+    log_y = _wide([speedups.min(), speedups.max(), 1.0])
+    for i, (precision, g) in enumerate(rows.groupby("precision", sort=False)):
+        g = g.iloc[_distinct(g["rel_err"], g["speedup"], True, log_y)]
+        # markers of a line without one (Agg stamps one marker image): a scatter's path collection
+        # draws each point on its own, seconds for a few hundred thousand
+        ax.plot(g["rel_err"], g["speedup"], ls="none", marker=MARKERS[i % len(MARKERS)], ms=5.3,
+                color=f"C{i % 10}", alpha=0.8, label=precision)
     front = pareto_front(errors, speedups)
     if len(front) > 1:
         ax.step(errors[front], speedups[front], where="post", color="k", ls="--", lw=1, label="Pareto front")
     ax.set_xscale("log")
-    _log_if_wide(ax, list(speedups) + [1.0])
+    plain_log_ticks(ax, "x", subs=(1.0,))
+    if log_y:
+        ax.set_yscale("log")
+        plain_log_ticks(ax, "y")
     ax.axhline(1.0, color="k", lw=0.8, alpha=0.5)
     ax.set_xlabel("relative error vs the reference (Frobenius; lower is better)")
     ax.set_ylabel(f"speedup over {rows['baseline'].iloc[0]} (x; higher is better)")
@@ -243,8 +285,8 @@ def accuracy_vs_speedup(df: pd.DataFrame, workload: str, path: Path) -> Path | N
 
 
 def _as_list(value) -> list[float]:
-    """A list column's cell (list or numpy array after a parquet round trip) as floats."""
-    if value is None or (isinstance(value, float) and np.isnan(value)):
+    """A list column's cell (a list, a numpy array after a parquet round trip, None or NA) as floats."""
+    if value is None or not hasattr(value, "__len__"):
         return []
     return [float(v) for v in value]
 
