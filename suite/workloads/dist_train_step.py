@@ -55,7 +55,8 @@ class DistSpec:
     @classmethod
     def from_params(cls, params: dict) -> "DistSpec":
         own = DistTrainStepParams.of(params)
-        rest = {k: v for k, v in params.items() if k not in DIST_FIELDS}
+        # train_step's own fields (the precision's, e.g. fp8_all_gather, are the recipe's business)
+        rest = {k: v for k, v in params.items() if k in TrainStepParams.model_fields}
         return cls(ts.StepSpec.from_params(rest), **{k: getattr(own, k) for k in DIST_FIELDS})
 
 
