@@ -124,3 +124,48 @@ def test_fp8_all_gather_is_the_tensorwise_recipes_parameter():
         spec.parse({"name": "x", "defaults": {"device": "cpu"},
                     "sweep": [{"workload": "dist_train_step", "precisions": ["bf16"],
                                "params": {"fp8_all_gather": True}}]})
+
+
+TORCHRUN_SUMMARY = """
+============================================================
+suite.measure.rank FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-12-01_13:55:33
+  host      : box
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 101)
+  error_file: <N/A>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_13:55:32
+  host      : box
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 102)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 102
+============================================================
+"""
+
+
+def test_the_reason_is_the_rank_that_failed_first_not_the_ones_that_followed(tmp_path):
+    (tmp_path / "rank0.error.json").write_text(json.dumps(
+        {"rank": 0, "time": 2.0, "error": "RuntimeError: Connection reset by peer"}))
+    (tmp_path / "rank1.log").write_text("loading\nKilled by the test\n")
+    reason, log = launch.failure(tmp_path, 2, TORCHRUN_SUMMARY, 1)
+    assert reason == "rank 1 crashed: signal 9 (SIGKILL): Killed by the test" and "loading" in log
+    # without torchrun's summary, the earliest error written
+    (tmp_path / "rank1.error.json").write_text(json.dumps({"rank": 1, "time": 1.0, "error": "ValueError: bad"}))
+    assert launch.failure(tmp_path, 2, "", 1)[0] == "rank 1: ValueError: bad"
+    assert launch.failure(tmp_path / "none", 2, "torchrun: error: bad args\n", 2)[0] == (
+        "torchrun failed: exit status 2: torchrun: error: bad args")
+
+
+def test_a_launch_past_its_timeout_is_stopped_and_fails(tmp_path):
+    case = next(c for c in expand(spec.parse({
+        "name": "t", "defaults": {"device": "cpu"},
+        "sweep": [{"workload": "dist_train_step", "precisions": ["fp32"], "params": {"timeout_s": 0.5}}]})))
+    columns, reason, _ = launch.Launch(case, torch.device("cpu"), tmp_path, 2, 0.5).run()
+    assert columns is None and reason == "timed out after 0.5 s (ranks without a result: 0, 1)"
