@@ -122,7 +122,8 @@ def measured_columns(result, prepared) -> dict:
 
 
 def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
-    if registry.WORKLOADS[case.workload].launched:  # its ranks run under torchrun, one launch per case
+    known = registry.WORKLOADS.get(case.workload)
+    if known is not None and known.launched:  # its ranks run under torchrun, one launch per case
         from suite.measure import launch
 
         return launch.run_case(case, device, run_meta)

@@ -149,6 +149,9 @@ class ScaledFloat8(Precision):
             raise Unsupported(f"{reason}; set pad = true to pad with zeros")
 
     def gemm(self, a, b, params) -> Callable[[], torch.Tensor]:
+        if self.fsdp_float8_all_gather:
+            raise Unsupported("fp8_all_gather is a setting of FSDP2-sharded models (dist_train_step); a GEMM "
+                              "has no all-gather")
         opts = FP8GemmParams.of(params)
         m, k = a.shape
         n = b.shape[1]
