@@ -17,6 +17,7 @@ session) and fails as "timed out after N s". Either way the next case runs.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -84,6 +85,18 @@ def failure(folder: Path, world_size: int, launcher_log: str, returncode: int | 
     return f"torchrun failed: {status}: {detail}", launcher_log
 
 
+# Launches in progress: a run stopped while a case's worker thread waits on one (Ctrl-C abandons
+# that thread) kills them at exit, so no torchrun or rank outlives the suite's process.
+_RUNNING: set = set()
+
+
+@atexit.register
+def _kill_running() -> None:
+    for launch in list(_RUNNING):
+        _kill_session(launch._proc.pid, signal.SIGKILL)
+        launch._kill_ranks()
+
+
 class Launch:
     """One torchrun launch of a case in `folder`; `entry` is what each rank runs (a test's double may
     replace `suite.measure.rank`)."""
@@ -110,6 +123,8 @@ class Launch:
             torchrun_command(self.world_size, self.entry, self.folder), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True,
         )
+        _RUNNING.add(self)
+        self._proc = proc
         timed_out = False
         try:
             out, _ = proc.communicate(timeout=self.timeout_s)
@@ -121,6 +136,7 @@ class Launch:
             raise
         finally:
             self._kill_ranks()
+            _RUNNING.discard(self)
         log = out.decode(errors="replace") if out else ""
         done = [_read(self.folder / f"rank{r}.json") for r in range(self.world_size)]
         if not timed_out and all(done) and done[0].get("columns") is not None:
@@ -143,12 +159,16 @@ class Launch:
         return out or b""
 
     def _kill_ranks(self) -> None:
-        """Every rank leads a session of its own (torchrun starts them so): kill what is left of each."""
+        """Every rank leads a session of its own (torchrun starts them so): kill what is left of each,
+        where the process with that pid is still this launch's rank (its command line names the folder)."""
         for path in self.folder.glob("rank*.pid"):
             try:
-                _kill_session(int(path.read_text()), signal.SIGKILL)
-            except ValueError:
-                pass
+                pid = int(path.read_text())
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except (ValueError, OSError):
+                continue
+            if str(self.folder).encode() in cmdline:
+                _kill_session(pid, signal.SIGKILL)
 
 
 def run_case(case, device, run_meta: dict, entry: list[str] | None = None) -> dict:

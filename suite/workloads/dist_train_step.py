@@ -60,20 +60,6 @@ class DistSpec:
         return cls(ts.StepSpec.from_params(rest), **{k: getattr(own, k) for k in DIST_FIELDS})
 
 
-def _launch_unsupported(case, precision, device: torch.device) -> str | None:
-    spec = DistSpec.from_params(case.params)
-    if device.type == "cuda":
-        have = torch.cuda.device_count()
-        if have < spec.world_size:
-            return f"needs {spec.world_size} GPUs (world_size, one per rank); this machine has {have}"
-    elif device.type != "cpu":
-        return f"dist_train_step runs on CUDA (NCCL) or the CPU (gloo); device is {device.type}"
-    if precision.grad_scaler:
-        return f"{precision.name} needs a loss scaler that knows the shards (ShardedGradScaler); not built here"
-    reason = compile_unsupported(device) if spec.step.compile else None
-    return reason or precision.tokens_unsupported(spec.step.batch * spec.step.config().seq_len, device)
-
-
 class Sharded:
     """A precision recipe whose `prepare_module` also shards the model with FSDP2; everything else
     (autocast, flags, name) is the recipe's. Lets `train_step.Trainer` build a sharded trainer as is."""
@@ -138,7 +124,17 @@ class DistTrainStep:
 
     def launch_unsupported(self, case, precision, device: torch.device) -> str | None:
         """Why this case cannot be launched here, or None: checked by the parent before any rank starts."""
-        return _launch_unsupported(case, precision, device)
+        spec = DistSpec.from_params(case.params)
+        if device.type == "cuda":
+            have = torch.cuda.device_count()
+            if have < spec.world_size:
+                return f"needs {spec.world_size} GPUs (world_size, one per rank); this machine has {have}"
+        elif device.type != "cpu":
+            return f"dist_train_step runs on CUDA (NCCL) or the CPU (gloo); device is {device.type}"
+        if precision.grad_scaler:
+            return f"{precision.name} needs a loss scaler that knows the shards (ShardedGradScaler); not built here"
+        reason = compile_unsupported(device) if spec.step.compile else None
+        return reason or precision.tokens_unsupported(spec.step.batch * spec.step.config().seq_len, device)
 
     def prepare(self, case, precision, device):
         """Inside a rank of an initialised process group: the sharded model and its step."""
