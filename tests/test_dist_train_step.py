@@ -156,6 +156,9 @@ def test_the_reason_is_the_rank_that_failed_first_not_the_ones_that_followed(tmp
     (tmp_path / "rank1.log").write_text("loading\nKilled by the test\n")
     reason, log = launch.failure(tmp_path, 2, TORCHRUN_SUMMARY, 1)
     assert reason == "rank 1 crashed: signal 9 (SIGKILL): Killed by the test" and "loading" in log
+    # a rank torchrun stopped (SIGTERM) because another raised is not the cause
+    stopped = TORCHRUN_SUMMARY.replace("exitcode  : -9", "exitcode  : -15")
+    assert launch.failure(tmp_path, 2, stopped, 1)[0] == "rank 0: RuntimeError: Connection reset by peer"
     # without torchrun's summary, the earliest error written
     (tmp_path / "rank1.error.json").write_text(json.dumps({"rank": 1, "time": 1.0, "error": "ValueError: bad"}))
     assert launch.failure(tmp_path, 2, "", 1)[0] == "rank 1: ValueError: bad"

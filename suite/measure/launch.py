@@ -36,7 +36,9 @@ from suite.scenario import registry
 
 # How long torchrun gets to stop its ranks after SIGTERM before everything is killed.
 TERM_GRACE_S = 10.0
-ROOT_CAUSE = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.DOTALL)
+# torchrun's failure summary: a block per failed rank, the first observed under "Root Cause"
+FAILED_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\b.*?\n\s*exitcode\s*:\s*(-?\d+)", re.MULTILINE)
+ROOT_CAUSE = re.compile(r"Root Cause.*?^\s*rank\s*:\s*(\d+)", re.DOTALL | re.MULTILINE)
 ENTRY = ["-m", "suite.measure.rank"]
 
 
@@ -66,17 +68,32 @@ def _log(folder: Path, rank: int) -> str:
         return ""
 
 
+def exit_codes(launcher_log: str) -> tuple[dict[int, int], int | None]:
+    """Each failed rank's exit code from torchrun's failure summary, and the rank it names as the
+    root cause (the first failure it observed), or None."""
+    codes = {int(rank): int(code) for rank, code in FAILED_RANK.findall(launcher_log)}
+    root = ROOT_CAUSE.search(launcher_log)
+    return codes, int(root.group(1)) if root else None
+
+
 def failure(folder: Path, world_size: int, launcher_log: str, returncode: int | None) -> tuple[str, str]:
-    """(reason, log) of a launch that produced no result: the rank that failed first and why."""
+    """(reason, log) of a launch that produced no result: the rank that failed first and why.
+
+    A rank that raised wrote its error with the time; the others failed *because* of the first (a
+    peer's death is "Connection reset by peer" to them), so the earliest error is the cause. A rank
+    that died without writing one (a signal, a segfault, an out-of-memory kill) is the cause before
+    any written error, except one stopped by torchrun's SIGTERM after another rank had failed."""
     errors = {r: e for r in range(world_size) if (e := _read(folder / f"rank{r}.error.json"))}
-    found = ROOT_CAUSE.search(launcher_log)
-    if found:
-        rank, code = int(found.group(1)), int(found.group(2))
+    codes, root = exit_codes(launcher_log)
+    crashed = sorted((r for r, code in codes.items() if r not in errors and code != -signal.SIGTERM),
+                     key=lambda r: (r != root, r))
+    if not crashed and not errors and root is not None:
+        crashed = [root]  # only SIGTERMs: whatever torchrun saw first
+    if crashed:
+        rank = crashed[0]
         log = _log(folder, rank)
-        if rank in errors:
-            return f"rank {rank}: {errors[rank]['error']}", log
         detail = isolate._last_line(log)
-        return f"rank {rank} crashed: {isolate._status(code)}" + (f": {detail}" if detail else ""), log
+        return f"rank {rank} crashed: {isolate._status(codes[rank])}" + (f": {detail}" if detail else ""), log
     if errors:
         rank = min(errors, key=lambda r: errors[r]["time"])
         return f"rank {rank}: {errors[rank]['error']}", _log(folder, rank)
