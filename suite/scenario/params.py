@@ -180,6 +180,9 @@ class DistTrainStepParams(TrainStepParams):
     reshard_after_forward: bool = Field(True, description="FSDP2: free the gathered weights after forward "
                                                           "(gathered again in backward), as ZeRO-3")
     profile_steps: PositiveInt = Field(2, description="steps run under torch.profiler for collective bytes and times")
+    fp32_reference: bool = Field(True, description="train the fp32 twin of the same sharding in the check (the "
+                                                   "loss_delta_vs_fp32 columns); false where it does not fit next "
+                                                   "to the case's own model")
     timeout_s: PositiveFloat = Field(900.0, description="the whole launch (start-up, check, timing): a rank that "
                                                        "hangs past it fails the case")
 

@@ -51,6 +51,7 @@ class DistSpec:
     reshard_after_forward: bool = True
     profile_steps: int = 2
     timeout_s: float = 900.0
+    fp32_reference: bool = True
 
     @classmethod
     def from_params(cls, params: dict) -> "DistSpec":
@@ -182,31 +183,38 @@ class DistTrainStep:
                 rest = ts.train(trainer, batches[1:]) if step.steps > 1 else ([], 0)
                 curve = _group_mean(first[0][0] + rest[0], device)
                 state = trainer.state_bytes()  # this rank's shards
-            # the fp32 reference of the same sharding, from the same init, on the same batches
-            reference = ShardedTrainer(ts.build_model(step, case.seed), Sharded(FP32, spec.reshard_after_forward),
-                                       device, step, compiled=False)
-            with FP32.active():
-                ref_curve = _group_mean(ts.train(reference, batches)[0], device)
-            del reference
-            final, ref_final = ts.final_loss(curve), ts.final_loss(ref_curve)
-            why, ref_why = ts.divergence(curve), ts.divergence(ref_curve)
-            diverged = why is not None
-            if ref_why is not None:
-                why = f"{why + '; ' if why else ''}the fp32 reference diverged as well: {ref_why}"
-            return {
+            final, why = ts.final_loss(curve), ts.divergence(curve)
+            out = {
                 "state_mem_mb": state / 2**20,
                 "loss_curve": curve,
-                "fp32_loss_curve": ref_curve,
                 "final_loss": final,
-                "fp32_final_loss": ref_final,
-                "loss_delta_vs_fp32": final - ref_final,
-                "loss_rel_delta_vs_fp32": (final - ref_final) / ref_final if ref_final else math.nan,
                 "entropy_floor": source.entropy_rate,
                 "unigram_entropy": source.unigram_entropy,
                 "excess_loss": final - source.entropy_rate,
-                "diverged": diverged,
+                "diverged": why is not None,
                 "divergence": why,
             }
+            if precision.name == FP32.name and not step.compile:
+                ref_curve = curve  # the case is its own reference
+            elif spec.fp32_reference:
+                # the fp32 twin of the same sharding, from the same init, on the same batches
+                reference = ShardedTrainer(ts.build_model(step, case.seed),
+                                           Sharded(FP32, spec.reshard_after_forward), device, step, compiled=False)
+                with FP32.active():
+                    ref_curve = _group_mean(ts.train(reference, batches)[0], device)
+                del reference
+            else:
+                return out
+            ref_final, ref_why = ts.final_loss(ref_curve), ts.divergence(ref_curve)
+            if ref_why is not None:
+                out["divergence"] = f"{why + '; ' if why else ''}the fp32 reference diverged as well: {ref_why}"
+            out.update(
+                fp32_loss_curve=ref_curve,
+                fp32_final_loss=ref_final,
+                loss_delta_vs_fp32=final - ref_final,
+                loss_rel_delta_vs_fp32=(final - ref_final) / ref_final if ref_final else math.nan,
+            )
+            return out
 
         peak = peaks.peak_tflops(torch.cuda.get_device_name(device) if device.type == "cuda" else None,
                                  precision.name)
