@@ -140,8 +140,8 @@ class Launch:
             torchrun_command(self.world_size, self.entry, self.folder), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True,
         )
-        _RUNNING.add(self)
         self._proc = proc
+        _RUNNING.add(self)
         timed_out = False
         try:
             out, _ = proc.communicate(timeout=self.timeout_s)
