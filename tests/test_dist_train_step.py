@@ -170,5 +170,6 @@ def test_a_launch_past_its_timeout_is_stopped_and_fails(tmp_path):
     case = next(c for c in expand(spec.parse({
         "name": "t", "defaults": {"device": "cpu"},
         "sweep": [{"workload": "dist_train_step", "precisions": ["fp32"], "params": {"timeout_s": 0.5}}]})))
-    columns, reason, _ = launch.Launch(case, torch.device("cpu"), tmp_path, 2, 0.5).run()
-    assert columns is None and reason == "timed out after 0.5 s (ranks without a result: 0, 1)"
+    columns, status, reason, _ = launch.Launch(case, torch.device("cpu"), tmp_path, 2, 0.5).run()
+    assert (columns, status) == (None, "failed")
+    assert reason == "timed out after 0.5 s (ranks without a result: 0, 1)"

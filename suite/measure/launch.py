@@ -132,8 +132,9 @@ class Launch:
             env["OMP_NUM_THREADS"] = str(max(1, self.threads // self.world_size))
         return env
 
-    def run(self) -> tuple[dict | None, str, str]:
-        """(rank 0's record columns or None, failure reason, log)."""
+    def run(self) -> tuple[dict | None, str, str, str]:
+        """(rank 0's record columns or None, status, reason, log): ok, skipped (every rank found the
+        case cannot run here: an Unsupported raised in `prepare`) or failed."""
         (self.folder / "case.json").write_bytes(
             journal.encode({"case": isolate.case_to_json(self.case), "device": self.device.type}))
         proc = subprocess.Popen(
@@ -157,13 +158,16 @@ class Launch:
         log = out.decode(errors="replace") if out else ""
         done = [_read(self.folder / f"rank{r}.json") for r in range(self.world_size)]
         if not timed_out and all(done) and done[0].get("columns") is not None:
-            return done[0]["columns"], "", ""
+            return done[0]["columns"], "ok", "", ""
+        skips = [e for r in range(self.world_size) if (e := _read(self.folder / f"rank{r}.error.json")) and e.get("skip")]
+        if not timed_out and len(skips) == self.world_size:
+            return None, "skipped", skips[0]["error"], ""
         reason, rank_log = failure(self.folder, self.world_size, log, proc.returncode)
         if timed_out:
             waiting = [r for r in range(self.world_size) if not done[r]]
             reason = (f"timed out after {self.timeout_s:g} s (ranks without a result: "
                       f"{', '.join(map(str, waiting))})" + (f"; {reason}" if "torchrun failed" not in reason else ""))
-        return None, reason, rank_log or log
+        return None, "failed", reason, rank_log or log
 
     def _stop(self, proc: subprocess.Popen) -> bytes:
         """SIGTERM to torchrun (it stops its ranks), then SIGKILL to everything left."""
@@ -204,10 +208,10 @@ def run_case(case, device, run_meta: dict, entry: list[str] | None = None) -> di
             raise Unsupported(reason)
         world_size, timeout_s = workload.launch_size(case)
         with tempfile.TemporaryDirectory(prefix="mpsuite-launch-") as tmp:
-            columns, reason, log = Launch(case, device, Path(tmp), world_size, timeout_s, entry,
-                                          threads=torch.get_num_threads()).run()
+            columns, status, reason, log = Launch(case, device, Path(tmp), world_size, timeout_s, entry,
+                                                  threads=torch.get_num_threads()).run()
         if columns is None:
-            record.update(status="failed", reason=reason, launch_log=isolate._clip(log) or None)
+            record.update(status=status, reason=reason, launch_log=isolate._clip(log) or None)
         else:
             record.update(status="ok", **columns)
     except Unsupported as err:

@@ -171,8 +171,11 @@ def main(argv: list[str]) -> int:
         return 0
     except BaseException as err:
         traceback.print_exc()
-        text = f"{type(err).__name__}: {err}".strip()
-        _write(out / f"rank{rank}.error.json", {"rank": rank, "time": time.time(),
+        from suite.errors import TimingUnsupported, Unsupported
+
+        skip = isinstance(err, (Unsupported, TimingUnsupported))  # found only in a rank: a skip, as in run_case
+        text = str(err).strip() if skip else f"{type(err).__name__}: {err}".strip()
+        _write(out / f"rank{rank}.error.json", {"rank": rank, "time": time.time(), "skip": skip,
                                                  "error": text.splitlines()[0][:500] if text else type(err).__name__})
         return 1
 
