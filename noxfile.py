@@ -172,6 +172,23 @@ def cpu_models(session: nox.Session) -> None:
 
 
 @nox.session
+def cpu_dist(session: nox.Session) -> None:
+    """2-rank FSDP2 training steps on any machine (torchrun, gloo): fp32, bf16, emulated FP8 with and
+    without float8 all-gather; loss deltas and collective bytes (scenarios/cpu_dist.toml)."""
+    run_scenario(session, "cpu_dist")
+
+
+@nox.session
+def h100x8_fp8(session: nox.Session) -> None:
+    """FP8 FSDP2 training of a Llama-3-8B on 8 GPUs against bf16 and torchao's published numbers
+    (scenarios/h100x8_fp8.toml). With no CUDA, or fewer than 8 GPUs, every case is recorded as skipped."""
+    if TE:
+        install(session)
+        session.install("--no-build-isolation", TE)
+    run_scenario(session, "h100x8_fp8")
+
+
+@nox.session
 def vocab(session: nox.Session) -> None:
     """GPT-2 124M's vocabulary 50257 vs 50304 on a GPU: lm_head GEMMs and the training step per
     precision (scenarios/vocab.toml). Without a GPU every case is recorded as skipped."""

@@ -66,6 +66,14 @@ class FP8GemmParams(Params):
     pad: bool = Field(False, description="pad K and N to multiples of 16 (torchao's pad_inner_dim)")
 
 
+class FP8TensorwiseParams(FP8GemmParams):
+    """torchao's tensorwise recipe (`fp8_tensorwise`): its scales can be computed on a weight's shards."""
+
+    fp8_all_gather: bool = Field(
+        False, description="models under FSDP2 (dist_train_step): torchao's enable_fsdp_float8_all_gather, weights "
+                           "cast to float8 before the all-gather and their scales precomputed after each step")
+
+
 FP8Format = Literal["HYBRID", "E4M3"]
 
 
@@ -162,6 +170,21 @@ class TrainStepParams(Params):
 
 
 LLAMA_ONLY = ("n_kv_head", "ffn_hidden", "rope", "rope_theta", "norm_eps")
+
+
+class DistTrainStepParams(TrainStepParams):
+    """`dist_train_step`: `train_step`'s model and step sharded with FSDP2 over `world_size` ranks
+    that the suite launches with torchrun, one launch per case; `batch` is per rank."""
+
+    world_size: Annotated[int, Field(ge=2)] = Field(2, description="ranks (processes; one GPU each on CUDA)")
+    reshard_after_forward: bool = Field(True, description="FSDP2: free the gathered weights after forward "
+                                                          "(gathered again in backward), as ZeRO-3")
+    profile_steps: PositiveInt = Field(2, description="steps run under torch.profiler for collective bytes and times")
+    fp32_reference: bool = Field(True, description="train the fp32 twin of the same sharding in the check (the "
+                                                   "loss_delta_vs_fp32 columns); false where it does not fit next "
+                                                   "to the case's own model")
+    timeout_s: PositiveFloat = Field(900.0, description="the whole launch (start-up, check, timing): a rank that "
+                                                       "hangs past it fails the case")
 
 
 

@@ -30,6 +30,8 @@ class WorkloadRecord:
     shaped: bool = False  # cases defined by (m, k, n); the others take their shape from params
     # workload-specific record columns the report shows in a table of their own: (column, title, format)
     detail_columns: tuple[tuple[str, str, str], ...] = ()
+    # each case is one torchrun launch of `world_size` ranks (suite.measure.launch), not a call here
+    launched: bool = False
 
 
 TE = "suite.precisions.te"
@@ -40,7 +42,7 @@ PRECISIONS: dict[str, PrecisionRecord] = {
     "fp16": PrecisionRecord("suite.precisions.floating:FP16", peak="fp16"),
     "fp16_noscaler": PrecisionRecord("suite.precisions.floating:FP16_NOSCALER", peak="fp16"),
     # FP8: torchao recipes (torch._scaled_mm GEMMs), emulated block scaling, Transformer Engine
-    "fp8_tensorwise": PrecisionRecord("suite.precisions.fp8:FP8_TENSORWISE", p.FP8GemmParams, "fp8"),
+    "fp8_tensorwise": PrecisionRecord("suite.precisions.fp8:FP8_TENSORWISE", p.FP8TensorwiseParams, "fp8"),
     "fp8_rowwise": PrecisionRecord("suite.precisions.fp8:FP8_ROWWISE", p.FP8GemmParams, "fp8"),
     "fp8_rowwise_gw_hp": PrecisionRecord("suite.precisions.fp8:FP8_ROWWISE_GW_HP", p.FP8GemmParams, "fp8"),
     "fp8_block": PrecisionRecord("suite.precisions.fp8:FP8_BLOCK", p.FP8GemmParams, "fp8"),
@@ -63,6 +65,16 @@ WORKLOADS: dict[str, WorkloadRecord] = {
         ("grad_underflow_frac", "grads underflowed", ".1%"), ("diverged", "diverged", ""),
         ("compile_s", "compile s", ".3g"),
     )),
+    # FSDP2 over torchrun ranks (suite/measure/launch.py runs each case as one launch)
+    "dist_train_step": WorkloadRecord("suite.workloads.dist_train_step:DIST_TRAIN_STEP", p.DistTrainStepParams,
+                                      detail_columns=(
+        ("world_size", "ranks", ".0f"), ("fp8_all_gather", "FP8 all-gather", ""),
+        ("tokens_per_s", "tokens/s (group)", ".4g"), ("mfu", "MFU per GPU", ".1%"),
+        ("loss_delta_vs_fp32", "loss - fp32 loss", "+.4f"), ("allgather_bytes_per_step", "all-gather B/step", ".4g"),
+        ("allgather_ms_per_step", "all-gather ms/step", ".3g"),
+        ("reduce_scatter_bytes_per_step", "reduce-scatter B/step", ".4g"),
+        ("reduce_scatter_ms_per_step", "reduce-scatter ms/step", ".3g"), ("compile_s", "compile s", ".3g"),
+    ), launched=True),
     "fidelity": WorkloadRecord("suite.workloads.fidelity:FIDELITY", p.FidelityParams, shaped=True),
     "linear": WorkloadRecord("suite.workloads.linear:LINEAR", p.CompileParams, shaped=True,
                              detail_columns=LAYER_DETAILS),
