@@ -124,8 +124,8 @@ def install(session: nox.Session, extras: str = "", torch: str | None = None, to
     session.run("python", "-m", "suite", "env")
 
 
-def run_scenario(session: nox.Session, scenario: str) -> None:
-    install(session)
+def run_scenario(session: nox.Session, scenario: str, extras: str = "") -> None:
+    install(session, extras)
     session.run("python", "-m", "suite", "run", scenario, *session.posargs)
 
 
@@ -156,6 +156,13 @@ def cpu_models(session: nox.Session) -> None:
     """Tiny GPT-2 training steps on any machine (fp32/bf16, vocab 50257 vs 50304, fp16 with and
     without a GradScaler): scenarios/cpu_models.toml."""
     run_scenario(session, "cpu_models")
+
+
+@nox.session
+def cpu_update(session: nox.Session) -> None:
+    """Where weights and optimizer state live, on any machine: pure bf16, stochastic rounding, Kahan
+    summation and low-bit AdamW state against fp32 master weights (scenarios/cpu_update.toml)."""
+    run_scenario(session, "cpu_update", "[update]")
 
 
 @nox.session

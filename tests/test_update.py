@@ -38,19 +38,18 @@ def increments(name: str, master: str = "fp32") -> torch.Tensor:
     """Per entry, how far STEPS AdamW steps moved w = 1 through the recipe's own module storage and
     optimizer, with a constant gradient of -1 and lr = 2^-9: Adam normalises the gradient, so each
     step's update is lr * m_hat / sqrt(v_hat) = 2^-9 (to the rounding of the stored moments)."""
-    recipe = registry.precision(name).configured({"master": master})
+    # torchao's recipes with compile_step = false: their own step function, run eagerly (compiling
+    # it is minutes of inductor on 2 cores and changes nothing this test looks at)
+    recipe = registry.precision(name).configured({"master": master, "compile_step": False})
     reason = recipe.unsupported(CPU)
     if reason:
         pytest.skip(reason)
     module = recipe.prepare_module(Weights(), CPU)
     opt = recipe.optimizer([{"params": [module.w], "weight_decay": 0.0}], lr=UPDATE, betas=(0.9, 0.95), eps=1e-8,
                            device=CPU)
-    # torchao compiles its step; force_eager runs the very same update function without the
-    # compile (minutes of inductor on 2 cores), so the numerics tested are the library's own
-    with torch.compiler.set_stance("force_eager"):
-        for _ in range(STEPS):
-            module.w.grad = torch.full_like(module.w, -1.0)
-            opt.step()
+    for _ in range(STEPS):
+        module.w.grad = torch.full_like(module.w, -1.0)
+        opt.step()
     return module.w.detach().double() - 1.0
 
 
@@ -154,6 +153,8 @@ def test_torchao_recipes_without_a_compiler_are_skipped_with_the_reason(monkeypa
     reason = registry.precision("bf16_adamw8bit").unsupported(CPU)
     assert reason is not None and "C++ compiler" in reason
     assert registry.precision("bf16_pure_kahan").unsupported(CPU) is None  # optimi compiles nothing
+    # the same torchao step run eagerly needs no compiler
+    assert registry.precision("bf16_adamw8bit").configured({"compile_step": False}).unsupported(CPU) is None
 
 
 def test_every_update_recipe_is_registered_with_a_textbook_count():
@@ -168,3 +169,31 @@ def test_low_bit_recipe_on_bf16_weights_prepares_a_bf16_module():
     recipe = registry.precision("bf16_adamw8bit").configured({"master": "bf16_sr"})
     assert recipe.prepare_module(Weights(), CPU).w.dtype == torch.bfloat16
     assert recipe.textbook_bytes()["weights"] == 2
+
+
+def test_a_run_reports_which_recipes_kept_within_the_margin_and_their_bytes(write_scenario, tmp_path, monkeypatch):
+    """A real (tiny) run: every record holds the update columns, the report's headline names the
+    reference's loss, each recipe's gap and bytes per parameter, and a recipe whose library is
+    missing as not measured with the reason."""
+    from suite import pipeline, report
+    from suite.results import store
+    from suite.scenario import spec
+    from tests.conftest import quick_toml
+
+    _fail_import(monkeypatch, "torchao")
+    path = write_scenario(quick_toml("upd", """
+    [[sweep]]
+    workload = "train_step"
+    precisions = ["bf16", "bf16_pure_kahan", "bf16_pure_sr"]
+    params = { size = "tiny", n_layer = 1, d_model = 16, vocab = 64, seq_len = 16, batch = 2, steps = 5, lr = 1e-2 }
+    """, baseline="bf16"))
+    df = store.read_file(pipeline.run_scenario(spec.load(path), tmp_path / "results", None, progress=False).path)
+    ok = df[df["status"] == "ok"].set_index("precision")
+    assert sorted(ok.index) == ["bf16", "bf16_pure_kahan"]
+    assert ok["textbook_bytes_per_param"].to_dict() == {"bf16": 16, "bf16_pure_kahan": 10}
+    assert ok["stuck_update_frac"].between(0, 1).all() and ok["fp32_stuck_update_frac"].between(0, 1).all()
+    [line] = [line for line in report.headline(df) if line.startswith("Update precision (gpt2 1 x 16, vocab 64, 5 steps)")]
+    assert f"final loss {ok.loc['bf16', 'final_loss']:.4f} nats" in line
+    gap = ok.loc["bf16_pure_kahan", "final_loss"] - ok.loc["bf16", "final_loss"]
+    assert f"bf16_pure_kahan {gap:+.4f}" in line and f"{ok.loc['bf16_pure_kahan', 'bytes_per_param']:.3g} B/param" in line
+    assert "not measured: bf16_pure_sr skipped (torchao.optim is not importable" in line

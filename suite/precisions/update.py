@@ -20,18 +20,21 @@ rounding"; seeds 001 "What bf16 does not fix is precision"):
 
 torchao's optimizers compile their per-parameter step with torch.compile (inductor), which on a
 CPU needs a C++ compiler; without one, or without the library, the case is skipped with the reason.
+`compile_step = false` runs that same step function eagerly instead (tens of seconds of inductor
+per parameter shape saved on a small CPU, where the update's numerics are the point, not its speed).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 from dataclasses import dataclass
 
 import torch
 
 from suite.precisions.floating import Half
-from suite.scenario.params import LowBitParams
+from suite.scenario.params import LowBitParams, TorchaoOptimParams
 
 BF16_BYTES, FP32_BYTES = 2, 4
 
@@ -52,6 +55,33 @@ def _compiler_missing(device: torch.device) -> str | None:
     return f"torchao's optimizers torch.compile their step: {reason}" if reason else None
 
 
+def _eager(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """The optimizer with its torch.compile'd step run eagerly: the same function, not compiled."""
+    step = optimizer.step
+
+    @functools.wraps(step)
+    def eager_step(*args, **kwargs):
+        with torch.compiler.set_stance("force_eager"):
+            return step(*args, **kwargs)
+
+    optimizer.step = eager_step
+    return optimizer
+
+
+@dataclass(frozen=True)
+class TorchaoOptim(Half):
+    """A recipe whose optimizer is torchao's: the library, and a C++ compiler where it compiles."""
+
+    compile_step: bool = True
+
+    def unsupported(self, device):
+        return (super().unsupported(device) or _missing("torchao.optim", "fp8")
+                or (_compiler_missing(device) if self.compile_step else None))
+
+    def _built(self, optimizer):
+        return optimizer if self.compile_step else _eager(optimizer)
+
+
 @dataclass(frozen=True)
 class PureBF16(Half):
     """bf16 parameters and bf16 AdamW moments, updated with round-to-nearest (torch's AdamW)."""
@@ -64,16 +94,16 @@ class PureBF16(Half):
 
 
 @dataclass(frozen=True)
-class PureBF16SR(PureBF16):
+class PureBF16SR(TorchaoOptim, PureBF16):
     """bf16 parameters, the AdamW update computed in fp32 and stochastically rounded to bf16."""
 
-    def unsupported(self, device):
-        return super().unsupported(device) or _missing("torchao.optim", "fp8") or _compiler_missing(device)
+    def configured(self, params):
+        return dataclasses.replace(self, compile_step=TorchaoOptimParams.of(params).compile_step)
 
     def optimizer(self, groups, *, lr, betas, eps, device):
         from torchao.optim import _AdamW  # torchao 0.18's plain AdamW; its moments take the param's dtype
 
-        return _AdamW(groups, lr=lr, betas=betas, eps=eps, bf16_stochastic_round=True)
+        return self._built(_AdamW(groups, lr=lr, betas=betas, eps=eps, bf16_stochastic_round=True))
 
 
 @dataclass(frozen=True)
@@ -100,7 +130,7 @@ LOW_BIT = {"8bit": ("AdamW8bit", 8, 256), "4bit": ("AdamW4bit", 4, 128), "fp8": 
 
 
 @dataclass(frozen=True)
-class LowBitAdamW(Half):
+class LowBitAdamW(TorchaoOptim):
     """torchao's low-bit AdamW: moments quantized blockwise; fp32 master weights (the module's fp32
     parameters under autocast), or bf16 parameters with stochastic rounding (`master = "bf16_sr"`)."""
 
@@ -108,10 +138,8 @@ class LowBitAdamW(Half):
     master: str = "fp32"
 
     def configured(self, params):
-        return dataclasses.replace(self, master=LowBitParams.of(params).master)
-
-    def unsupported(self, device):
-        return super().unsupported(device) or _missing("torchao.optim", "fp8") or _compiler_missing(device)
+        chosen = LowBitParams.of(params)
+        return dataclasses.replace(self, master=chosen.master, compile_step=chosen.compile_step)
 
     def prepare_module(self, module, device):
         dtype = torch.bfloat16 if self.master == "bf16_sr" else torch.float32
@@ -121,7 +149,7 @@ class LowBitAdamW(Half):
         import torchao.optim
 
         cls = getattr(torchao.optim, LOW_BIT[self.state][0])
-        return cls(groups, lr=lr, betas=betas, eps=eps, bf16_stochastic_round=self.master == "bf16_sr")
+        return self._built(cls(groups, lr=lr, betas=betas, eps=eps, bf16_stochastic_round=self.master == "bf16_sr"))
 
     def textbook_bytes(self):
         # Tensors under 4096 entries keep full-precision moments (torchao follows bitsandbytes):

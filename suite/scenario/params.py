@@ -104,7 +104,16 @@ class TENVFP4Params(TEParams):
     """Transformer Engine's NVFP4BlockScaling (`nvfp4`): no format choice."""
 
 
-class LowBitParams(Params):
+class TorchaoOptimParams(Params):
+    """torchao's optimizers (`bf16_pure_sr`): how their per-parameter step runs."""
+
+    compile_step: bool = Field(
+        True, description="torch.compile the step, as torchao does; false: the same step function run eagerly "
+                          "(torch.compiler.set_stance('force_eager')): the same update, eager speed, no inductor "
+                          "compile (minutes on a small CPU) and no C++ compiler needed")
+
+
+class LowBitParams(TorchaoOptimParams):
     """torchao's low-bit AdamW recipes (`bf16_adamw8bit`, `bf16_adamw4bit`, `bf16_adamw_fp8`)."""
 
     master: Literal["fp32", "bf16_sr"] = Field(
