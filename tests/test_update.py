@@ -26,6 +26,8 @@ THRESHOLD = BF16_EPS / 2
 UPDATE = 2.0**-9
 N = 2**14  # entries: a multiple of every low-bit block (256, 128) and above torchao's 4096 minimum
 STEPS = 8  # 8 x 2^-9 = 2^-6: a whole number of bf16 ulps above 1.0, so a kept sum is representable
+# a training step small enough to count bytes in well under a second (4.6k parameters)
+SMALL = {"n_layer": 1, "d_model": 16, "vocab": 64, "seq_len": 16, "batch": 2, "steps": 2}
 
 
 class Weights(nn.Module):
@@ -99,16 +101,16 @@ def test_kahan_compensation_carries_the_rounded_part_into_later_steps():
 def test_bytes_per_parameter_match_the_textbook():
     """The mixed-precision reference (fp32 master weights and gradients, two fp32 AdamW moments: 16
     B/param) within 1%; pure bf16 halves every part (8), Kahan adds its bf16 buffer (10)."""
-    out = checked("bf16", steps=2)
+    out = checked("bf16", **SMALL)
     assert out["textbook_bytes_per_param"] == 16
     assert out["bytes_per_param"] == pytest.approx(16, rel=0.01)
     assert (out["bytes_per_param_weights"], out["bytes_per_param_master"], out["bytes_per_param_grads"]) == (4, 0, 4)
     # AdamW's step counters (one 4-byte scalar per tensor) are the only state beyond the moments
     assert out["bytes_per_param_optimizer"] == pytest.approx(8, rel=0.01)
-    pure = checked("bf16_pure", steps=2)
+    pure = checked("bf16_pure", **SMALL)
     assert pure["textbook_bytes_per_param"] == 8 and pure["bytes_per_param"] == pytest.approx(8, rel=0.01)
     assert (pure["bytes_per_param_weights"], pure["bytes_per_param_grads"]) == (2, 2)
-    kahan = checked("bf16_pure_kahan", steps=2)
+    kahan = checked("bf16_pure_kahan", **SMALL)
     assert kahan["textbook_bytes_per_param"] == 10 and kahan["bytes_per_param"] == pytest.approx(10, rel=0.01)
     assert kahan["bytes_per_param_master"] == 2
 
