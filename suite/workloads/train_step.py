@@ -6,17 +6,19 @@ trains the same model for `steps` steps from a fixed init on the synthetic corpu
 records the loss curve, the final loss, its delta against fp32 and against the corpus's entropy
 floor, whether training diverged, the share of parameter entries the updates of the last fifth of
 the steps left unchanged ("stuck": swamped by the weights' format), and the bytes per parameter of
-weights, master copy, gradients and optimizer state, read off the live tensors at the last step. Every step's batch is fresh, so each loss on the curve is
-measured on tokens the model has not seen; `final_loss` is the mean of the last fifth of the curve
-(one step's loss alone swings with a single large update; the mean over several does not).
+weights, master copy, gradients and optimizer state, read off the live tensors at the last step.
+Every step's batch is fresh, so each loss on the curve is measured on tokens the model has not
+seen; `final_loss` is the mean of the last fifth of the curve (one step's loss alone swings with a
+single large update; the mean over several does not).
 
 Model-level precision goes through the recipe's hooks (`suite.precisions.base`):
     model = precision.prepare_module(model, device)
     with precision.active(), precision.autocast(device): loss = model(x, y)
-and a GradScaler when `precision.grad_scaler` (fp16). fp32 parameters are the master weights unless
-the recipe stores them otherwise (`suite.precisions.update`: bf16 weights, low-bit optimizer state,
-through its `optimizer` hook); FP8 recipes convert Linear layers in `prepare_module` and find the layers to leave
-alone in the model's `high_precision_modules` ("lm_head").
+and a GradScaler when `precision.grad_scaler` (fp16); the optimizer is the recipe's (`optimizer`:
+torch's AdamW unless the recipe stores weights or state otherwise, `suite.precisions.update`).
+fp32 parameters are the master weights unless the recipe keeps bf16 ones; FP8 recipes convert
+Linear layers in `prepare_module` and find the layers to leave alone in the model's
+`high_precision_modules` ("lm_head").
 
 Divergence (a non-finite loss, or a final loss above the untrained one) is recorded, never raised:
 the case stays `ok` with `diverged = True` and `divergence` saying what happened, because the step
@@ -102,7 +104,8 @@ class StepSpec:
         if not isinstance(self.data_vocab, int) or self.data_vocab < 0:
             raise UserError(f"train_step: data_vocab must be a positive integer, got {self.data_vocab!r}")
         if self.lr_schedule not in LR_SCHEDULES:
-            raise UserError(f"train_step: lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+            raise UserError(f"train_step: lr_schedule must be one of {', '.join(LR_SCHEDULES)}, "
+                            f"got {self.lr_schedule!r}")
         if not isinstance(self.warmup_steps, int) or isinstance(self.warmup_steps, bool) or self.warmup_steps < 0:
             raise UserError(f"train_step: warmup_steps must be a non-negative integer, got {self.warmup_steps!r}")
         for name in ("lr", "weight_decay", "grad_clip", "final_lr"):
