@@ -137,8 +137,8 @@ def install(session: nox.Session, extras: str = "", torch: str | None = None, to
     session.run("python", "-m", "suite", "env")
 
 
-def run_scenario(session: nox.Session, scenario: str) -> None:
-    install(session)
+def run_scenario(session: nox.Session, scenario: str, extras: str = "") -> None:
+    install(session, extras)
     session.run("python", "-m", "suite", "run", scenario, *session.posargs)
 
 
@@ -186,6 +186,13 @@ def h100x8_fp8(session: nox.Session) -> None:
         install(session)
         session.install("--no-build-isolation", TE)
     run_scenario(session, "h100x8_fp8")
+
+
+@nox.session
+def cpu_update(session: nox.Session) -> None:
+    """Where weights and optimizer state live, on any machine: pure bf16, stochastic rounding, Kahan
+    summation and low-bit AdamW state against fp32 master weights (scenarios/cpu_update.toml)."""
+    run_scenario(session, "cpu_update", "[update]")
 
 
 @nox.session

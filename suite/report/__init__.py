@@ -18,7 +18,7 @@ from typing import Callable
 import jinja2
 import pandas as pd
 
-from suite.analysis import answers, derived, fleet
+from suite.analysis import answers, derived, fleet, update
 from suite import names
 from suite.results import location
 from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
@@ -113,9 +113,10 @@ def summary_rows(df: pd.DataFrame) -> list[dict]:
 def headline(df: pd.DataFrame) -> list[str]:
     """The first lines of a report, each a sentence with its numbers: that it is partial, if so;
     the answer (per workload, at its largest case, each precision's speedup over the baseline and
-    its error: `suite.analysis.answers`); then what makes the numbers unusual (a slow path and its
+    its error: `suite.analysis.answers`; for update-side recipes, which trained to within a margin
+    of the fp32-master loss and at what bytes per parameter: `suite.analysis.update`); then what makes the numbers unusual (a slow path and its
     cause, cases cut short by the cap, stalls) and what was not measured and why."""
-    lines = _partial_lines(df) + answers.largest_setting_answers(df) + _unusual_lines(df)
+    lines = _partial_lines(df) + answers.largest_setting_answers(df) + update.update_answers(df) + _unusual_lines(df)
     missing = answers.not_measured(df)
     return lines + ([missing] if missing else [])
 

@@ -231,6 +231,21 @@ COLUMNS: list[Column] = [
         ("dist_env", "json", "", "NCCL_*, GLOO_*, TORCH_NCCL_*, OMP_NUM_THREADS ... as the ranks saw them"),
         ("launch_log", "string", "", "a failed launch: the failing rank's log (start and end), else torchrun's"),
     ),
+    *_group(
+        "update precision (train_step)", False,
+        ("stuck_update_frac", "float", "fraction", "parameter entries an optimizer step left unchanged, over the "
+                                                   "last fifth of the check's steps (updates swamped by the weights' format)"),
+        ("fp32_stuck_update_frac", "float", "fraction", "the same for the fp32 reference"),
+        ("bytes_per_param", "float", "B", "weights, master copy, gradients and optimizer state per parameter, "
+                                          "read off the live tensors at the check's last step"),
+        ("bytes_per_param_weights", "float", "B", "the parameters' bytes per parameter (fp32 ones are the master copy)"),
+        ("bytes_per_param_master", "float", "B", "a master copy beside the weights (a Kahan compensation buffer "
+                                                 "counts here), per parameter"),
+        ("bytes_per_param_grads", "float", "B", "gradients per parameter"),
+        ("bytes_per_param_optimizer", "float", "B", "optimizer state per parameter (quantized state: codes and scales)"),
+        ("textbook_bytes_per_param", "float", "B", "the recipe's bytes per parameter as the textbook counts them "
+                                                   "(suite/precisions/update.py)"),
+    ),
 ]
 
 BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}

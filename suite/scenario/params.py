@@ -112,6 +112,23 @@ class TENVFP4Params(TEParams):
     """Transformer Engine's NVFP4BlockScaling (`nvfp4`): no format choice."""
 
 
+class TorchaoOptimParams(Params):
+    """torchao's optimizers (`bf16_pure_sr`): how their per-parameter step runs."""
+
+    compile_step: bool = Field(
+        True, description="torch.compile the step, as torchao does; false: the same step function run eagerly "
+                          "(torch.compiler.set_stance('force_eager')): the same update, eager speed, no inductor "
+                          "compile (minutes on a small CPU) and no C++ compiler needed")
+
+
+class LowBitParams(TorchaoOptimParams):
+    """torchao's low-bit AdamW recipes (`bf16_adamw8bit`, `bf16_adamw4bit`, `bf16_adamw_fp8`)."""
+
+    master: Literal["fp32", "bf16_sr"] = Field(
+        "fp32", description="fp32: fp32 parameters are the master weights (autocast); bf16_sr: bf16 parameters "
+                            "and no master copy, the update stochastically rounded to bf16")
+
+
 # --- workloads --------------------------------------------------------------------------------
 
 
@@ -146,6 +163,11 @@ class TrainStepParams(Params):
     lr: NonNegativeFloat = Field(6e-4, description="AdamW learning rate (nanoGPT's GPT-2 124M)")
     weight_decay: NonNegativeFloat = Field(0.1, description="AdamW weight decay")
     grad_clip: NonNegativeFloat = Field(1.0, description="gradient-norm clip")
+    lr_schedule: Literal["constant", "cosine"] = Field(
+        "constant", description="learning rate over the accuracy check's steps: constant, or linear warm-up then "
+                                "cosine decay to final_lr (nanoGPT)")
+    warmup_steps: NonNegativeInt = Field(0, description="cosine: steps of linear warm-up from 0 to lr")
+    final_lr: NonNegativeFloat = Field(0.0, description="cosine: the learning rate of the last step")
     data_vocab: NonNegativeInt = Field(0, description="the corpus's vocabulary (0: the model's)")
     compile: bool = Field(False, description="torch.compile the model")
     # model-config overrides (suite/models/gpt2.py GPT2Config, suite/models/llama.py LlamaConfig)
