@@ -68,7 +68,7 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
                          ["emulated: numerics only", why, "baseline not measured"], "")
         parts.append(pd.DataFrame({
             "case_id": g["case_id"], "workload": g["workload"], "setting": derived.shape_labels(g),
-            "precision": g["precision"], "baseline": g["baseline"], "size": answers._sizes(g), "device": label,
+            "precision": g["precision"], "baseline": g["baseline"], "size": answers.case_sizes(g), "device": label,
             "speedup": speedup, "note": note, "run_id": g["run_id"]}))
     rows = pd.concat(parts, ignore_index=True)
     rows = rows[rows["baseline"].notna() & (rows["precision"] != rows["baseline"])]

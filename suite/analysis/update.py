@@ -13,7 +13,7 @@ import math
 
 import pandas as pd
 
-from suite.analysis.answers import _settings, short
+from suite.analysis.answers import short, with_settings
 
 # 0.01 nats of cross-entropy is a 1% higher perplexity (exp(0.01) = 1.010): beyond the run-to-run
 # noise of the paired comparison (same init, same batches) and what a practitioner would notice.
@@ -49,7 +49,7 @@ def update_answers(df: pd.DataFrame, margin: float = MARGIN_NATS) -> list[str]:
     it, fewest bytes first; those above it with their loss gap and stuck share; those not measured."""
     if "textbook_bytes_per_param" not in df or df["textbook_bytes_per_param"].isna().all():
         return []
-    newest = _settings(df[(df["run_id"] == df["run_id"].max()) & (df["workload"] == "train_step")])
+    newest = with_settings(df[(df["run_id"] == df["run_id"].max()) & (df["workload"] == "train_step")])
     lines = []
     for _, g in newest.groupby("setting_key", sort=False):
         if g["textbook_bytes_per_param"].dropna().nunique() < 2:
