@@ -137,8 +137,8 @@ def install(session: nox.Session, extras: str = "", torch: str | None = None, to
     session.run("python", "-m", "suite", "env")
 
 
-def run_scenario(session: nox.Session, scenario: str) -> None:
-    install(session)
+def run_scenario(session: nox.Session, scenario: str, extras: str = "") -> None:
+    install(session, extras)
     session.run("python", "-m", "suite", "run", scenario, *session.posargs)
 
 
@@ -169,6 +169,30 @@ def cpu_models(session: nox.Session) -> None:
     """Tiny GPT-2 training steps on any machine (fp32/bf16, vocab 50257 vs 50304, fp16 with and
     without a GradScaler): scenarios/cpu_models.toml."""
     run_scenario(session, "cpu_models")
+
+
+@nox.session
+def cpu_dist(session: nox.Session) -> None:
+    """2-rank FSDP2 training steps on any machine (torchrun, gloo): fp32, bf16, emulated FP8 with and
+    without float8 all-gather; loss deltas and collective bytes (scenarios/cpu_dist.toml)."""
+    run_scenario(session, "cpu_dist")
+
+
+@nox.session
+def h100x8_fp8(session: nox.Session) -> None:
+    """FP8 FSDP2 training of a Llama-3-8B on 8 GPUs against bf16 and torchao's published numbers
+    (scenarios/h100x8_fp8.toml). With no CUDA, or fewer than 8 GPUs, every case is recorded as skipped."""
+    if TE:
+        install(session)
+        session.install("--no-build-isolation", TE)
+    run_scenario(session, "h100x8_fp8")
+
+
+@nox.session
+def cpu_update(session: nox.Session) -> None:
+    """Where weights and optimizer state live, on any machine: pure bf16, stochastic rounding, Kahan
+    summation and low-bit AdamW state against fp32 master weights (scenarios/cpu_update.toml)."""
+    run_scenario(session, "cpu_update", "[update]")
 
 
 @nox.session

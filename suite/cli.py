@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from suite.errors import UserError
+from suite.results import location
 from suite.text import Printable
 
 
@@ -41,8 +42,10 @@ def cmd_run(args) -> int:
               file=sys.stderr)
         print(f"mpsuite: to finish run {stop.run_id}: {resume_command(args, stop.run_id)}", file=sys.stderr)
         if stop.done:
+            from suite.results import store
+
             print(f"mpsuite: a partial report of the finished cases: python -m suite report "
-                  f"{stop.journal.parent.parent}", file=sys.stderr)
+                  f"{store.scenario_dir(args.results, stop.scenario)}", file=sys.stderr)
         global _ABANDONED
         _ABANDONED = _ABANDONED or stop.abandoned
         return 128 + stop.signal  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
@@ -151,20 +154,20 @@ def _threads(text: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from suite.analysis import derived
+    from suite.analysis import fleet
     from suite import report
     from suite.results import store
 
     # an interrupted run renders as a partial report; list columns stay Arrow (a report reads them columnar)
     df = store.read(args.results, unfinished=True, arrow_lists=True)
     if not args.all_runs:
-        df = derived.latest_runs(df)
+        df = fleet.latest_runs(df)  # per device: the fleet's newest run of each card
     scenarios = sorted(df["scenario"].unique())
     for name in scenarios:
         if args.out is None:
             out = Path("reports") / name
         else:
-            out = Path(args.out) / name if len(scenarios) > 1 else Path(args.out)
+            out = location.where(args.out) / name if len(scenarios) > 1 else location.where(args.out)
         written = report.render(df[df["scenario"] == name], out)
         _info(args, f"report in {out}/ ({', '.join(p.name for p in written)})")
     return 0
@@ -254,7 +257,7 @@ def cmd_compare(args) -> int:
                               any_scenario=args.any_scenario)
     baseline, candidate = compare.load_sides(args.baseline, args.candidate, args.results)
     result = compare.compare(baseline, candidate, options)
-    out = Path(args.out) if args.out else compare_page.default_dir(result, args.reports)
+    out = location.where(args.out) if args.out else compare_page.default_dir(result, args.reports)
     written = compare_page.render(result, out)
     failing = result.failing()
     if args.json:
@@ -314,7 +317,7 @@ def cmd_history(args) -> int:
 
     series = history.build(args.scenario, args.results, last=args.last, min_effect=args.min_effect,
                            confidence=args.confidence)
-    out = Path(args.out) if args.out else Path(args.reports) / "history" / args.scenario
+    out = location.where(args.out or location.where(args.reports) / "history" / args.scenario)
     written = history_page.render(series, out)
     print(history_page.text_summary(series))
     _info(args, f"history report in {out}/ ({', '.join(p.name for p in written)})")
@@ -380,8 +383,11 @@ def _count(text: str) -> int:
     return int(text)
 
 
+URL_HELP = "; or a URL fsspec reaches, e.g. s3://bucket/prefix (pip install -e .[remote]; docs/results.md)"
+
 SELECTOR_HELP = """selectors: comma-joined terms, all of which must hold
   results/cpu, path/run.parquet     runs in that folder or file (default folder: --results)
+  s3://bucket/prefix/cpu            the same at a URL
   20261129T143751Z-04f860           a run id, or a unique prefix of one (also run=PREFIX)
   scenario=cpu                      runs of that scenario
   torch=2.13.0 torchao=0.18 te=2.9 cuda=12.8 python=3.11
@@ -434,8 +440,8 @@ def parser() -> argparse.ArgumentParser:
                       "JOB_COMPLETION_INDEX (docs/fleet.md)")
 
     r = sub.add_parser("run", parents=[scen, common, as_json], help="run a scenario, store its records, render its report")
-    r.add_argument("--results", default="results", help="results folder (default: results)")
-    r.add_argument("--reports", default="reports", help="reports folder (default: reports)")
+    r.add_argument("--results", default="results", help=f"results folder (default: results){URL_HELP}")
+    r.add_argument("--reports", default="reports", help=f"reports folder (default: reports){URL_HELP}")
     r.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override the scenario's device")
     r.add_argument("--no-report", action="store_true", help="store records only")
     r.add_argument("--require-measured", action="store_true",
@@ -462,9 +468,11 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
 
     rep = sub.add_parser("report", parents=[common], help="render a report from stored results")
-    rep.add_argument("results", nargs="+", help="results files or folders (e.g. results/cpu)")
+    rep.add_argument("results", nargs="+", help=f"results files or folders (e.g. results/cpu){URL_HELP}")
     rep.add_argument("--out", help="output folder (default: reports/<scenario>)")
-    rep.add_argument("--all-runs", action="store_true", help="every run found, not only the newest per scenario")
+    rep.add_argument("--all-runs", action="store_true",
+                     help="every run found, not only the newest per scenario and device (records of several "
+                     "devices make a fleet report: each device's, and their speedups side by side)")
     rep.set_defaults(func=cmd_report)
 
     ls = sub.add_parser("list", parents=[scenarios, common, as_json], help="list the scenarios and their case counts")
@@ -493,8 +501,8 @@ def parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=cmd_plan)
 
     stat = argparse.ArgumentParser(add_help=False, parents=[common])
-    stat.add_argument("--results", default="results", help="results folder selectors look in (default: results)")
-    stat.add_argument("--reports", default="reports", help="reports folder (default: reports)")
+    stat.add_argument("--results", default="results", help=f"results folder selectors look in (default: results){URL_HELP}")
+    stat.add_argument("--reports", default="reports", help=f"reports folder (default: reports){URL_HELP}")
     stat.add_argument("--min-effect", type=_fraction, default=0.05,
                       help="smallest change worth a verdict, as a fraction (default: 0.05 = 5%%)")
     stat.add_argument("--confidence", type=_fraction, default=0.99,
@@ -530,12 +538,12 @@ def parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", parents=[common], help="write runs as pytest-benchmark JSON (for `pytest-benchmark compare`)")
     ex.add_argument("selector", help="which runs (selector, as for compare; runs=all for several)")
     ex.add_argument("-o", "--out", required=True, help="a .json file (one run) or a folder (one file per run)")
-    ex.add_argument("--results", default="results", help="results folder (default: results)")
+    ex.add_argument("--results", default="results", help=f"results folder (default: results){URL_HELP}")
     ex.set_defaults(func=cmd_export)
 
     im = sub.add_parser("import", parents=[common], help="store a pytest-benchmark JSON file as a run in the results folder")
     im.add_argument("files", nargs="+", help="pytest-benchmark JSON files (--benchmark-json or --benchmark-save)")
-    im.add_argument("--results", default="results", help="results folder (default: results)")
+    im.add_argument("--results", default="results", help=f"results folder (default: results){URL_HELP}")
     im.add_argument("--scenario", help="scenario name to file it under (default: from the file, else pytest-benchmark)")
     im.add_argument("--label", help="a label for the run, selectable with label=TEXT")
     im.set_defaults(func=cmd_import)
@@ -568,6 +576,12 @@ def _dispatch(args) -> int:
     except KeyboardInterrupt:
         print("mpsuite: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:
+        if not location.is_storage_error(err):
+            raise
+        # results at a URL whose service cannot be used (no endpoint, no credentials): the user's to fix
+        print(f"mpsuite: error: results storage: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
 
 
 def entry() -> int:

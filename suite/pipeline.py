@@ -36,7 +36,7 @@ from pathlib import Path
 
 from suite.measure import env, runner
 from suite.scenario import plan
-from suite.results import store
+from suite.results import location, store
 from suite.results.atomic import remove_stale
 from suite.errors import UserError
 from suite.fleet import shard as sharding
@@ -284,7 +284,7 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
     if ray:
         meta["executor"] = "ray"
 
-    report_dir = None if reports_dir is None else Path(reports_dir) / scenario.name
+    report_dir = None if reports_dir is None else location.where(reports_dir) / scenario.name
     if report_dir is not None:
         from suite import report  # matplotlib and jinja2: only paid for when a report is wanted
 

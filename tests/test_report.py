@@ -39,6 +39,16 @@ def test_speedups_come_from_the_baseline_case(records):
     assert math.isnan(df[df["precision"] == "tf32"]["speedup"].iloc[0])
 
 
+def test_in_a_run_over_two_kinds_of_card_a_speedup_is_over_the_baseline_on_the_same_card():
+    # one run on a mixed fleet: each case once per card, the H200 twice as fast at fp32
+    df = pd.DataFrame([record("fp32", 64, 4.0, device_name="H100"), record("bf16", 64, 1.0, device_name="H100"),
+                       record("fp32", 64, 2.0, device_name="H200"), record("bf16", 64, 1.0, device_name="H200"),
+                       record("bf16", 128, 1.0, device_name="H200")])
+    speedup = derived.with_speedups(df).set_index(["device_name", "m", "precision"])["speedup"]
+    assert speedup["H100", 64, "bf16"] == pytest.approx(4.0) and speedup["H200", 64, "bf16"] == pytest.approx(2.0)
+    assert math.isnan(speedup["H200", 128, "bf16"])  # its baseline ran on no H200: no speedup, not another card's
+
+
 def test_render_writes_html_markdown_and_plots(records, tmp_path):
     written = report.render(records, tmp_path)
     names = {p.name for p in written}

@@ -163,7 +163,7 @@ params = {params}
 @pytest.mark.parametrize("text, expected", [
     (FP8_GEMM.replace("{params}", '{ quantise = "pre", use_fast_acum = true }'),
      "sweep[0]: params.quantise: unknown parameter for workload 'gemm' with precisions bf16, fp8_tensorwise; "
-     "valid: pad, quantize, use_fast_accum"),
+     "valid: fp8_all_gather, pad, quantize, use_fast_accum"),
     (FP8_GEMM.replace("{params}", '{ quantize = "bogus" }'),
      "sweep[0]: params.quantize: 'bogus' is not valid for 'fp8_tensorwise': Input should be 'pre' or 'inline'"),
     (TRAIN.replace("{params}", "{ batchh = 2 }"), "sweep[0]: params.batchh: unknown parameter for workload 'train_step'"),

@@ -189,3 +189,13 @@ def test_vocab_scenario_records_both_levels_of_the_padding_effect(write_scenario
     report = tmp_path / "reports" / "vocab_small"
     assert (report / "vocab_padding_train_step.png").stat().st_size > 0
     assert (report / "loss_train_step.png").stat().st_size > 0
+
+
+def test_cosine_schedule_warms_up_then_decays_to_the_final_rate():
+    spec = StepSpec.from_params({"steps": 11, "lr": 1e-3, "lr_schedule": "cosine", "warmup_steps": 2, "final_lr": 1e-5})
+    assert spec.lr_at(0) == pytest.approx(5e-4) and spec.lr_at(1) == pytest.approx(1e-3)
+    assert spec.lr_at(2) == pytest.approx(1e-3)  # the cosine starts at lr
+    assert spec.lr_at(2 + 4) == pytest.approx((1e-3 + 1e-5) / 2)  # half way: the cosine's mean
+    assert spec.lr_at(10) == pytest.approx(1e-5)  # the last step runs at final_lr
+    assert all(spec.lr_at(i) >= spec.lr_at(i + 1) for i in range(2, 10))
+    assert StepSpec.from_params({"lr": 1e-3}).lr_at(7) == 1e-3  # constant by default

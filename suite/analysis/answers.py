@@ -71,7 +71,7 @@ def _labels(df: pd.DataFrame) -> pd.Series:
     return pd.Series(derived.shape_labels(first).to_numpy(), index=first["setting_key"].to_numpy())
 
 
-def _sizes(df: pd.DataFrame) -> pd.Series:
+def case_sizes(df: pd.DataFrame) -> pd.Series:
     """Per row, how big its case is, to find the largest setting: flops, else M*K*N, else time."""
     size = pd.Series(0.0, index=df.index)
     times = pd.to_numeric(df["time_ms_median"], errors="coerce")
@@ -103,7 +103,7 @@ def largest_setting_answers(df: pd.DataFrame) -> list[str]:
     """Per workload of the newest run: at its largest setting, each precision against the baseline
     (fastest first) with its error; emulated ones as numerics only; the ones not measured and why."""
     newest = with_settings(df[df["run_id"] == df["run_id"].max()])
-    newest["size"] = _sizes(newest)
+    newest["size"] = case_sizes(newest)
     lines = []
     for workload, rows in newest.groupby("workload", sort=False):
         biggest = rows.groupby("setting_key", sort=False)["size"].max().idxmax()

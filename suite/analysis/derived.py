@@ -20,16 +20,20 @@ def latest_runs(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """Add `speedup` (baseline median time / this case's, same run) and `pct_of_peak`. A frame that
+    """Add `speedup` (baseline median time / this case's, same run and device) and `pct_of_peak`. A frame that
     has them (a `prepare`d one, or a subset of it) is returned as it is: the baseline of a kept
     row may have been filtered out since."""
     if "speedup" in df:
         return df
     df = df.copy()
     is_ok = (df["status"] == "ok").to_numpy(bool)
-    # the baseline case's time, looked up by (run, case) as integer keys: case ids and their
-    # baselines factorised together, so one hash lookup of ints serves a million rows
+    # the baseline case's time, looked up by (run, device, case) as integer keys (a run on a mixed
+    # fleet holds each case once per kind of card: a speedup is over the baseline on the same kind);
+    # case ids and their baselines factorised together, so one hash lookup of ints serves a million rows
     runs = pd.factorize(df["run_id"])[0].astype(np.int64)
+    if "device_name" in df:
+        devices = pd.factorize(df["device_name"], use_na_sentinel=False)[0].astype(np.int64)
+        runs = runs * (devices.max() + 1) + devices
     cases, vocabulary = pd.factorize(pd.concat([df["case_id"], df["baseline_case_id"]], ignore_index=True))
     n = len(df)
     own, wanted = runs * (len(vocabulary) + 1) + cases[:n], runs * (len(vocabulary) + 1) + cases[n:]

@@ -103,7 +103,41 @@ def timed_first_call(prepared, sync: Callable[[], None]) -> dict:
     return {prepared.first_call_column: seconds} if prepared.first_call_column else {}
 
 
+def measured_columns(result, prepared) -> dict:
+    """The record columns of a measurement (`timing.Measurement`) of a prepared case."""
+    median_s = result.median_ms / 1e3
+    return dict(
+        time_ms_median=result.median_ms,
+        time_ms_p10=result.p10_ms,
+        time_ms_p90=result.p90_ms,
+        n_samples=len(result.samples_ms),
+        samples_ms=result.samples_ms,
+        rel_ci=result.rel_ci,
+        rel_spread=result.rel_spread,
+        stop_reason=result.stop_reason,
+        warmup_calls=result.warmup_calls,
+        warmup_s=result.warmup_s,
+        warmup_reason=result.warmup_reason,
+        first_call_ms=result.first_call_ms,
+        first_call_kept=result.first_call_kept,
+        case_cap_s=result.case_cap_s,
+        timer=result.clock,
+        timing_mode=result.timing_mode,
+        cache=result.cache,
+        flops=prepared.flops,
+        bytes_moved=prepared.bytes_moved,
+        tflops=prepared.flops / median_s / 1e12 if prepared.flops else None,
+        gbps=prepared.bytes_moved / median_s / 1e9 if prepared.bytes_moved else None,
+        **prepared.extra,
+    )
+
+
 def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
+    known = registry.WORKLOADS.get(case.workload)
+    if known is not None and known.launched:  # its ranks run under torchrun, one launch per case
+        from suite.measure import launch
+
+        return launch.run_case(case, device, run_meta)
     began = time.perf_counter()
     record = base_record(case, run_meta)
     record["started_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -138,35 +172,9 @@ def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
             with telemetry.Sampler.for_device(device) as sampler:
                 result = measure(prepared.fn, case_clock, case.timing, first_call_ms=first_ms, spent_s=spent_s,
                                  sm_clock_mhz=sampler.sm_clock_mhz)
-        median_s = result.median_ms / 1e3
-        record.update(
-            status="ok",
-            time_ms_median=result.median_ms,
-            time_ms_p10=result.p10_ms,
-            time_ms_p90=result.p90_ms,
-            n_samples=len(result.samples_ms),
-            samples_ms=result.samples_ms,
-            rel_ci=result.rel_ci,
-            rel_spread=result.rel_spread,
-            stop_reason=result.stop_reason,
-            warmup_calls=result.warmup_calls,
-            warmup_s=result.warmup_s,
-            warmup_reason=result.warmup_reason,
-            first_call_ms=result.first_call_ms,
-            first_call_kept=result.first_call_kept,
-            case_cap_s=result.case_cap_s,
-            timer=result.clock,
-            timing_mode=result.timing_mode,
-            cache=result.cache,
-            **sampler.columns(result),
-            flops=prepared.flops,
-            bytes_moved=prepared.bytes_moved,
-            tflops=prepared.flops / median_s / 1e12 if prepared.flops else None,
-            gbps=prepared.bytes_moved / median_s / 1e9 if prepared.bytes_moved else None,
-            **prepared.extra,
-        )
+        record.update(status="ok", **sampler.columns(result), **measured_columns(result, prepared))
         if prepared.derive is not None:
-            record.update(prepared.derive(median_s))
+            record.update(prepared.derive(result.median_ms / 1e3))
     except (Unsupported, TimingUnsupported) as err:
         record.update(status="skipped", reason=str(err))
     except NonFiniteOutput as err:

@@ -9,7 +9,9 @@ Linear layers for FP8 ones) and what to run the forward pass under (`autocast`).
     model = precision.prepare_module(model, device)
     with precision.active(), precision.autocast(device):
         loss = model(x) ...
-and `grad_scaler` says whether the step needs a GradScaler (fp16).
+and `grad_scaler` says whether the step needs a GradScaler (fp16). The update side has two more
+hooks: `optimizer` builds the optimizer the step uses (AdamW on the fp32 parameters unless the recipe
+says otherwise, `suite.precisions.update`) and `textbook_bytes` gives its bytes per parameter.
 """
 
 from __future__ import annotations
@@ -63,6 +65,20 @@ class Precision:
         return nullcontext()
 
     grad_scaler: bool = False
+
+    def optimizer(self, groups: list[dict], *, lr: float, betas: tuple[float, float], eps: float,
+                  device: torch.device) -> torch.optim.Optimizer:
+        """The optimizer a training step uses: torch's AdamW on the module's parameters (fused on
+        CUDA, as nanoGPT: one kernel for the update, and GradScaler then checks for inf without a
+        host synchronisation inside the timed step)."""
+        fused = True if device.type == "cuda" else None
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused)
+
+    def textbook_bytes(self) -> dict[str, float]:
+        """Persistent bytes per parameter of a training step with `optimizer`, by role, as the
+        textbook counts them: fp32 parameters (which are the master copy), fp32 gradients, AdamW's
+        two fp32 moments (seeds 001: "Persistent bytes per parameter with Adam")."""
+        return {"weights": 4, "master": 0, "grads": 4, "optimizer": 8}
 
     def gemm(self, a: torch.Tensor, b: torch.Tensor, params: dict) -> Callable[[], torch.Tensor]:
         """a: (M, K), b: (K, N), float32 on the target device. Returns the callable to time."""

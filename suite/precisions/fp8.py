@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 from suite.precisions import fp8_numerics as q
 from suite.errors import Unsupported
-from suite.scenario.params import FP8GemmParams
+from suite.scenario.params import FP8GemmParams, FP8TensorwiseParams
 from suite.precisions.base import Precision
 
 
@@ -84,6 +84,9 @@ class ScaledFloat8(Precision):
     pow2_scales: bool = False
     torchao_recipe: str | None = None  # Float8LinearRecipeName value used for layers
     pad: bool = False  # layers: torchao's pad_inner_dim (from params via `configured`)
+    # layers under FSDP2: torchao's enable_fsdp_float8_all_gather (weights gathered in float8;
+    # tensorwise only: params.fp8_all_gather). Without FSDP2 it changes nothing but the weights' wrapper.
+    fsdp_float8_all_gather: bool = False
 
     def unsupported(self, device):
         return fp8_device_reason(device)
@@ -92,7 +95,8 @@ class ScaledFloat8(Precision):
         return device.type != "cuda"
 
     def configured(self, params):
-        return dataclasses.replace(self, pad=FP8GemmParams.of(params).pad)
+        gather = self.torchao_recipe == "tensorwise" and FP8TensorwiseParams.of(params).fp8_all_gather
+        return dataclasses.replace(self, pad=FP8GemmParams.of(params).pad, fsdp_float8_all_gather=gather)
 
     def tokens_unsupported(self, tokens, device):
         # In a training step the weight-gradient GEMM, dW = dY^T X, contracts over the tokens, and
@@ -145,6 +149,9 @@ class ScaledFloat8(Precision):
             raise Unsupported(f"{reason}; set pad = true to pad with zeros")
 
     def gemm(self, a, b, params) -> Callable[[], torch.Tensor]:
+        if self.fsdp_float8_all_gather:
+            raise Unsupported("fp8_all_gather is a setting of FSDP2-sharded models (dist_train_step); a GEMM "
+                              "has no all-gather")
         opts = FP8GemmParams.of(params)
         m, k = a.shape
         n = b.shape[1]
@@ -183,7 +190,8 @@ class ScaledFloat8(Precision):
                 f"torchao {version} has no float8 recipe {self.torchao_recipe!r}: {type(err).__name__}: {err}"
             ) from None
         # emulate=True: torchao's CPU path (real FP8 casts, float32 matmul); CUDA uses _scaled_mm.
-        config = dataclasses.replace(config, emulate=device.type != "cuda", pad_inner_dim=self.pad)
+        config = dataclasses.replace(config, emulate=device.type != "cuda", pad_inner_dim=self.pad,
+                                     enable_fsdp_float8_all_gather=self.fsdp_float8_all_gather)
         linears = fp8_linears(module)
         for name in sorted(linears):
             mod = module.get_submodule(name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Callable
@@ -17,9 +18,9 @@ from typing import Callable
 import jinja2
 import pandas as pd
 
-from suite.analysis import answers, derived
+from suite.analysis import answers, derived, fleet, update
 from suite import names
-from suite.results import groups
+from suite.results import groups, location
 from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
 from suite.errors import UserError
 from suite.report import plots
@@ -112,9 +113,11 @@ def summary_rows(df: pd.DataFrame) -> list[dict]:
 def headline(df: pd.DataFrame) -> list[str]:
     """The first lines of a report, each a sentence with its numbers: that it is partial, if so;
     the answer (per workload, at its largest case, each precision's speedup over the baseline and
-    its error: `suite.analysis.answers`); then what makes the numbers unusual (a slow path and its
+    its error: `suite.analysis.answers`; for update-side recipes, which trained to within a margin
+    of the fp32-master loss and at what bytes per parameter: `suite.analysis.update`); then what makes the numbers unusual (a slow path and its
     cause, cases cut short by the cap, stalls) and what was not measured and why."""
-    lines = _partial_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df) + _unusual_lines(df)
+    lines = (_partial_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df)
+             + update.update_answers(df) + _unusual_lines(df))
     missing = answers.not_measured(df)
     return lines + ([missing] if missing else [])
 
@@ -339,7 +342,9 @@ def output_dir(out_dir: str | Path) -> Path:
     """The report folder's parent, created, and the folder checked replaceable: a path that
     cannot be one (an existing file, no permission, a folder of other files) is the user's to fix,
     so it is a one-line error rather than a traceback, and it comes before any work is done."""
-    out = Path(out_dir)
+    out = location.where(out_dir)
+    if isinstance(out, location.Remote):
+        return _remote_output_dir(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -353,6 +358,21 @@ def output_dir(out_dir: str | Path) -> Path:
                             "report replaces its folder whole; choose an empty folder or a report's folder")
     if not os.access(out.parent, os.W_OK) or (out.is_dir() and not os.access(out, os.W_OK)):
         raise UserError(f"{out}: cannot write a report there: permission denied")
+    return out
+
+
+def _remote_output_dir(out: location.Remote) -> location.Remote:
+    """A report prefix in an object store: refused when it holds objects and no report marker (the
+    same rule as a local folder's), since a report replaces everything under it."""
+    try:
+        held = out.rglob("*")
+    except Exception as err:
+        raise UserError(f"{out}: cannot write a report there: {err}") from None
+    if held and not (out / MARKER) in held:
+        foreign = [p.name for p in held if not REPORT_FILE.fullmatch(p.name)]
+        if foreign:
+            raise UserError(f"{out}: holds objects that are not an mpsuite report (e.g. {foreign[0]!r}), and a "
+                            "report replaces everything under it; choose an empty prefix or a report's")
     return out
 
 
@@ -374,13 +394,23 @@ def publish(out_dir: str | Path, write: Callable[[Path], list[Path]]) -> list[Pa
         files = write(staging)
         for f in files:
             names.inside(staging, f)
-        return files
+        return [f.relative_to(staging) for f in files]  # a fleet report's device pages are in subfolders
 
+    if isinstance(out, location.Remote):  # rendered here, then uploaded (`location.upload_folder`)
+        with tempfile.TemporaryDirectory(prefix="mpsuite-report-") as folder:
+            staging = Path(folder) / "report"
+            staging.mkdir()
+            files = fill(staging)
+            try:
+                location.upload_folder(staging, out)
+            except OSError as err:
+                raise UserError(f"{out}: cannot write a report there: {err.strerror or err}") from None
+        return [out / f.as_posix() for f in files]
     try:
         files = replace_dir(out, fill)
     except OSError as err:
         raise UserError(f"{out}: cannot write a report there: {err.strerror or err}") from None
-    return [out / f.name for f in files]
+    return [out / f for f in files]
 
 
 def write_pages(out: Path, markdown_text: str, html_text: str) -> list[Path]:
@@ -394,9 +424,15 @@ def plot_name(kind: str, workload: str) -> str:
 
 
 def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
-    """Write the report for these records into out_dir (replacing it whole); returns the files."""
+    """Write the report for these records into out_dir (replacing it whole); returns the files.
+    Records from several devices get the fleet report (`suite.report.fleet_page`): this report per
+    device, and the devices side by side."""
     if df.empty:
         raise ValueError("no records to report")
+    if fleet.is_fleet(df):
+        from suite.report import fleet_page
+
+        return fleet_page.render(df, out_dir)
     return publish(out_dir, lambda staging: _render_into(df, staging))
 
 

@@ -23,6 +23,7 @@ import pandas as pd  # noqa: E402
 
 from suite.analysis import compare, stats  # noqa: E402
 from suite.report import md_image, md_table, md_text, fmt, publish, write_pages  # noqa: E402
+from suite.results import location  # noqa: E402
 from suite.report.plots import plain_log_ticks, save_figure  # noqa: E402
 
 ATTENTION = (
@@ -339,7 +340,7 @@ def default_dir(cmp: compare.Comparison, reports_dir: str | Path = "reports") ->
         return runs[-1] + (f"+{len(runs) - 1}" if len(runs) > 1 else "")
 
     scenario = cmp.baseline.scenario if cmp.baseline.scenario == cmp.candidate.scenario else "mixed"
-    return Path(reports_dir) / "compare" / scenario / f"{tag(cmp.baseline)}_vs_{tag(cmp.candidate)}"
+    return location.where(reports_dir) / "compare" / scenario / f"{tag(cmp.baseline)}_vs_{tag(cmp.candidate)}"
 
 
 def text_summary(cmp: compare.Comparison, failing: pd.DataFrame) -> str:

@@ -1,2 +1,3 @@
 """Stage 3, records at rest: the parquet store (`store`), run journals (`journal`), atomic writes
-(`atomic`) and run selectors (`select`). The only stage that writes `results/`."""
+(`atomic`), run selectors (`select`), and where results live, a folder or a URL (`location`). The
+only stage that writes `results/`."""

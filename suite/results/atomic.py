@@ -1,7 +1,8 @@
 """Write a file so that readers see the old version or the new one, never half of one.
 
 Used for results (parquet) and reports alike: two runs rendering into the same folder at once
-each leave whole files behind.
+each leave whole files behind. A path in an object store (`suite.results.location.Remote`) gets
+the object-store form of it: a unique hidden key, then a copy to the final one.
 """
 
 from __future__ import annotations
@@ -13,9 +14,14 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
+from suite.results import location
 
-def atomic_write(path: str | Path, write: Callable[[Path], object]) -> Path:
-    """Call write(tmp_path), fsync it, and rename it to `path` (unique tmp name: no collisions)."""
+
+def atomic_write(path: "str | Path | location.Remote", write: Callable[[Path], object]) -> "Path | location.Remote":
+    """Call write(tmp_path), fsync it, and rename it to `path` (unique tmp name: no collisions).
+    A remote `path` (`suite.results.location`) is published whole the object-store way instead."""
+    if isinstance(path, location.Remote):
+        return path.publish(write)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp_sibling(path, "tmp")
@@ -91,6 +97,8 @@ def remove_stale(folder: str | Path) -> list[Path]:
     """Delete the temporaries (`atomic_write`'s files, `replace_dir`'s folders) in `folder` left by
     a process of this machine that no longer exists (killed mid-write); those of live processes stay."""
     removed = []
+    if isinstance(folder, location.Remote):
+        return removed  # a pid of another machine means nothing here; readers skip the hidden keys
     try:
         entries = list(Path(folder).iterdir())
     except OSError:

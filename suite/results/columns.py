@@ -220,6 +220,44 @@ COLUMNS: list[Column] = [
         ("scaler_skipped_steps", "int", "", "steps a GradScaler skipped (fp16)"),
         ("loss_scale_final", "float", "", "the GradScaler's last scale"),
     ),
+    *_group(
+        "distributed (dist_train_step: FSDP2 over torchrun ranks)", False,
+        ("world_size", "int", "", "ranks of the launch (one GPU each on CUDA)"),
+        ("fp8_all_gather", "bool", "", "weights all-gathered in float8 (torchao's enable_fsdp_float8_all_gather)"),
+        ("reshard_after_forward", "bool", "", "FSDP2 freed the gathered weights after forward"),
+        ("slowest_rank", "int", "", "the rank whose median step is the record's time_ms_median"),
+        ("rank_time_ms_median", "list<float>", "ms", "each rank's own median step, by rank"),
+        ("rank_peak_mem_mb", "list<float>", "MiB", "each rank's CUDA allocator high-water mark, by rank"),
+        ("rank_peak_rss_mb", "list<float>", "MiB", "CPU: each rank process's peak resident memory, by rank"),
+        ("allgather_bytes_per_step", "int", "bytes", "all-gathered tensors per step and rank (the gathered "
+                                                     "output, at its dtype), from torch.profiler"),
+        ("reduce_scatter_bytes_per_step", "int", "bytes", "reduce-scattered tensors per step and rank (the "
+                                                          "unreduced input), from torch.profiler"),
+        ("allgather_ms_per_step", "float", "ms", "all-gather execution per step (NCCL kernels, may overlap "
+                                                 "compute; gloo ops on a CPU), slowest rank"),
+        ("reduce_scatter_ms_per_step", "float", "ms", "reduce-scatter execution per step, slowest rank"),
+        ("allgather_calls_per_step", "int", "", "all-gather calls per step"),
+        ("reduce_scatter_calls_per_step", "int", "", "reduce-scatter calls per step"),
+        ("collective_timer", "string", "", "what the collective times are: nccl kernels or gloo ops"),
+        ("dist_backend", "string", "", "process-group backend: nccl or gloo"),
+        ("dist_env", "json", "", "NCCL_*, GLOO_*, TORCH_NCCL_*, OMP_NUM_THREADS ... as the ranks saw them"),
+        ("launch_log", "string", "", "a failed launch: the failing rank's log (start and end), else torchrun's"),
+    ),
+    *_group(
+        "update precision (train_step)", False,
+        ("stuck_update_frac", "float", "fraction", "parameter entries an optimizer step left unchanged, over the "
+                                                   "last fifth of the check's steps (updates swamped by the weights' format)"),
+        ("fp32_stuck_update_frac", "float", "fraction", "the same for the fp32 reference"),
+        ("bytes_per_param", "float", "B", "weights, master copy, gradients and optimizer state per parameter, "
+                                          "read off the live tensors at the check's last step"),
+        ("bytes_per_param_weights", "float", "B", "the parameters' bytes per parameter (fp32 ones are the master copy)"),
+        ("bytes_per_param_master", "float", "B", "a master copy beside the weights (a Kahan compensation buffer "
+                                                 "counts here), per parameter"),
+        ("bytes_per_param_grads", "float", "B", "gradients per parameter"),
+        ("bytes_per_param_optimizer", "float", "B", "optimizer state per parameter (quantized state: codes and scales)"),
+        ("textbook_bytes_per_param", "float", "B", "the recipe's bytes per parameter as the textbook counts them "
+                                                   "(suite/precisions/update.py)"),
+    ),
 ]
 
 BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}

@@ -24,8 +24,10 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from suite.errors import JournalError
+from suite.results import location
 
 try:  # POSIX; without it (Windows) a journal is simply not locked
     import fcntl
@@ -101,8 +103,9 @@ def parse(data: bytes, path: Path | str = "<journal>") -> Contents:
 
 
 def read(path: str | Path) -> Contents:
-    """Read a journal without locking it (e.g. to watch a running run from another process)."""
-    path = Path(path)
+    """Read a journal without locking it (e.g. to watch a running run from another process), or
+    the uploaded copy of a remote run's journal (`suite.results.location`)."""
+    path = location.where(path)
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -114,7 +117,7 @@ def has_header(path: str | Path) -> bool:
     """Whether the journal's first line is a whole header (a run killed while creating its journal
     leaves none, and cannot be resumed)."""
     try:
-        with open(path, "rb") as f:
+        with location.where(path).open("rb") as f:
             line = f.readline()
         return line.endswith(b"\n") and decode(line[:-1]).get("kind") == "header"
     except (OSError, ValueError, UnicodeDecodeError, AttributeError):
@@ -144,6 +147,8 @@ class Journal:
         self.header: dict = contents.header or {}
         self.records: list[dict] = list(contents.records)
         self.case_ids: set[str] = {r["case_id"] for r in self.records}
+        # called with the path after each durable append (the store uploads a remote run's copy)
+        self.mirror: Callable[[Path], None] | None = None
 
     @staticmethod
     def _lock(fd: int, path: Path) -> None:
@@ -212,6 +217,8 @@ class Journal:
             os.fsync(self._fd)
         except OSError as err:
             raise JournalError(f"{self.path}: cannot append to run journal: {err}") from None
+        if self.mirror is not None:
+            self.mirror(self.path)
 
     def append(self, record: dict) -> None:
         """Add one finished case, durably: when this returns, the record survives a crash."""

@@ -1,7 +1,8 @@
 """Choosing runs from the results store with a small selector language (used by compare, export).
 
     SELECTOR := TERM [',' TERM]...        every term must hold
-    TERM     := PATH                      a results file or folder (default folder: --results)
+    TERM     := PATH                      a results file or folder, or its URL (s3://bucket/prefix)
+                                          (default folder: --results)
               | RUN_ID                    a run id, or a unique prefix of one
               | run=ID                    the same, spelled out
               | scenario=NAME
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.results import store
+from suite.results import location, store
 from suite.errors import UserError
 
 VERSION_KEYS = {"torch": "torch_version", "torchao": "torchao_version", "te": "te_version",
@@ -89,6 +90,8 @@ def parse(text: str) -> Selector:
                 skip = _count(key, value, allow_all=False)
             else:
                 terms.append((key, value))
+        elif location.is_url(term):
+            paths.append(location.where(term))  # checked when read: one listing, not two
         elif Path(term).exists():
             paths.append(Path(term))
         elif "/" in term or term.endswith(".parquet"):
@@ -148,7 +151,7 @@ def _source_paths(sel: Selector, results_dir: Path) -> list[Path]:
 def select(selector: Selector | str, results_dir: str | Path = "results", role: str = "selection") -> pd.DataFrame:
     """The records of the runs the selector picks. Raises UserError when it picks none."""
     sel = parse(selector) if isinstance(selector, str) else selector
-    sources = _source_paths(sel, Path(results_dir))
+    sources = _source_paths(sel, location.where(results_dir))
     where = ", ".join(map(str, sources))
     df = store.read(sources)
     runs = runs_of(df)

@@ -8,6 +8,11 @@ While a run is going, its finished cases live in a journal next to where its par
 `results/<scenario>/_journals/<run_id>.journal.jsonl` (format: `suite.results.journal`). `finish_run` turns the
 journal into the parquet and then deletes it, so a journal on disk always means "this run is not
 complete" and `--resume <run_id>` continues it.
+
+The results folder may be a URL fsspec reaches (`s3://bucket/prefix`): every path here then is a
+`suite.results.location.Remote`, files are published the object-store way, and a run's journal is
+appended in a local spool and uploaded whole after each case, to the same `_journals/` key a local
+run would use (`_remote_journal`).
 """
 
 from __future__ import annotations
@@ -24,9 +29,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from suite import names
-from suite.results import columns, groups, journal, validate
+from suite.results import columns, groups, journal, location, validate
 from suite.results.atomic import atomic_write
-from suite.errors import UserError
+from suite.errors import JournalError, UserError
 
 # 1: the first schema. 2: case ids from typed, normalised parameters (see `_typed_params`).
 # 3: every defined column in every file, in its declared type (`suite.results.columns`); a
@@ -108,8 +113,9 @@ def check_run_id(run_id: str) -> str:
 
 
 def scenario_dir(results_dir: str | Path, scenario: str) -> Path:
-    """`results/<scenario>`; the name must be one plain path component (never '..' or a path)."""
-    return Path(results_dir) / names.check_name("scenario name", scenario)
+    """`results/<scenario>`; the name must be one plain path component (never '..' or a path).
+    `results_dir` may be a URL (`suite.results.location`): the folder is then a `Remote`."""
+    return location.where(results_dir) / names.check_name("scenario name", scenario)
 
 
 def run_path(results_dir: str | Path, scenario: str, run_id: str) -> Path:
@@ -205,13 +211,48 @@ def write_run(records: list[dict], path: str | Path) -> Path:
     if not records:
         raise ValueError("a run with no records is not written")
     table = _table(records)
-    return atomic_write(Path(path), lambda tmp: pq.write_table(table, tmp))
+    return atomic_write(location.where(path), lambda tmp: pq.write_table(table, tmp))
+
+
+def _warn_mirror(remote: location.Remote):
+    """The uploader of a remote run's journal: a failed upload (a network blip) costs nothing that
+    the local journal does not keep, so it is a warning and the run goes on."""
+
+    def mirror(local: Path) -> None:
+        try:
+            remote.put(local)
+        except Exception as err:  # any backend's error: the local journal is durable either way
+            _warn(f"cannot upload the run journal to {remote} ({err}); it is kept in {local}")
+
+    return mirror
+
+
+def _remote_journal(opened: journal.Journal, remote: location.Remote) -> journal.Journal:
+    opened.mirror = _warn_mirror(remote)
+    return opened
 
 
 def start_run(results_dir: str | Path, scenario: str, run_id: str, header: dict) -> journal.Journal:
-    """Create the journal of a new run; `header` holds what a resume must check (plan, machine)."""
+    """Create the journal of a new run; `header` holds what a resume must check (plan, machine).
+    For remote results the journal is appended in the local spool and its copy created remotely
+    only if no run has this id there (the object-store form of O_EXCL)."""
     header = {"run_id": run_id, "scenario": scenario, "schema_version": SCHEMA_VERSION, **header}
-    return journal.Journal.create(journal_path(results_dir, scenario, run_id), header)
+    path = journal_path(results_dir, scenario, run_id)
+    if not isinstance(path, location.Remote):
+        return journal.Journal.create(path, header)
+    local = location.spool(path)
+    opened = journal.Journal.create(local, header)
+    try:
+        path.create(local)
+    except FileExistsError:
+        opened.close()
+        local.unlink(missing_ok=True)
+        raise JournalError(f"{path}: a run journal with this run id already exists") from None
+    except BaseException:
+        opened.close()
+        local.unlink(missing_ok=True)
+        raise
+    return _remote_journal(opened, path)
 
 
 def incomplete_runs(results_dir: str | Path, scenario: str) -> list[str]:
@@ -222,10 +263,28 @@ def incomplete_runs(results_dir: str | Path, scenario: str) -> list[str]:
     return sorted(i for i in ids if RUN_ID.fullmatch(i) and not (folder / f"{i}.parquet").exists())
 
 
+def _local_copy(remote: location.Remote) -> Path:
+    """The spool file of a remote run's journal, brought up to date from the uploaded copy when
+    that holds more (the run went on elsewhere, or this machine never held it)."""
+    local = location.spool(remote)
+    try:
+        data = remote.read_bytes()
+    except FileNotFoundError:
+        return local  # never uploaded (the upload failed): only this machine's copy exists
+    except Exception as err:
+        raise UserError(f"cannot read the run journal {remote}: {err}") from None
+    if not local.exists() or local.stat().st_size < len(data):
+        atomic_write(local, lambda tmp: tmp.write_bytes(data))
+    return local
+
+
 def continue_run(results_dir: str | Path, scenario: str, run_id: str) -> journal.Journal:
     """Reopen the journal of an interrupted run, locked, with its finished records loaded."""
     done = run_path(results_dir, scenario, run_id)
     path = journal_path(results_dir, scenario, run_id)
+    remote = path if isinstance(path, location.Remote) else None
+    if remote is not None:
+        path = _local_copy(remote)
 
     def refuse_if_complete():
         if done.exists():
@@ -235,8 +294,11 @@ def continue_run(results_dir: str | Path, scenario: str, run_id: str) -> journal
     if not path.exists():
         others = incomplete_runs(results_dir, scenario)
         hint = f"; runs that can be resumed: {', '.join(others)}" if others else "; no run of it can be resumed"
-        raise UserError(f"no journal of run {run_id} for scenario {scenario!r} in {path.parent}{hint}")
+        where = (remote or path).parent
+        raise UserError(f"no journal of run {run_id} for scenario {scenario!r} in {where}{hint}")
     opened = journal.Journal.resume(path)
+    if remote is not None:
+        _remote_journal(opened, remote)
     try:
         refuse_if_complete()  # it may have finished while we waited for the lock
         head = opened.header
@@ -262,9 +324,16 @@ def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) 
     try:
         try:
             path = write_run(records, run_path(results_dir, head["scenario"], head["run_id"]))
-        except OSError as err:
+        except Exception as err:
+            if not (isinstance(err, OSError) or location.is_storage_error(err)):
+                raise
             raise UserError(f"cannot write the results of run {head['run_id']}: {err}; the journal "
                             f"{run.path} still holds every finished case") from None
+        if isinstance(path, location.Remote):
+            try:
+                journal_path(results_dir, head["scenario"], head["run_id"]).unlink(missing_ok=True)
+            except Exception as err:  # the run is stored whole; its journal copy beside it is inert
+                _warn(f"cannot delete the run journal's copy in {path.parent}: {err}")
         try:
             run.path.unlink()
             journal.fsync_dir(run.path.parent)
@@ -279,9 +348,19 @@ def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) 
     return path
 
 
-def schema_version_of(path: Path) -> int:
+def _source(path):
+    """What pyarrow reads: a local path as it is; a remote file's bytes, fetched once."""
+    if isinstance(path, location.Remote):
+        try:
+            return pa.BufferReader(path.read_bytes())
+        except FileNotFoundError as err:
+            raise OSError(f"no such file: {err}") from None
+    return path
+
+
+def schema_version_of(path: Path, source=None) -> int:
     try:
-        meta = pq.read_schema(path).metadata or {}
+        meta = pq.read_schema(path if source is None else source).metadata or {}
     except (OSError, pa.ArrowException) as err:
         raise UserError(f"{path}: cannot read results file: {err}") from None
     if META_KEY not in meta:
@@ -303,10 +382,11 @@ def read_file(path: str | Path, arrow_lists: bool = False) -> pd.DataFrame:
     null where a record has none, rather than a numpy array per cell: a report of a million
     records reads them columnar (`suite.analysis.derived.stalls`), where making a million arrays
     would cost seconds."""
-    path = Path(path)
+    path = location.where(path)
     try:
-        version = schema_version_of(path)
-        table = pq.read_table(path)
+        source = _source(path)
+        version = schema_version_of(path, source)
+        table = pq.read_table(source)
     except (OSError, pa.ArrowException) as err:
         raise UserError(f"{path}: cannot read results file: {err}") from None
     if version > SCHEMA_VERSION:
@@ -337,7 +417,7 @@ def read_file(path: str | Path, arrow_lists: bool = False) -> pd.DataFrame:
 def run_files(paths: Iterable[str | Path]) -> list[Path]:
     """Parquet run files under the given files or folders (recursively), oldest name first."""
     found: list[Path] = []
-    for p in map(Path, paths):
+    for p in map(location.where, paths):
         if p.is_dir():
             found += sorted(f for f in p.rglob("*.parquet") if not f.name.startswith("."))
         elif p.is_file():
@@ -351,7 +431,7 @@ def unfinished_journals(paths: Iterable[str | Path]) -> list[Path]:
     """Journals under the given files or folders (recursively) whose run has no results file yet:
     interrupted runs, or runs still going. Oldest name first."""
     found: list[Path] = []
-    for p in map(Path, paths):
+    for p in map(location.where, paths):
         candidates = sorted(p.rglob(f"*{JOURNAL_SUFFIX}")) if p.is_dir() else [p] if p.name.endswith(JOURNAL_SUFFIX) else []
         for path in candidates:
             run_id = path.name[: -len(JOURNAL_SUFFIX)]
@@ -387,7 +467,7 @@ def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, arro
     A file that cannot be read or breaks the record contract is left out, with `warn` told which
     and why, so one bad file never hides every other run; a file named explicitly is an error."""
     paths = list(paths)
-    named = {Path(p) for p in paths if Path(p).is_file()}
+    named = {p for p in map(location.where, paths) if p.is_file()}
     frames, left_out = [], []
     for f in run_files(paths):
         try:
@@ -432,9 +512,9 @@ def find_shard_run(results_dir: str | Path, scenario: str, run_group: str, index
             continue
         if {key: head.get(key) for key in wanted} == wanted:
             return run_id, False
-    for path in sorted(folder.glob("*.parquet"), reverse=True):
+    for path in sorted(folder.glob("*.parquet"), key=lambda p: p.name, reverse=True):
         try:
-            rows = pq.read_table(path, columns=["run_group", "shard_index", "shard_count", "run_id"]).to_pylist()
+            rows = pq.read_table(_source(path), columns=["run_group", "shard_index", "shard_count", "run_id"]).to_pylist()
         except (OSError, pa.ArrowException, KeyError):
             continue  # not a results file of this schema: not a shard of this group
         if rows and (rows[0]["run_group"], rows[0]["shard_index"], rows[0]["shard_count"]) == (run_group, index, count):

@@ -66,6 +66,14 @@ class FP8GemmParams(Params):
     pad: bool = Field(False, description="pad K and N to multiples of 16 (torchao's pad_inner_dim)")
 
 
+class FP8TensorwiseParams(FP8GemmParams):
+    """torchao's tensorwise recipe (`fp8_tensorwise`): its scales can be computed on a weight's shards."""
+
+    fp8_all_gather: bool = Field(
+        False, description="models under FSDP2 (dist_train_step): torchao's enable_fsdp_float8_all_gather, weights "
+                           "cast to float8 before the all-gather and their scales precomputed after each step")
+
+
 FP8Format = Literal["HYBRID", "E4M3"]
 
 
@@ -104,6 +112,23 @@ class TENVFP4Params(TEParams):
     """Transformer Engine's NVFP4BlockScaling (`nvfp4`): no format choice."""
 
 
+class TorchaoOptimParams(Params):
+    """torchao's optimizers (`bf16_pure_sr`): how their per-parameter step runs."""
+
+    compile_step: bool = Field(
+        True, description="torch.compile the step, as torchao does; false: the same step function run eagerly "
+                          "(torch.compiler.set_stance('force_eager')): the same update, eager speed, no inductor "
+                          "compile (minutes on a small CPU) and no C++ compiler needed")
+
+
+class LowBitParams(TorchaoOptimParams):
+    """torchao's low-bit AdamW recipes (`bf16_adamw8bit`, `bf16_adamw4bit`, `bf16_adamw_fp8`)."""
+
+    master: Literal["fp32", "bf16_sr"] = Field(
+        "fp32", description="fp32: fp32 parameters are the master weights (autocast); bf16_sr: bf16 parameters "
+                            "and no master copy, the update stochastically rounded to bf16")
+
+
 # --- workloads --------------------------------------------------------------------------------
 
 
@@ -138,6 +163,11 @@ class TrainStepParams(Params):
     lr: NonNegativeFloat = Field(6e-4, description="AdamW learning rate (nanoGPT's GPT-2 124M)")
     weight_decay: NonNegativeFloat = Field(0.1, description="AdamW weight decay")
     grad_clip: NonNegativeFloat = Field(1.0, description="gradient-norm clip")
+    lr_schedule: Literal["constant", "cosine"] = Field(
+        "constant", description="learning rate over the accuracy check's steps: constant, or linear warm-up then "
+                                "cosine decay to final_lr (nanoGPT)")
+    warmup_steps: NonNegativeInt = Field(0, description="cosine: steps of linear warm-up from 0 to lr")
+    final_lr: NonNegativeFloat = Field(0.0, description="cosine: the learning rate of the last step")
     data_vocab: NonNegativeInt = Field(0, description="the corpus's vocabulary (0: the model's)")
     compile: bool = Field(False, description="torch.compile the model")
     # model-config overrides (suite/models/gpt2.py GPT2Config, suite/models/llama.py LlamaConfig)
@@ -162,6 +192,21 @@ class TrainStepParams(Params):
 
 
 LLAMA_ONLY = ("n_kv_head", "ffn_hidden", "rope", "rope_theta", "norm_eps")
+
+
+class DistTrainStepParams(TrainStepParams):
+    """`dist_train_step`: `train_step`'s model and step sharded with FSDP2 over `world_size` ranks
+    that the suite launches with torchrun, one launch per case; `batch` is per rank."""
+
+    world_size: Annotated[int, Field(ge=2)] = Field(2, description="ranks (processes; one GPU each on CUDA)")
+    reshard_after_forward: bool = Field(True, description="FSDP2: free the gathered weights after forward "
+                                                          "(gathered again in backward), as ZeRO-3")
+    profile_steps: PositiveInt = Field(2, description="steps run under torch.profiler for collective bytes and times")
+    fp32_reference: bool = Field(True, description="train the fp32 twin of the same sharding in the check (the "
+                                                   "loss_delta_vs_fp32 columns); false where it does not fit next "
+                                                   "to the case's own model")
+    timeout_s: PositiveFloat = Field(900.0, description="the whole launch (start-up, check, timing): a rank that "
+                                                       "hangs past it fails the case")
 
 
 

@@ -30,17 +30,27 @@ class WorkloadRecord:
     shaped: bool = False  # cases defined by (m, k, n); the others take their shape from params
     # workload-specific record columns the report shows in a table of their own: (column, title, format)
     detail_columns: tuple[tuple[str, str, str], ...] = ()
+    # each case is one torchrun launch of `world_size` ranks (suite.measure.launch), not a call here
+    launched: bool = False
 
 
 TE = "suite.precisions.te"
+UPDATE = "suite.precisions.update"
 PRECISIONS: dict[str, PrecisionRecord] = {
     "fp32": PrecisionRecord("suite.precisions.floating:FP32", peak="fp32"),
     "tf32": PrecisionRecord("suite.precisions.floating:TF32", peak="tf32"),
     "bf16": PrecisionRecord("suite.precisions.floating:BF16", peak="bf16"),
     "fp16": PrecisionRecord("suite.precisions.floating:FP16", peak="fp16"),
     "fp16_noscaler": PrecisionRecord("suite.precisions.floating:FP16_NOSCALER", peak="fp16"),
+    # update side (training steps): bf16 compute, weights and optimizer state in other formats
+    "bf16_pure": PrecisionRecord(f"{UPDATE}:BF16_PURE", peak="bf16"),
+    "bf16_pure_sr": PrecisionRecord(f"{UPDATE}:BF16_PURE_SR", p.TorchaoOptimParams, "bf16"),
+    "bf16_pure_kahan": PrecisionRecord(f"{UPDATE}:BF16_PURE_KAHAN", peak="bf16"),
+    "bf16_adamw8bit": PrecisionRecord(f"{UPDATE}:BF16_ADAMW8BIT", p.LowBitParams, "bf16"),
+    "bf16_adamw4bit": PrecisionRecord(f"{UPDATE}:BF16_ADAMW4BIT", p.LowBitParams, "bf16"),
+    "bf16_adamw_fp8": PrecisionRecord(f"{UPDATE}:BF16_ADAMW_FP8", p.LowBitParams, "bf16"),
     # FP8: torchao recipes (torch._scaled_mm GEMMs), emulated block scaling, Transformer Engine
-    "fp8_tensorwise": PrecisionRecord("suite.precisions.fp8:FP8_TENSORWISE", p.FP8GemmParams, "fp8"),
+    "fp8_tensorwise": PrecisionRecord("suite.precisions.fp8:FP8_TENSORWISE", p.FP8TensorwiseParams, "fp8"),
     "fp8_rowwise": PrecisionRecord("suite.precisions.fp8:FP8_ROWWISE", p.FP8GemmParams, "fp8"),
     "fp8_rowwise_gw_hp": PrecisionRecord("suite.precisions.fp8:FP8_ROWWISE_GW_HP", p.FP8GemmParams, "fp8"),
     "fp8_block": PrecisionRecord("suite.precisions.fp8:FP8_BLOCK", p.FP8GemmParams, "fp8"),
@@ -61,8 +71,20 @@ WORKLOADS: dict[str, WorkloadRecord] = {
         ("tokens_per_s", "tokens/s", ".4g"), ("mfu", "MFU", ".1%"), ("final_loss", "final loss", ".4f"),
         ("loss_delta_vs_fp32", "loss - fp32 loss", "+.4f"), ("entropy_floor", "loss floor", ".4f"),
         ("grad_underflow_frac", "grads underflowed", ".1%"), ("diverged", "diverged", ""),
-        ("compile_s", "compile s", ".3g"),
+        ("compile_s", "compile s", ".3g"), ("excess_loss", "loss - floor", ".4f"),
+        ("stuck_update_frac", "updates stuck", ".1%"), ("bytes_per_param", "B/param", ".3g"),
+        ("textbook_bytes_per_param", "textbook B/param", ".3g"),
     )),
+    # FSDP2 over torchrun ranks (suite/measure/launch.py runs each case as one launch)
+    "dist_train_step": WorkloadRecord("suite.workloads.dist_train_step:DIST_TRAIN_STEP", p.DistTrainStepParams,
+                                      detail_columns=(
+        ("world_size", "ranks", ".0f"), ("fp8_all_gather", "FP8 all-gather", ""),
+        ("tokens_per_s", "tokens/s (group)", ".4g"), ("mfu", "MFU per GPU", ".1%"),
+        ("loss_delta_vs_fp32", "loss - fp32 loss", "+.4f"), ("allgather_bytes_per_step", "all-gather B/step", ".4g"),
+        ("allgather_ms_per_step", "all-gather ms/step", ".3g"),
+        ("reduce_scatter_bytes_per_step", "reduce-scatter B/step", ".4g"),
+        ("reduce_scatter_ms_per_step", "reduce-scatter ms/step", ".3g"), ("compile_s", "compile s", ".3g"),
+    ), launched=True),
     "fidelity": WorkloadRecord("suite.workloads.fidelity:FIDELITY", p.FidelityParams, shaped=True),
     "linear": WorkloadRecord("suite.workloads.linear:LINEAR", p.CompileParams, shaped=True,
                              detail_columns=LAYER_DETAILS),

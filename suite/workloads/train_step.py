@@ -4,16 +4,21 @@ The timed callable is one optimizer step on a fixed batch. `check()` (once, unti
 trains the same model for `steps` steps from a fixed init on the synthetic corpus
 (`suite.models.corpus`), then trains an fp32 twin (same init, same batches) as the reference, and
 records the loss curve, the final loss, its delta against fp32 and against the corpus's entropy
-floor, and whether training diverged. Every step's batch is fresh, so each loss on the curve is
-measured on tokens the model has not seen; `final_loss` is the mean of the last fifth of the curve
-(one step's loss alone swings with a single large update; the mean over several does not).
+floor, whether training diverged, the share of parameter entries the updates of the last fifth of
+the steps left unchanged ("stuck": swamped by the weights' format), and the bytes per parameter of
+weights, master copy, gradients and optimizer state, read off the live tensors at the last step.
+Every step's batch is fresh, so each loss on the curve is measured on tokens the model has not
+seen; `final_loss` is the mean of the last fifth of the curve (one step's loss alone swings with a
+single large update; the mean over several does not).
 
 Model-level precision goes through the recipe's hooks (`suite.precisions.base`):
     model = precision.prepare_module(model, device)
     with precision.active(), precision.autocast(device): loss = model(x, y)
-and a GradScaler when `precision.grad_scaler` (fp16). fp32 parameters are the master weights in
-every recipe; FP8 recipes convert Linear layers in `prepare_module` and find the layers to leave
-alone in the model's `high_precision_modules` ("lm_head").
+and a GradScaler when `precision.grad_scaler` (fp16); the optimizer is the recipe's (`optimizer`:
+torch's AdamW unless the recipe stores weights or state otherwise, `suite.precisions.update`).
+fp32 parameters are the master weights unless the recipe keeps bf16 ones; FP8 recipes convert
+Linear layers in `prepare_module` and find the layers to leave alone in the model's
+`high_precision_modules` ("lm_head").
 
 Divergence (a non-finite loss, or a final loss above the untrained one) is recorded, never raised:
 the case stays `ok` with `diverged = True` and `divergence` saying what happened, because the step
@@ -25,6 +30,7 @@ Parameters (scenario `params`; all optional):
     n_kv_head, ffn_hidden, rope                         (llama only)
     batch       sequences per step                      steps  training steps run by check()
     lr, weight_decay, grad_clip (0: off)                AdamW and clipping, as nanoGPT
+    lr_schedule "constant" | "cosine" (warmup_steps, then cosine decay to final_lr, as nanoGPT)
     data_vocab  tokens the corpus uses (default: vocab); a padded model (vocab 50304) trains on
                 the same 50257-token corpus as the unpadded one
     compile     torch.compile the model (compile time: the `compile_s` column, never timed as a step)
@@ -44,10 +50,12 @@ from torch import nn
 from suite.measure import peaks
 from suite.errors import UserError
 from suite.models import corpus, flops, gpt2, llama
+from suite.scenario.params import TrainStepParams
 from suite.precisions.floating import FP32
 from suite.errors import Unsupported
 from suite.workloads.base import Prepared, Workload, compile_unsupported
 
+LR_SCHEDULES = ("constant", "cosine")
 MODELS = {"gpt2": (gpt2.GPT2, gpt2.config), "llama": (llama.Llama, llama.config)}
 DEFAULT_SIZE = {"gpt2": "tiny", "llama": "tiny"}
 
@@ -64,6 +72,9 @@ class StepSpec:
     lr: float = 6e-4
     weight_decay: float = 0.1
     grad_clip: float = 1.0
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
+    final_lr: float = 0.0
     data_vocab: int = 0  # 0: the model's vocab
     compile: bool = False
     dims: tuple[tuple[str, object], ...] = ()  # model config overrides
@@ -92,7 +103,12 @@ class StepSpec:
                 raise UserError(f"train_step: {name} must be a positive integer, got {value!r}")
         if not isinstance(self.data_vocab, int) or self.data_vocab < 0:
             raise UserError(f"train_step: data_vocab must be a positive integer, got {self.data_vocab!r}")
-        for name in ("lr", "weight_decay", "grad_clip"):
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise UserError(f"train_step: lr_schedule must be one of {', '.join(LR_SCHEDULES)}, "
+                            f"got {self.lr_schedule!r}")
+        if not isinstance(self.warmup_steps, int) or isinstance(self.warmup_steps, bool) or self.warmup_steps < 0:
+            raise UserError(f"train_step: warmup_steps must be a non-negative integer, got {self.warmup_steps!r}")
+        for name in ("lr", "weight_decay", "grad_clip", "final_lr"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
                 raise UserError(f"train_step: {name} must be a non-negative number, got {value!r}")
@@ -101,6 +117,17 @@ class StepSpec:
         cfg = self.config()
         if self.corpus_vocab > cfg.vocab:
             raise UserError(f"train_step: data_vocab {self.corpus_vocab} exceeds the model's vocab {cfg.vocab}")
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of training step `step` (0-based) of the accuracy check: nanoGPT's
+        schedule, linear warm-up then a cosine from lr down to final_lr at the last step."""
+        if self.lr_schedule == "constant":
+            return self.lr
+        if step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        span = max(1, self.steps - 1 - self.warmup_steps)
+        progress = min(1.0, (step - self.warmup_steps) / span)
+        return self.final_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (self.lr - self.final_lr)
 
     def config(self):
         return MODELS[self.model][1](self.size or DEFAULT_SIZE[self.model], **dict(self.dims))
@@ -170,10 +197,8 @@ class Trainer:
             {"params": [p for p in params if _decays(p)], "weight_decay": spec.weight_decay},
             {"params": [p for p in params if not _decays(p)], "weight_decay": 0.0},
         ]
-        # Fused AdamW on CUDA (nanoGPT does the same): one kernel for the update, and GradScaler then
-        # checks for inf without a host synchronisation inside the timed step.
-        fused = True if device.type == "cuda" else None
-        self.optimizer = torch.optim.AdamW(groups, lr=spec.lr, betas=(0.9, 0.95), fused=fused)
+        # nanoGPT's betas; eps is torch's AdamW default (optimi's differs, so it is passed to all)
+        self.optimizer = precision.optimizer(groups, lr=spec.lr, betas=(0.9, 0.95), eps=1e-8, device=device)
         self.scaler = torch.amp.GradScaler(device.type) if precision.grad_scaler else None
 
     def step(self, x: torch.Tensor, y: torch.Tensor, probe=None) -> torch.Tensor:
@@ -199,17 +224,53 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
-    def state_bytes(self) -> int:
-        """Bytes of parameters, gradients and optimizer state, read off the live tensors."""
-        tensors = {id(p): p for p in self.model.parameters()}
-        for p in self.model.parameters():
-            if p.grad is not None:
-                tensors[id(p.grad)] = p.grad
+    def set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            if torch.is_tensor(group["lr"]):
+                group["lr"].fill_(lr)  # torchao keeps lr as a tensor (no recompile when it changes)
+            else:
+                group["lr"] = lr
+
+    def memory_split(self) -> dict[str, int]:
+        """Bytes of weights, master copy, gradients and optimizer state, read off the live tensors
+        (each counted once: a tied weight is one tensor). Optimizer state held under a key of
+        MASTER_STATE is the master copy: the extra precision the update keeps beside the weights."""
+        seen: set[int] = set()
+        split = dict.fromkeys(MEMORY_ROLES, 0)
+
+        def add(role: str, t) -> None:
+            if torch.is_tensor(t) and id(t) not in seen:
+                seen.add(id(t))
+                split[role] += tensor_bytes(t)
+
+        params = list(self.model.parameters())
+        for p in params:
+            add("weights", p)
+        for p in params:
+            add("grads", p.grad)
         for state in self.optimizer.state.values():
-            for value in state.values():
-                if torch.is_tensor(value):
-                    tensors[id(value)] = value
-        return sum(t.numel() * t.element_size() for t in tensors.values())
+            for key, value in state.items():
+                add("master" if key in MASTER_STATE else "optimizer", value)
+        return split
+
+    def state_bytes(self) -> int:
+        """Bytes of parameters, gradients (when present) and optimizer state."""
+        return sum(self.memory_split().values())
+
+
+MEMORY_ROLES = ("weights", "master", "grads", "optimizer")
+MASTER_STATE = ("kahan_comp",)  # torch-optimi's Kahan compensation buffer
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Storage bytes of a tensor; a wrapper subclass (torchao's quantized optimizer state) is the
+    sum of the tensors it wraps (its own element size is that of the dtype it poses as)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    if is_traceable_wrapper_subclass(t):
+        names, _ = t.__tensor_flatten__()
+        return sum(tensor_bytes(getattr(t, name)) for name in names)
+    return t.numel() * t.element_size()
 
 
 class GradZeros:
@@ -239,7 +300,7 @@ def underflow_fraction(case: GradZeros, reference: GradZeros) -> float:
 
 def final_loss(curve: list[float]) -> float:
     """Mean loss over the last fifth of the steps (at least one)."""
-    tail = curve[-max(1, len(curve) // 5) :]
+    tail = curve[-tail_steps(len(curve)) :]
     return sum(tail) / len(tail)
 
 
@@ -254,17 +315,63 @@ def divergence(curve: list[float]) -> str | None:
     return None
 
 
-def train(trainer: Trainer, batches, probe: GradZeros | None = None) -> tuple[list[float], int]:
-    """Train on `batches` (probing the first step's gradients); the loss curve and how many steps
-    the GradScaler skipped (its scale drops exactly when it skips: reading it synchronises, which
-    is fine here, outside the timed step)."""
+class StuckUpdates:
+    """Share of parameter entries an optimizer step left exactly unchanged, over the steps watched.
+    Every AdamW update is non-zero where the moments are, so an unchanged entry is one whose update
+    rounded away in the weights' format (swamping: |u| < 2^-8 |w| in bf16, 2^-24 |w| in fp32)."""
+
+    def __init__(self):
+        self.unchanged = self.total = 0
+
+    def around(self, model: nn.Module, step) -> None:
+        params = list(model.parameters())
+        before = [p.detach().clone() for p in params]
+        step()
+        for p, b in zip(params, before):
+            self.unchanged += int((p.detach() == b).sum())
+            self.total += b.numel()
+
+    def fraction(self) -> float:
+        return self.unchanged / self.total if self.total else math.nan
+
+
+def train(trainer: Trainer, batches, probe: GradZeros | None = None, *, spec: StepSpec | None = None,
+          start: int = 0, stuck: StuckUpdates | None = None, last_probe=None) -> tuple[list[float], int]:
+    """Train on `batches` (probing the first step's gradients, and `last_probe` the last's); the
+    loss curve and how many steps the GradScaler skipped (its scale drops exactly when it skips:
+    reading it synchronises, which is fine here, outside the timed step). With `spec`, step `i`
+    runs at the schedule's lr of step `start + i`; `stuck` watches the last fifth of the steps."""
     losses, skipped = [], 0
     for i, (x, y) in enumerate(batches):
+        if spec is not None:
+            trainer.set_lr(spec.lr_at(start + i))
         scale = trainer.scaler.get_scale() if trainer.scaler is not None else None
-        losses.append(trainer.step(x, y, probe=probe if i == 0 else None))
+        due = [f for f, at in ((probe, 0), (last_probe, len(batches) - 1)) if f is not None and i == at]
+        this_probe = (lambda model: [f(model) for f in due]) if due else None
+
+        def step():
+            losses.append(trainer.step(x, y, probe=this_probe))
+
+        if stuck is not None and spec is not None and start + i >= spec.steps - tail_steps(spec.steps):
+            stuck.around(trainer.model, step)
+        else:
+            step()
         if scale is not None and trainer.scaler.get_scale() < scale:
             skipped += 1
     return [float(v) for v in torch.stack(losses).float().cpu()], skipped
+
+
+def tail_steps(steps: int) -> int:
+    """The last fifth of the steps (at least one): what final_loss averages and StuckUpdates watches."""
+    return max(1, steps // 5)
+
+
+def memory_columns(split: dict[str, int], textbook: dict[str, float], n_params: int) -> dict:
+    """Bytes per parameter by role, measured (`split`: bytes) and the recipe's textbook total."""
+    out = {f"bytes_per_param_{role}": split.get(role, 0) / n_params for role in MEMORY_ROLES}
+    out["bytes_per_param"] = sum(split.values()) / n_params
+    out["textbook_bytes_per_param"] = float(sum(textbook.values()))
+    return out
 
 
 def _device_name(device: torch.device) -> str | None:
@@ -275,7 +382,8 @@ class TrainStep(Workload):
     name = "train_step"
 
     def prepare(self, case, precision, device):
-        spec = StepSpec.from_params(case.params)
+        # the case's params hold its precision's too (e.g. a low-bit recipe's master)
+        spec = StepSpec.from_params({k: v for k, v in case.params.items() if k in TrainStepParams.model_fields})
         reason = compile_unsupported(device) if spec.compile else None
         if reason:
             raise Unsupported(reason)
@@ -313,35 +421,42 @@ class TrainStep(Workload):
 
         zeros = GradZeros()
         first: list = []
+        stuck, split = StuckUpdates(), {}
+
+        def read_split(_model) -> None:
+            split.update(trainer.memory_split())  # gradients present, optimizer state built
 
         def first_step() -> None:
             """The check's first training step; it compiles a compiled model, so the runner times it
             (compile_s)."""
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats(device)
-            first.append(train(trainer, train_batches[:1], zeros))
+            first.append(train(trainer, train_batches[:1], zeros, spec=spec, stuck=stuck,
+                               last_probe=read_split if spec.steps == 1 else None))
 
         def check() -> dict:
             out: dict = {}
             with precision.active():
                 if not first:  # called without the runner's first call
                     first_step()
-                rest = train(trainer, train_batches[1:]) if spec.steps > 1 else ([], 0)
+                rest = (train(trainer, train_batches[1:], spec=spec, start=1, stuck=stuck, last_probe=read_split)
+                        if spec.steps > 1 else ([], 0))
                 curve, skipped = first[0][0] + rest[0], first[0][1] + rest[1]
                 # CUDA: the allocator's high-water mark over these steps. CPU tensors have no
                 # allocator statistics, and the process's peak RSS is not this case's.
                 out["peak_mem_mb"] = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
                 out["state_mem_mb"] = trainer.state_bytes() / 2**20
+                out.update(memory_columns(split, precision.textbook_bytes(), n_params))
             if trainer.scaler is not None:
                 out.update(scaler_skipped_steps=skipped, loss_scale_final=float(trainer.scaler.get_scale()))
 
             if precision.name == FP32.name and not spec.compile:
-                ref_curve, ref_zeros = curve, zeros  # the case is its own reference
+                ref_curve, ref_zeros, ref_stuck = curve, zeros, stuck  # the case is its own reference
             else:
-                ref_zeros = GradZeros()
+                ref_zeros, ref_stuck = GradZeros(), StuckUpdates()
                 reference = Trainer(build_model(spec, case.seed), FP32, device, spec, compiled=False)
                 with FP32.active():
-                    ref_curve, _ = train(reference, train_batches, ref_zeros)
+                    ref_curve, _ = train(reference, train_batches, ref_zeros, spec=spec, stuck=ref_stuck)
                 del reference
 
             final, ref_final = final_loss(curve), final_loss(ref_curve)
@@ -362,6 +477,8 @@ class TrainStep(Workload):
                 divergence=why,
                 grad_zero_frac=zeros.fraction(),
                 grad_underflow_frac=underflow_fraction(zeros, ref_zeros),
+                stuck_update_frac=stuck.fraction(),
+                fp32_stuck_update_frac=ref_stuck.fraction(),
             )
             return out
 

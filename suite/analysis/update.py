@@ -1,0 +1,84 @@
+"""The update-side answer: which recipes for the weights and optimizer state (suite/precisions/update.py)
+trained to within a margin of the fp32-master loss, and at what memory per parameter.
+
+A setting (the training-step cases of one run that share a baseline case) answers when its recipes
+store the update differently (their textbook bytes per parameter differ): fp32 against bf16
+autocast stores the same 16 bytes and is a compute question, which `answers` covers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+from suite.analysis.answers import short, with_settings
+
+# 0.01 nats of cross-entropy is a 1% higher perplexity (exp(0.01) = 1.010): beyond the run-to-run
+# noise of the paired comparison (same init, same batches) and what a practitioner would notice.
+MARGIN_NATS = 0.01
+# The fp32-master reference: the recipe whose only low precision is the compute.
+REFERENCE = "bf16"
+
+
+def _name(r) -> str:
+    """The recipe, with its master-weight choice where the case set one (low-bit state on bf16)."""
+    master = json.loads(r["params"] or "{}").get("master") if isinstance(r.get("params"), str) else None
+    return f"{r['precision']} (master {master})" if master else str(r["precision"])
+
+
+def _setting(r) -> str:
+    """The training setting in words: model, blocks x width, vocabulary, steps."""
+    return (f"{r['model']} {int(r['n_layer'])} x {int(r['d_model'])}, vocab {int(r['vocab'])}, "
+            f"{int(r['train_steps'])} steps")
+
+
+def _bpp(r) -> str:
+    return f"{float(r['bytes_per_param']):.3g} B/param" if pd.notna(r.get("bytes_per_param")) else "B/param not measured"
+
+
+def _stuck(r) -> str:
+    value = r.get("stuck_update_frac")
+    return f", {float(value):.0%} of updates stuck" if pd.notna(value) and float(value) >= 0.005 else ""
+
+
+def update_answers(df: pd.DataFrame, margin: float = MARGIN_NATS) -> list[str]:
+    """One sentence per answering setting of the newest run: the reference's final loss (the
+    `bf16` recipe's, else the fp32 twin's) and bytes per parameter; the recipes within `margin` of
+    it, fewest bytes first; those above it with their loss gap and stuck share; those not measured."""
+    if "textbook_bytes_per_param" not in df or df["textbook_bytes_per_param"].isna().all():
+        return []
+    newest = with_settings(df[(df["run_id"] == df["run_id"].max()) & (df["workload"] == "train_step")])
+    lines = []
+    for _, g in newest.groupby("setting_key", sort=False):
+        if g["textbook_bytes_per_param"].dropna().nunique() < 2:
+            continue
+        ok = g[(g["status"] == "ok") & g["final_loss"].notna()]
+        ref_rows = ok[ok["precision"] == REFERENCE]
+        if len(ref_rows):
+            ref = ref_rows.iloc[0]
+            ref_loss, ref_name = float(ref["final_loss"]), f"{REFERENCE} (fp32 master weights, {_bpp(ref)})"
+            others = ok[ok["precision"] != REFERENCE]
+        elif len(ok):
+            ref_loss, ref_name = float(ok["fp32_final_loss"].iloc[0]), "the fp32 twin"
+            others = ok
+        else:
+            continue
+        floor = float(ok["entropy_floor"].iloc[0]) if "entropy_floor" in ok else math.nan
+        gap = others["final_loss"].astype(float) - ref_loss
+        within = others[gap.abs() <= margin].sort_values("bytes_per_param")
+        above = others[gap.abs() > margin]
+        parts = [f"reference {ref_name}: final loss {ref_loss:.4f} nats, {ref_loss - floor:.4f} above the corpus's floor"]
+        parts.append("within: " + (", ".join(f"{_name(r)} {r['final_loss'] - ref_loss:+.4f} ({_bpp(r)})"
+                                             for _, r in within.iterrows()) or "none"))
+        if len(above):
+            parts.append("not within: " + ", ".join(f"{_name(r)} {r['final_loss'] - ref_loss:+.4f} nats "
+                                                   f"({_bpp(r)}{_stuck(r)})" for _, r in above.iterrows()))
+        bad = g[g["status"] != "ok"]
+        if len(bad):
+            parts.append("not measured: " + ", ".join(f"{_name(r)} {r['status']} ({short(r.get('reason'), 60)})"
+                                                     for _, r in bad.iterrows()))
+        lines.append(f"Update precision ({_setting(ok.iloc[0])}), margin {margin:g} nats ({math.exp(margin) - 1:.1%} "
+                     "perplexity) of the fp32-master loss: " + "; ".join(parts) + ".")
+    return lines

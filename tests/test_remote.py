@@ -1,0 +1,195 @@
+"""Results at an `s3://` URL, on a real S3-compatible server started here (moto's server mode, over
+HTTP, through s3fs: not a mock of the client): runs written, read, reported, compared, resumed, and
+no partial object under a final name when an upload fails."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import sys
+
+import pytest
+
+from suite import cli, pipeline
+from suite.analysis import compare, history
+from suite import report
+from suite.report import plots
+from suite.errors import UserError
+from suite.results import journal, location, store
+from suite.scenario import plan, spec
+from tests.conftest import quick_toml
+
+moto_server = pytest.importorskip("moto.server", reason="needs moto[server] (the test extra)")
+pytest.importorskip("s3fs", reason="needs s3fs (the remote extra)")
+
+# Two cases: the least a run with a speedup has.
+SMALL = quick_toml("small", """
+[[sweep]]
+workload = "gemm"
+precisions = ["fp32", "bf16"]
+shapes = "square"
+sizes = [32]
+""", baseline="fp32")
+
+
+@pytest.fixture(scope="module")
+def bucket(tmp_path_factory):
+    """A bucket on a moto server of this module's own, and the environment s3fs reads it with."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in {"AWS_ENDPOINT_URL": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "testing",
+                           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                           "MPSUITE_SPOOL": str(tmp_path_factory.mktemp("spool"))}.items():
+            mp.setenv(key, value)
+        fs = location.where("s3://mpsuite-test").fs
+        fs.mkdir("mpsuite-test")
+        try:
+            yield fs
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def url(bucket):
+    """A fresh prefix in the bucket for one test."""
+    return f"s3://mpsuite-test/{secrets.token_hex(4)}"
+
+
+@pytest.fixture
+def small(write_scenario):
+    return write_scenario(SMALL, "small.toml")
+
+
+def test_runs_written_read_reported_and_compared_under_an_s3_url(bucket, url, small, monkeypatch):
+    for _ in range(2):
+        assert cli.main(["run", str(small), "--results", url, "--no-report", "--quiet"]) == 0
+    keys = bucket.find(url.removeprefix("s3://"))
+    assert len(keys) == 2 and all(k.endswith(".parquet") and "/small/" in k for k in keys)  # no journal, no temporary
+    df = store.read([f"{url}/small"])
+    assert len(df) == 4 and df.groupby("run_id").size().tolist() == [2, 2]
+    assert set(df["case_id"]) == {c.case_id for c in plan.expand(spec.load(small))}
+
+    # the report of the bucket's records, into the bucket too (rendered here, uploaded); an object of
+    # an earlier render that this one lacks is removed. Plots are tested with local reports.
+    monkeypatch.setattr(plots, "PLOTS", {})
+    reports = f"{url}-reports/small"
+    bucket.pipe_file(f"{reports}/.mpsuite-report".removeprefix("s3://"), b"an earlier report")
+    bucket.pipe_file(f"{reports}/old_plot.png".removeprefix("s3://"), b"a plot of an earlier render")
+    assert cli.main(["report", f"{url}/small", "--out", reports, "--quiet"]) == 0
+    held = sorted(k.rsplit("/", 1)[-1] for k in bucket.find(reports.removeprefix("s3://")))
+    assert held == [".mpsuite-report", "index.html", "report.md"]
+    page = bucket.cat_file(f"{reports}/report.md".removeprefix("s3://")).decode()
+    assert max(df["run_id"]) in page and min(df["run_id"]) not in page  # the newest run
+    bucket.pipe_file(f"{url}-data/table.csv".removeprefix("s3://"), b"a,b")
+    with pytest.raises(UserError, match="not an mpsuite report"):
+        report.output_dir(f"{url}-data")
+
+    # compare and history select from the bucket as from a folder (their pages are rendered as for
+    # local results: that is tested in their own modules)
+    old, new = compare.load_sides(f"{url}/small,skip=1", "scenario=small", url)
+    assert set(old.records["run_id"]) == {min(df["run_id"])} and set(new.records["run_id"]) == {max(df["run_id"])}
+    result = compare.compare(old, new, compare.Options(min_runs=1, noise=0.05, fail_on=()))
+    assert set(result.cases["case_id"]) == set(df["case_id"])
+    assert len(history.build("small", url).runs) == 2
+
+
+def test_an_interrupted_run_resumes_from_the_uploaded_journal_on_another_machine(bucket, url, small, monkeypatch):
+    scenario = spec.load(small)
+    order = [c.case_id for c in plan.expand(scenario)]
+    append = journal.Journal.append
+
+    def killed_after_one(self, record):
+        if len(self):
+            raise KeyboardInterrupt
+        append(self, record)
+
+    monkeypatch.setattr(journal.Journal, "append", killed_after_one)
+    with pytest.raises(pipeline.RunInterrupted) as stopped:
+        pipeline.run_scenario(scenario, url, None, "cpu", progress=False)
+    monkeypatch.setattr(journal.Journal, "append", append)
+    run_id = stopped.value.run_id
+    remote = store.journal_path(url, "small", run_id)
+    assert len(journal.read(remote).records) == 1  # the uploaded copy holds the finished case
+    assert store.incomplete_runs(url, "small") == [run_id]
+    partial = store.read([url], unfinished=True)
+    assert partial["run_partial"].all() and len(partial) == 1
+
+    location.spool(remote).unlink()  # another machine: only the bucket's copy is left
+    done = pipeline.run_scenario(scenario, url, None, "cpu", progress=False, resume=run_id)
+    assert sorted(r["case_id"] for r in done.records) == sorted(order)  # every case exactly once
+    assert not remote.exists() and store.incomplete_runs(url, "small") == []
+    with pytest.raises(UserError, match="already complete"):
+        store.continue_run(url, "small", run_id)
+
+
+RECORDS = [{"run_id": "20260101T000000Z-abcdef", "scenario": "small", "case_id": "c1", "status": "ok",
+            "workload": "gemm", "precision": "fp32", "reason": None, "time_ms_median": 1.0}]
+
+
+def test_a_failed_upload_leaves_no_object_under_the_final_name(bucket, url, monkeypatch):
+    final = store.run_path(url, "small", "20260101T000000Z-abcdef")
+    # fsspec hands out one instance per filesystem and options: this is the one the store uses
+    assert final.fs is bucket
+
+    def cut_short(lpath, rpath, **kwargs):
+        with open(lpath, "rb") as f:
+            bucket.pipe_file(rpath, f.read()[:100])  # part of the bytes arrive, then the link drops
+        raise ConnectionError("connection reset while uploading")
+
+    monkeypatch.setattr(bucket, "put_file", cut_short)
+    with pytest.raises(ConnectionError):
+        store.write_run(RECORDS, final)
+    assert bucket.find(url.removeprefix("s3://")) == []  # neither the final key nor the temporary
+
+    monkeypatch.undo()
+
+    def refused(*args, **kwargs):
+        raise OSError("copy refused")
+
+    monkeypatch.setattr(bucket, "copy", refused)
+    with pytest.raises(OSError, match="copy refused"):
+        store.write_run(RECORDS, final)
+    assert bucket.find(url.removeprefix("s3://")) == []
+
+    monkeypatch.undo()
+    store.write_run(RECORDS, final)
+    before = final.read_bytes()
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        store.write_run([{**RECORDS[0], "status": "failed"}], final)
+    assert final.read_bytes() == before and bucket.find(url.removeprefix("s3://")) == [final.path]
+
+
+def test_a_run_id_taken_in_the_bucket_is_refused_as_a_local_one_is(bucket, url, tmp_path):
+    run_id = "20260101T000000Z-abcdef"
+    first = store.start_run(url, "small", run_id, {"plan": ["c1"]})
+    try:
+        # another machine (its own spool) starting a run of the same id: the bucket's conditional write refuses
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("MPSUITE_SPOOL", str(tmp_path))
+            with pytest.raises(journal.JournalError, match="already exists"):
+                store.start_run(url, "small", run_id, {"plan": ["c2"]})
+        assert journal.read(store.journal_path(url, "small", run_id)).header["plan"] == ["c1"]
+    finally:
+        first.close()
+
+
+def test_locations_local_paths_need_no_fsspec(tmp_path, monkeypatch):
+    assert location.where(f"file://{tmp_path}") == tmp_path
+    assert location.where("results") == location.Path("results")
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # as if not installed
+    store.write_run(RECORDS, store.run_path(tmp_path, "small", RECORDS[0]["run_id"]))
+    assert len(store.read([tmp_path])) == 1
+    with pytest.raises(UserError, match=r"pip install -e \.\[remote\]"):
+        store.read(["s3://bucket/results"])
+
+
+def test_a_storage_service_that_cannot_be_used_is_a_one_line_error(bucket, capsys):
+    from botocore.exceptions import EndpointConnectionError
+
+    assert location.is_storage_error(EndpointConnectionError(endpoint_url="http://127.0.0.1:1"))
+    assert not location.is_storage_error(ValueError("a bug of ours"))
+    assert cli.main(["report", "nosuch://x/y"]) == 2
+    assert "Protocol not known" in capsys.readouterr().err
