@@ -37,7 +37,7 @@ from suite.errors import JournalError, UserError
 # 3: every defined column in every file, in its declared type (`suite.results.columns`); a
 # version-2 file reads as before (the reader's frames are the same), so its migration is empty.
 # 4: `started_at` a timestamp (UTC), no longer ISO 8601 text (`_timestamps`).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 META_KEY = b"mpsuite.schema_version"
 
 # Columns every record has (the record contract); workloads and recipes add more. Every column,
@@ -88,7 +88,9 @@ def _timestamps(df: pd.DataFrame) -> pd.DataFrame:
 
 
 # schema version -> function upgrading a DataFrame from that version to the next one.
-MIGRATIONS: dict[int, callable] = {1: _typed_params, 2: lambda df: df, 3: _timestamps}
+# 4 -> 5 added columns only (distributed steps, update-side precision, fleet runs): an older file
+# reads without them, and a rewrite (`rewrite`) gives it every defined column, null.
+MIGRATIONS: dict[int, callable] = {1: _typed_params, 2: lambda df: df, 3: _timestamps, 4: lambda df: df}
 
 
 # Creating the journal with O_EXCL catches the collisions a run id's random bits leave.
