@@ -154,12 +154,12 @@ def _threads(text: str) -> int:
 
 
 def cmd_report(args) -> int:
-    from suite.analysis import fleet
+    from suite.analysis import derived, fleet
     from suite import report
     from suite.results import store
 
-    # an interrupted run renders as a partial report; list columns stay Arrow (a report reads them columnar)
-    df = store.read(args.results, unfinished=True, arrow_lists=True)
+    # an interrupted run renders as a partial report; a lean read (store.read_file) for a big one
+    df = store.read(args.results, unfinished=True, lean=True)
     if not args.all_runs:
         df = fleet.latest_runs(df)  # per device: the fleet's newest run of each card
     scenarios = sorted(df["scenario"].unique())
@@ -168,7 +168,7 @@ def cmd_report(args) -> int:
             out = Path("reports") / name
         else:
             out = location.where(args.out) / name if len(scenarios) > 1 else location.where(args.out)
-        written = report.render(df[df["scenario"] == name], out)
+        written = report.render(derived.rows(df, df["scenario"] == name), out)
         _info(args, f"report in {out}/ ({', '.join(p.name for p in written)})")
     return 0
 

@@ -16,20 +16,21 @@ from suite.results.atomic import atomic_write  # noqa: E402
 from suite.analysis.derived import is_emulated, shape_label, shape_labels, vocab_padding  # noqa: E402
 
 
-def _x(df: pd.DataFrame) -> tuple[pd.Series, str, dict | None]:
+def _x(df: pd.DataFrame) -> tuple[pd.Series, str, dict | None, pd.Series]:
     """x positions: the equivalent square size (M*K*N)^(1/3) where shapes form lines (`_families`),
-    else one category per shape, ordered by size."""
+    else one category per shape, ordered by size; the axis label, the categories, and each row's
+    line (its family; one for all on a category axis)."""
     shaped = df["m"].notna().all()
     if shaped:
         size = (df["m"].astype(float) * df["k"].astype(float) * df["n"].astype(float)) ** (1 / 3)
         families = _families(df)
         by_line = size.groupby([df["precision"], families])
         if ((by_line.max() / by_line.min()) >= LINE_SPAN).any():
-            return size, "problem size (M*K*N)^(1/3)", None
+            return size, "problem size (M*K*N)^(1/3)", None, families
     labels = shape_labels(df)
     order = size.groupby(labels).first().sort_values() if shaped else pd.Series(0, index=sorted(set(labels)))
     pos = {label: i for i, label in enumerate(order.index)}
-    return labels.map(pos), "case", pos
+    return labels.map(pos), "case", pos, pd.Series("", index=df.index)
 
 
 # A family of shapes spanning less than this factor in size is drawn as categories: its points
@@ -161,11 +162,10 @@ def _spread(rows: pd.DataFrame, value: pd.Series) -> np.ndarray:
     return np.nan_to_num(np.vstack([v - low, high - v]), nan=0.0).clip(min=0)
 
 
-def _lines(ax, rows: pd.DataFrame, x: pd.Series, column: str, cats, log_y: bool) -> None:
+def _lines(ax, rows: pd.DataFrame, x: pd.Series, families: pd.Series, column: str, cats, log_y: bool) -> None:
     """One line per precision and shape family, with distinct markers and dashes (so precisions
     with the same numbers stay visible) and error bars from the stored quantiles. Shapes that form
     no line (one point in their family, or categories) are points, one legend entry per precision."""
-    families = _families(rows) if cats is None else pd.Series("", index=rows.index)
     counts = rows.groupby([rows["precision"], families]).size()
     lined = set() if cats is not None else {f for (_, f), n in counts.items() if n > 1}
     for i, (precision, by_precision) in enumerate(rows.groupby("precision", sort=False)):
@@ -209,10 +209,10 @@ def throughput(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     rows = rows[rows["tflops"].notna()]
     if rows.empty:
         return None
-    x, xlabel, cats = _x(rows)
+    x, xlabel, cats, families = _x(rows)
     fig, ax = plt.subplots(figsize=_size(cats))
     log_y = _wide(pd.concat([rows["tflops"], rows["peak_tflops"].dropna()]))
-    _lines(ax, rows, x, "tflops", cats, log_y)
+    _lines(ax, rows, x, families, "tflops", cats, log_y)
     for i, (precision, g) in enumerate(rows.groupby("precision", sort=False)):
         peak = g["peak_tflops"].dropna()
         if len(peak):
@@ -230,10 +230,10 @@ def speedup(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     rows = rows[rows["speedup"].notna() & (rows["precision"] != rows["baseline"])]
     if rows.empty:
         return None
-    x, xlabel, cats = _x(rows)
+    x, xlabel, cats, families = _x(rows)
     fig, ax = plt.subplots(figsize=_size(cats))
     log_y = _wide([*rows["speedup"].agg(["min", "max"]), 1.0])
-    _lines(ax, rows, x, "speedup", cats, log_y)
+    _lines(ax, rows, x, families, "speedup", cats, log_y)
     ax.axhline(1.0, color="k", lw=1)
     if log_y:
         ax.set_yscale("log")

@@ -374,16 +374,16 @@ def schema_version_of(path: Path, source=None) -> int:
 
 
 def _arrow_list(kind: pa.DataType):
-    """pandas' type for a column read with `arrow_lists`: Arrow-backed where it is a list."""
+    """pandas' type for a column of a `lean` read: Arrow-backed where it is a list."""
     return pd.ArrowDtype(kind) if pa.types.is_list(kind) else None
 
 
-def read_file(path: str | Path, arrow_lists: bool = False) -> pd.DataFrame:
+def read_file(path: str | Path, lean: bool = False) -> pd.DataFrame:
     """A results file's records (migrated to this schema version, checked against the record
-    contract). With `arrow_lists`, list columns (per-sample times, loss curves) stay Arrow arrays,
-    null where a record has none, rather than a numpy array per cell: a report of a million
-    records reads them columnar (`suite.analysis.derived.stalls`), where making a million arrays
-    would cost seconds."""
+    contract). `lean`, for reading a million records into a report: list columns (per-sample
+    times, loss curves) stay Arrow arrays, null where a record has none, rather than a numpy array
+    per cell (`suite.analysis.derived.stalls` reads them columnar), and columns no record fills are
+    left out (the contract's stay); made into pandas, they would cost seconds."""
     path = location.where(path)
     try:
         source = _source(path)
@@ -402,7 +402,10 @@ def read_file(path: str | Path, arrow_lists: bool = False) -> pd.DataFrame:
     if current:
         validate.check(table, path)
     try:
-        df = table.to_pandas(types_mapper=_arrow_list if arrow_lists and current else None)
+        if lean and current:
+            table = table.select([c for c in table.column_names
+                                  if c in CONTRACT or table[c].null_count < table.num_rows])
+        df = table.to_pandas(types_mapper=_arrow_list if lean and current else None)
     except (pa.ArrowException, ValueError, TypeError) as err:
         raise UserError(f"{path}: cannot read results file: {err}") from None
     while version < SCHEMA_VERSION:
@@ -461,10 +464,10 @@ def _warn(message: str) -> None:
     print(f"mpsuite: warning: {message}", file=sys.stderr)
 
 
-def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, arrow_lists: bool = False) -> pd.DataFrame:
+def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, lean: bool = False) -> pd.DataFrame:
     """All records of the runs under `paths`, as one DataFrame; with `unfinished`, also the
     finished cases of runs that have only a journal (marked `run_partial`, for a partial report);
-    `arrow_lists` as for `read_file`.
+    `lean` as for `read_file`.
 
     A file that cannot be read or breaks the record contract is left out, with `warn` told which
     and why, so one bad file never hides every other run; a file named explicitly is an error."""
@@ -473,7 +476,7 @@ def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, arro
     frames, left_out = [], []
     for f in run_files(paths):
         try:
-            frames.append(read_file(f, arrow_lists))
+            frames.append(read_file(f, lean))
         except UserError as err:
             if f in named:
                 raise
