@@ -263,13 +263,15 @@ MASTER_STATE = ("kahan_comp",)  # torch-optimi's Kahan compensation buffer
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
-    """Storage bytes of a tensor; a wrapper subclass (torchao's quantized optimizer state) is the
-    sum of the tensors it wraps (its own element size is that of the dtype it poses as)."""
+    """Storage bytes of a tensor; a wrapper subclass (torchao's quantized optimizer state, FSDP2's
+    DTensor: this rank's shard) is the sum of the tensors it wraps (its own element size is that of
+    the dtype it poses as); what else it flattens to (a DTensor's device mesh) holds no storage."""
     from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
     if is_traceable_wrapper_subclass(t):
         names, _ = t.__tensor_flatten__()
-        return sum(tensor_bytes(getattr(t, name)) for name in names)
+        inner = (getattr(t, name) for name in names)
+        return sum(tensor_bytes(v) for v in inner if isinstance(v, torch.Tensor))
     return t.numel() * t.element_size()
 
 
