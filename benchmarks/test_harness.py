@@ -72,6 +72,10 @@ def synthetic_records(n: int) -> list[dict]:
     return out
 
 
+# Sizes timed only by `nox -s bench`; a plain test run (`nox -s tests`) runs each test at its smallest.
+WHEN_TIMED = "only when timed (nox -s bench): seconds each, too long for every test run"
+
+
 def test_plan_10k_cases(benchmark):
     scenario = big_scenario(10_000)
     cases = benchmark(plan.expand, scenario)
@@ -82,7 +86,7 @@ def test_plan_10k_cases(benchmark):
 def test_plan_command(benchmark, cases, tmp_path):
     """`python -m suite plan` as a user runs it: read and check the file, expand, print every case."""
     if cases > 10_000 and not benchmark.enabled:
-        pytest.skip("10^6 cases only when timed (nox -s bench): seconds, too long for every test run")
+        pytest.skip(f"{cases:,} cases {WHEN_TIMED}")
     path, out = big_scenario_file(cases, tmp_path), tmp_path / "plan.txt"
 
     def plan_command():
@@ -94,37 +98,41 @@ def test_plan_command(benchmark, cases, tmp_path):
         assert sum(1 for _ in lines) == cases
 
 
-def test_write_and_read_100k_records(benchmark, tmp_path):
-    records = synthetic_records(100_000)
+@pytest.mark.parametrize("records", [10_000, 100_000])
+def test_write_and_read_records(benchmark, records, tmp_path):
+    if records > 10_000 and not benchmark.enabled:
+        pytest.skip(f"{records:,} records {WHEN_TIMED}")
+    written = synthetic_records(records)
 
     def roundtrip():
-        path = store.write_run(records, tmp_path / "bench" / "run.parquet")
+        path = store.write_run(written, tmp_path / "bench" / "run.parquet")
         return store.read_file(path)
 
     df = benchmark.pedantic(roundtrip, rounds=2, iterations=1)
-    assert len(df) == 100_000 and df["samples_ms"].iloc[0] == pytest.approx(records[0]["samples_ms"])
+    assert len(df) == records and df["samples_ms"].iloc[0] == pytest.approx(written[0]["samples_ms"])
 
 
 def results_folder(records: int, folder: Path) -> Path:
-    """A results folder holding one run of `records` synthetic records: 100k written by the store
-    (whose writing test_write_and_read_100k_records times), repeated with case ids of their own."""
-    seed = pq.read_table(store.write_run(synthetic_records(100_000), folder.parent / "seed" / "run.parquet"))
+    """A results folder holding one run of `records` synthetic records: up to 100k written by the
+    store (whose writing test_write_and_read_records times), repeated with case ids of their own."""
+    seed_records = min(records, 100_000)
+    seed = pq.read_table(store.write_run(synthetic_records(seed_records), folder.parent / "seed" / "run.parquet"))
 
     def suffixed(table, name: str, copy: int) -> pa.Table:
         ids = pc.binary_join_element_wise(seed[name], f"-{copy}", "")
         return table.set_column(seed.schema.get_field_index(name), seed.schema.field(name), ids)
 
-    copies = [suffixed(suffixed(seed, "case_id", c), "baseline_case_id", c) for c in range(records // 100_000)]
+    copies = [suffixed(suffixed(seed, "case_id", c), "baseline_case_id", c) for c in range(records // seed_records)]
     folder.mkdir(parents=True)
     pq.write_table(pa.concat_tables(copies), folder / "run.parquet")
     return folder
 
 
-@pytest.mark.parametrize("records", [100_000, 1_000_000])
+@pytest.mark.parametrize("records", [10_000, 100_000, 1_000_000])
 def test_read_and_report(benchmark, records, tmp_path):
     """`python -m suite report` as a user runs it on a results folder: read, analyse, plot, write."""
-    if records > 100_000 and not benchmark.enabled:
-        pytest.skip("10^6 records only when timed (nox -s bench): a minute to make, too long for every test run")
+    if records > 10_000 and not benchmark.enabled:
+        pytest.skip(f"{records:,} records {WHEN_TIMED}")
     folder, out = results_folder(records, tmp_path / "results" / "bench"), tmp_path / "report"
 
     def report_command():

@@ -17,13 +17,17 @@ budget_s = 0.02
 """
 
 
-def quick_toml(name: str, sweeps: str, *, description: str = "", baseline: str | None = None) -> str:
-    """A CPU scenario with the quick stopping rule: `sweeps` holds its [[sweep]] tables."""
+def quick_toml(name: str, sweeps: str, *, description: str = "", baseline: str | None = None,
+               warmup_s: float = 0.0, min_samples: int = 3, budget_s: float = 0.02) -> str:
+    """A CPU scenario with a quick stopping rule (QUICK_TIMING unless told): `sweeps` holds its
+    [[sweep]] tables."""
     head = [f'name = "{name}"']
     if description:
         head.append(f"description = {json.dumps(description)}")  # a JSON string is a TOML basic string
     head += ["[defaults]", 'device = "cpu"'] + ([f'baseline = "{baseline}"'] if baseline else [])
-    return "\n".join(head) + QUICK_TIMING + textwrap.dedent(sweeps)
+    timing = QUICK_TIMING.replace("warmup_s = 0.0", f"warmup_s = {warmup_s}").replace(
+        "min_samples = 3", f"min_samples = {min_samples}").replace("budget_s = 0.02", f"budget_s = {budget_s}")
+    return "\n".join(head) + timing + textwrap.dedent(sweeps)
 
 
 # A run small enough for unit tests: two sizes, four precisions (tf32 is skipped off CUDA).

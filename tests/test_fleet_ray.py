@@ -15,6 +15,7 @@ from suite import cli
 from suite.errors import UserError
 from suite.fleet import ray_executor
 from suite.results import journal, store
+from tests.conftest import quick_toml
 from suite.scenario import plan, spec
 
 cluster_utils = pytest.importorskip("ray.cluster_utils", reason="Ray is the optional extra `fleet`")
@@ -22,24 +23,13 @@ psutil = pytest.importorskip("psutil")  # a dependency of Ray
 
 # Six settings of two cases, each case at least 0.15 s (its warm-up): the killed worker's case runs
 # again within the first five records, so seven or more cases are left when the driver is stopped.
-SCENARIO = """
-name = "rayfleet"
-
-[defaults]
-device = "cpu"
-baseline = "fp32"
-
-[defaults.timing]
-warmup_s = 0.15
-min_samples = 2
-budget_s = 0.01
-
+SCENARIO = quick_toml("rayfleet", """
 [[sweep]]
 workload = "gemm"
 precisions = ["fp32", "bf16"]
 shapes = "square"
 sizes = [16, 24, 32, 40, 48, 56]
-"""
+""", baseline="fp32", warmup_s=0.15, min_samples=2, budget_s=0.01)
 
 
 @pytest.fixture(scope="module")

@@ -15,28 +15,18 @@ from pathlib import Path
 from suite import cli
 from suite.analysis import derived
 from suite.results import groups, journal, store
+from tests.conftest import quick_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # Three settings (fp32 and bf16 at one size each): one per shard of three.
-FAST = """
-name = "fleet"
-
-[defaults]
-device = "cpu"
-baseline = "fp32"
-
-[defaults.timing]
-warmup_s = 0.0
-min_samples = 2
-budget_s = 0.01
-
+FAST = quick_toml("fleet", """
 [[sweep]]
 workload = "gemm"
 precisions = ["fp32", "bf16"]
 shapes = "square"
 sizes = [16, 32, 48]
-"""
+""", baseline="fp32", min_samples=2, budget_s=0.01)
 # The same cases with a 0.3 s warm-up each, so a shard can be caught between its two cases.
 SLOW = FAST.replace("warmup_s = 0.0", "warmup_s = 0.3")
 

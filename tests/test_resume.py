@@ -25,24 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Four measured cases of about 0.2 s each (the warm-up time dominates), so a poller checking every
 # 10 ms has over half a second to catch the run between its first and its last case.
-SLOW = """
-name = "slow"
-
-[defaults]
-device = "cpu"
-baseline = "fp32"
-
-[defaults.timing]
-warmup_s = 0.2
-min_samples = 3
-budget_s = 0.02
-
+SLOW = quick_toml("slow", """
 [[sweep]]
 workload = "gemm"
 precisions = ["fp32", "bf16"]
 shapes = "square"
 sizes = [32, 64]
-"""
+""", baseline="fp32", warmup_s=0.2, budget_s=0.02)
 
 
 @pytest.fixture
