@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from suite import cli, pipeline, report
+from suite.report import plots
 from suite.analysis import bench_json
 from suite.results import atomic, journal, store
 from suite.scenario import plan, spec
@@ -203,7 +204,7 @@ def test_4_a_render_killed_midway_leaves_the_previous_report_whole(tiny_run, tmp
     def killed(*args, **kwargs):
         raise KeyboardInterrupt  # as SIGINT halfway through the plots
 
-    monkeypatch.setitem(report.plots.PLOTS, "speedup", killed)
+    monkeypatch.setitem(plots.PLOTS, "speedup", killed)
     with pytest.raises(KeyboardInterrupt):
         report.render(df.assign(run_id="20270101T000000Z-000000", tflops=df["tflops"] * 3), out)  # new plots
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

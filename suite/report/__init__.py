@@ -23,7 +23,6 @@ from suite import names
 from suite.results import groups, location
 from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
 from suite.errors import UserError
-from suite.report import plots
 from suite.scenario import registry
 
 ENV_COLUMNS = [
@@ -437,6 +436,8 @@ def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
 
 
 def _render_into(df: pd.DataFrame, out: Path) -> list[Path]:
+    from suite.report import plots  # matplotlib: paid for by a render, not by a run's end-of-run summary
+
     df = derived.prepare(df)
     view = build_view(df)
     written = []
