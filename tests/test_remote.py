@@ -193,3 +193,18 @@ def test_a_storage_service_that_cannot_be_used_is_a_one_line_error(bucket, capsy
     assert not location.is_storage_error(ValueError("a bug of ours"))
     assert cli.main(["report", "nosuch://x/y"]) == 2
     assert "Protocol not known" in capsys.readouterr().err
+
+
+def test_shards_of_a_group_write_to_the_bucket_and_a_requeued_shard_finds_its_run_there(bucket, url, write_scenario):
+    two = write_scenario(SMALL.replace("sizes = [32]", "sizes = [32, 48]"), "small.toml")  # two settings, one a shard
+    for k in (0, 1):
+        assert cli.main(["run", str(two), "--shard", f"{k}/2", "--group", "nightly", "--results", url,
+                         "--no-report", "--quiet"]) == 0
+    files = sorted(k for k in bucket.find(url.removeprefix("s3://")) if k.endswith(".parquet"))
+    df = store.read([f"{url}/small"])
+    assert len(files) == 2 and df["run_id"].nunique() == 1 and len(df) == 4  # one run of the group
+    assert df["run_group"].str.startswith("nightly.").all() and sorted(df["shard_index"].unique()) == [0, 1]
+    # the scheduler starts shard 0 again: it finds its complete run in the bucket, runs nothing, adds nothing
+    assert cli.main(["run", str(two), "--shard", "0/2", "--group", "nightly", "--results", url,
+                     "--no-report", "--quiet"]) == 0
+    assert sorted(k for k in bucket.find(url.removeprefix("s3://")) if k.endswith(".parquet")) == files
