@@ -123,6 +123,15 @@ def test_a_cpu_with_amx_but_a_lowered_isa_names_the_variables():
     assert "the CPU has amx_bf16 but torch dispatches to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2)" in first
 
 
+def test_a_recipe_slower_than_a_baseline_of_its_own_format_is_not_blamed_on_the_cpu():
+    # an update-side recipe against bf16 on a CPU with AMX: the same GEMMs, a costlier optimizer step
+    cpu = {"device": "cpu", "cpu_flags": "avx2 amx_bf16 avx512_bf16", "cpu_isa": "AVX512_BF16", "baseline": "bf16"}
+    df = pd.DataFrame([record("bf16", 256, 1.0, case_id="b", baseline_case_id="b", **cpu),
+                       record("bf16_adamw8bit", 256, 5.0, baseline_case_id="b", **cpu)])
+    slow = next(line for line in report.headline(df) if "slower than bf16 here" in line)
+    assert "its GEMMs run in bf16 as bf16's do" in slow and "native" not in slow
+
+
 def test_no_slow_path_no_line(records):
     assert not any("slower" in line for line in report.headline(records))  # bf16 4x faster there
 

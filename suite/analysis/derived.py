@@ -150,12 +150,20 @@ def _first(g: pd.DataFrame, column: str):
     return values.iloc[0] if len(values) else None
 
 
-def slow_path_cause(precision: str, device: str | None, isa, flags, isa_env) -> str:
+def _compute_dtype(precision: str | None) -> str | None:
+    precision = precision or ""
+    return "bf16" if precision.startswith("bf16") else "fp16" if precision.startswith("fp16") else None
+
+
+def slow_path_cause(precision: str, device: str | None, isa, flags, isa_env, baseline: str | None = None) -> str:
     """Why `precision` may be slower than its baseline on this machine, from the recorded CPU
     facts; empty where nothing recorded explains it."""
-    dtype = "bf16" if precision.startswith("bf16") else "fp16" if precision.startswith("fp16") else None
+    dtype = _compute_dtype(precision)
     if device != "cpu" or dtype is None:
         return ""
+    if _compute_dtype(baseline) == dtype:  # e.g. an update-side recipe against bf16: same GEMMs
+        return (f"its GEMMs run in {dtype} as {baseline}'s do, so the CPU's {dtype} support does not "
+                "explain it: the rest of its step (its optimizer, say) costs more")
     have = set(str(flags).split()) if flags is not None else None
     if have is None:
         return f"the CPU's flags were not recorded, so whether it has native {dtype} ({FLAG_NAMES[dtype]}) is unknown"
@@ -187,7 +195,7 @@ def slow_paths(df: pd.DataFrame) -> list[dict]:
             "run_id": run, "precision": precision, "baseline": baseline, "slowdown": 1 / gm,
             "worst": 1 / g["speedup"].min(), "cases": len(g), "device": _first(g, "device"),
             "cause": slow_path_cause(precision, _first(g, "device"), _first(g, "cpu_isa"),
-                                     _first(g, "cpu_flags"), _first(g, "cpu_isa_env")),
+                                     _first(g, "cpu_flags"), _first(g, "cpu_isa_env"), baseline),
         })
     return sorted(out, key=lambda r: -r["slowdown"])
 
