@@ -29,7 +29,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal, NamedTuple, Protocol
+from typing import Callable, NamedTuple, Protocol
 
 from suite.errors import TimingUnsupported
 from suite.scenario.stop_rule import StopRule

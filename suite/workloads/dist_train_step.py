@@ -32,7 +32,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from suite.errors import Unsupported
 from suite.measure import peaks
 from suite.models import corpus, flops
 from suite.precisions.floating import FP32
