@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from suite import names  # noqa: E402
 from suite.analysis import compare, stats  # noqa: E402
 from suite.report import md_image, md_table, md_text, fmt, publish, write_pages  # noqa: E402
 from suite.results import location  # noqa: E402
@@ -340,7 +341,9 @@ def default_dir(cmp: compare.Comparison, reports_dir: str | Path = "reports") ->
         return runs[-1] + (f"+{len(runs) - 1}" if len(runs) > 1 else "")
 
     scenario = cmp.baseline.scenario if cmp.baseline.scenario == cmp.candidate.scenario else "mixed"
-    return location.where(reports_dir) / "compare" / scenario / f"{tag(cmp.baseline)}_vs_{tag(cmp.candidate)}"
+    folder = location.where(reports_dir) / "compare"
+    out = folder / scenario / f"{tag(cmp.baseline)}_vs_{tag(cmp.candidate)}"
+    return out if isinstance(out, location.Remote) else names.inside(folder, out)  # record values name it
 
 
 def text_summary(cmp: compare.Comparison, failing: pd.DataFrame) -> str:

@@ -57,10 +57,13 @@ DASHES = ["-", "--", ":", "-."]
 
 
 def save_figure(fig, path: Path) -> Path:
-    """Lay out, write atomically (concurrent renders never leave half a PNG), and free the figure."""
-    fig.tight_layout()
-    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
+    """Lay out, write atomically (concurrent renders never leave half a PNG), and free the figure.
+    The folder (a report's staging folder) must exist: one that vanished fails the render."""
+    try:
+        fig.tight_layout()
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"), parents=False)
+    finally:
+        plt.close(fig)
     return path
 
 

@@ -197,11 +197,12 @@ def is_storage_error(err: BaseException) -> bool:
     return any(cls.__module__.split(".")[0] in _BACKENDS for cls in type(err).__mro__[:-1])
 
 
-def upload_folder(local: Path, remote: Remote) -> list[Remote]:
-    """Make `remote` hold exactly the files of the local folder (a rendered report): each file
-    uploaded whole, pages (.md, .html) last so that a page never names a plot not uploaded yet, then
-    the objects the new set lacks deleted. Not one step as a set (an object store cannot swap a
-    prefix): while it runs a reader may see new plots beside the old page."""
+def upload_folder(local: Path, remote: Remote, removable: Callable[[str], bool] = lambda name: True) -> list[Remote]:
+    """Make `remote` hold the files of the local folder (a rendered report): each file uploaded
+    whole, pages (.md, .html) last so that a page never names a plot not uploaded yet, then the
+    objects the new set lacks deleted, those `removable` (given the path under `remote`) allows only.
+    Not one step as a set (an object store cannot swap a prefix): while it runs a reader may see new
+    plots beside the old page."""
     files = sorted((p for p in local.rglob("*") if p.is_file()), key=lambda p: (p.suffix in (".md", ".html"), str(p)))
     kept = []
     for f in files:
@@ -209,7 +210,7 @@ def upload_folder(local: Path, remote: Remote) -> list[Remote]:
         target.put(f)
         kept.append(target)
     for old in remote.rglob("*"):
-        if old not in kept:
+        if old not in kept and removable(old.path[len(remote.path) + 1:]):
             old.unlink(missing_ok=True)
     return kept
 
