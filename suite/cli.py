@@ -225,8 +225,10 @@ def _print_shards(cases, count: int, as_json: bool) -> int:
     """`plan --shards N`: how the cases split over N shards, with each shard's estimated cost."""
     from suite.fleet import shard
 
-    where, loads = shard.assign(cases, count), shard.loads(cases, count)
-    rows = [{"shard": k, "cases": where.count(k), "estimated_s": round(loads[k], 1)} for k in range(count)]
+    from collections import Counter
+
+    per_shard, loads = Counter(shard.assign(cases, count)), shard.loads(cases, count)
+    rows = [{"shard": k, "cases": per_shard[k], "estimated_s": round(loads[k], 1)} for k in range(count)]
     if as_json:
         _json({"shards": rows})
     else:

@@ -6,7 +6,7 @@ CLI and the nox sessions call `run_scenario`.
 How a run survives trouble:
 - every finished case is appended to the run's journal (`store.start_run`) before the next starts,
   so a crash or kill loses at most the case that was running;
-- Ctrl-C or SIGTERM abandons the case that is running and raises `RunInterrupted`; every case
+- Ctrl-C, SIGTERM or SIGHUP abandons the case that is running and raises `RunInterrupted`; every case
   finished before it is already in the journal (no results file yet: a parquet is only written
   for a complete run);
 - `resume=RUN_ID` reopens that run's journal and runs only the cases missing from it, on the same
@@ -87,7 +87,7 @@ class ReportInterrupted(KeyboardInterrupt):
 
 
 class _Stop:
-    """SIGINT and SIGTERM (a batch scheduler's or `timeout`'s polite kill) stop a run as Ctrl-C does,
+    """SIGINT, SIGTERM and SIGHUP (`STOP_SIGNALS`) stop a run as Ctrl-C does,
     except inside `atomic()`: there the signal is held until the block ends, so a journal append
     is whole in the file and in memory alike (the count printed is the count kept)."""
 
@@ -115,6 +115,11 @@ class _Stop:
                 raise KeyboardInterrupt
 
 
+# Ctrl-C; a scheduler's or `timeout`'s polite kill; the terminal or ssh session closing (SIGHUP,
+# where the platform has it): each stops a run the same way, with the command that resumes it.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
 @contextmanager
 def _stop_signals():
     """Yields a `_Stop`: which signal stopped the run, and `atomic()` for what must not be cut."""
@@ -122,7 +127,7 @@ def _stop_signals():
     if threading.current_thread() is not threading.main_thread():  # handlers live in the main thread
         yield stop
         return
-    previous = {sig: signal.signal(sig, stop.handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, stop.handler) for sig in STOP_SIGNALS}
     try:
         yield stop
     finally:
@@ -239,8 +244,7 @@ def _shard_of(results_dir, scenario: Scenario, spec: dict, fleet: dict, resume: 
     and group from its journal; a shard started again under its group finds its earlier run."""
     shard, run_group = fleet["shard"], None
     if resume is not None:
-        path = store.journal_path(results_dir, scenario.name, resume)
-        head = store.journal.read(path).header if path.exists() else {}
+        head = store.journal_header(results_dir, scenario.name, resume)
         then = head.get("shard")
         then = sharding.Shard(*then) if then else None
         if shard is not None and then != shard:

@@ -1,12 +1,17 @@
 """Text from scenarios and records, made safe for a terminal: descriptions, failure reasons and
-record values reach it, and none of them may move its cursor, retitle it or ring it."""
+record values reach it, and none of them may move its cursor, retitle it, ring it or reorder what
+it shows."""
 
 from __future__ import annotations
 
 import re
 
-# C0 controls but newline and tab (ESC, BEL, CR, backspace, ...), DEL, and the C1 controls.
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# The Unicode bidirectional formatting characters (UAX #9: ALM, LRM, RLM, LRE, RLE, PDF, LRO, RLO,
+# LRI, RLI, FSI, PDI): they reorder what a terminal shows, so "fp8_rowwise" can display as another
+# name (the "Trojan Source" attack, CVE-2021-42574).
+BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# C0 controls but newline and tab (ESC, BEL, CR, backspace, ...), DEL, the C1 controls, and BIDI.
+CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{BIDI}]")
 
 
 def printable(text: str) -> str:

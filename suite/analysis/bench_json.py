@@ -21,6 +21,7 @@ computes `stats` with pytest-benchmark's own `Stats` class, so it needs pytest-b
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from datetime import datetime, timezone
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite import names
+from suite import files, names
 from suite.analysis import derived
 from suite.scenario import plan
 from suite.results import store
@@ -36,6 +37,9 @@ from suite.results.atomic import atomic_write_text
 from suite.errors import UserError
 
 IMPORTED_WORKLOAD = "pytest-benchmark"
+# pytest-benchmark keeps every round's time: 10,000 benchmarks of 1,000 rounds make about 200 MB of
+# JSON. A file past this is refused by name rather than parsed into memory (or /dev/zero read forever).
+MAX_IMPORT_BYTES = 2**30
 IMPORTED_PRECISION = "default"
 # Record columns carried in extra_info so that an exported run imports back as the same cases.
 IDENTITY = ["case_id", "baseline_case_id", "workload", "precision", "baseline", "m", "k", "n", "params", "seed"]
@@ -188,7 +192,8 @@ def export(df: pd.DataFrame, out: str | Path) -> list[Path]:
             raise UserError(f"{len(run_ids)} runs selected but {out} is one file; give a folder instead")
         targets = [(run_ids[0], out)]
     else:
-        targets = [(rid, out / torch_folder(runs[rid]) / f"{i:04d}_{rid}.json") for i, rid in enumerate(run_ids, start=1)]
+        targets = [(rid, names.inside(out, out / torch_folder(runs[rid]) / f"{i:04d}_{rid}.json"))
+                   for i, rid in enumerate(run_ids, start=1)]  # run ids come from files: checked, and checked again
     written = []
     for run_id, path in targets:
         text = json.dumps(to_pytest_benchmark(runs[run_id]), indent=2, ensure_ascii=True)
@@ -247,13 +252,17 @@ def _foreign_identity(bench: dict) -> dict:
 
 
 def from_pytest_benchmark(doc: dict, scenario: str | None = None, label: str | None = None,
-                          source: str = "") -> list[dict]:
+                          source: str = "", content: bytes | None = None) -> list[dict]:
     """Records (one per benchmark, plus any not-measured cases of an mpsuite export) of one run.
-    A document of another shape is a one-line UserError naming the part that is wrong."""
+    A document of another shape is a one-line UserError naming the part that is wrong. The run id
+    is the document's start time and a hash of `content` (the file's bytes; else the document), so
+    a file imported twice is one run id (refused the second time by `import_file`)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise UserError(f"{source}: not a pytest-benchmark JSON file (no 'benchmarks' list)")
+    if content is None:
+        content = json.dumps(doc, sort_keys=True, default=str).encode()
     try:
-        records = _records(doc, scenario, label, source)
+        records = _records(doc, scenario, label, source, hashlib.sha256(content).hexdigest()[:6])
     except _Malformed as err:
         raise UserError(f"{source}: not a pytest-benchmark JSON file we can read: {err}") from None
     if not records:
@@ -262,7 +271,7 @@ def from_pytest_benchmark(doc: dict, scenario: str | None = None, label: str | N
     return records
 
 
-def _records(doc: dict, scenario: str | None, label: str | None, source: str) -> list[dict]:
+def _records(doc: dict, scenario: str | None, label: str | None, source: str, digest: str) -> list[dict]:
     ours = _obj(doc.get("mpsuite"), "mpsuite")
     version = ours.get("schema_version", store.SCHEMA_VERSION)
     if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= store.SCHEMA_VERSION:
@@ -286,7 +295,7 @@ def _records(doc: dict, scenario: str | None, label: str | None, source: str) ->
     meta = {k: v if v is None or isinstance(v, (bool, int, float)) else str(v) for k, v in meta.items()}
     meta.update({k: v for k, v in run_meta.items() if k in RUN_FIELDS})
     meta.update(
-        run_id=store.new_run_id(started),  # a new id: importing twice gives two runs, never a clash
+        run_id=f"{started.astimezone(timezone.utc):%Y%m%dT%H%M%SZ}-{digest}",  # the same file: the same run
         scenario=scenario or run_meta.get("scenario") or IMPORTED_WORKLOAD,
         started_at=started,  # the store writes it as a timestamp
         schema_version=store.SCHEMA_VERSION,
@@ -343,7 +352,8 @@ def import_file(path: str | Path, results_dir: str | Path = "results", *, scenar
     """Store one pytest-benchmark JSON file as a run; returns the parquet written."""
     path = Path(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        content = files.read_bytes(path, MAX_IMPORT_BYTES, "pytest-benchmark JSON file")
+        doc = json.loads(content.decode("utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -352,6 +362,13 @@ def import_file(path: str | Path, results_dir: str | Path = "results", *, scenar
         raise UserError(f"{path}: not readable as JSON: nested too deeply") from None
     if scenario is not None:
         names.check_name("--scenario", scenario)
-    records = from_pytest_benchmark(doc, scenario=scenario, label=label, source=str(path))
+    records = from_pytest_benchmark(doc, scenario=scenario, label=label, source=str(path), content=content)
     first = records[0]
-    return store.write_run(records, store.run_path(results_dir, first["scenario"], first["run_id"]))
+    target = store.run_path(results_dir, first["scenario"], first["run_id"])
+    if target.exists():
+        raise UserError(f"{path}: already imported as run {first['run_id']} ({target}); importing it again "
+                        "would count one measurement as two runs")
+    try:
+        return store.write_run(records, target)
+    except FileExistsError:  # an object store's conditional write: imported meanwhile
+        raise UserError(f"{path}: already imported as run {first['run_id']} ({target})") from None

@@ -14,6 +14,7 @@ slice and together run every case exactly once.
 
 from __future__ import annotations
 
+import heapq
 import os
 import re
 from dataclasses import dataclass
@@ -31,12 +32,26 @@ NOMINAL_FLOPS = {"cuda": 1e14, "cpu": 1e11}
 UNSHAPED_WORK = 1e12
 
 
+# The most shards a run group may have: as many pods as a Kubernetes Indexed Job runs at once (its
+# parallelism is capped at 10^5, batch/v1 JobSpec); a SLURM array holds MaxArraySize - 1 tasks (1000
+# by default). A bound, so `--shard 0/99999999999999999999` is one line, not an overflow or a
+# hundred-million-entry table.
+MAX_SHARDS = 100_000
+
+
+def check_count(count: int) -> int:
+    if not 1 <= count <= MAX_SHARDS:
+        raise UserError(f"shard count {count}: expected 1 to {MAX_SHARDS:,} shards")
+    return count
+
+
 @dataclass(frozen=True)
 class Shard:
     index: int  # K, 0 <= K < count (SLURM_ARRAY_TASK_ID - MIN, JOB_COMPLETION_INDEX)
     count: int  # N
 
     def __post_init__(self):
+        check_count(self.count)
         if not 0 <= self.index < self.count:
             raise UserError(f"shard {self.index}/{self.count}: the index must be from 0 to {self.count - 1}")
 
@@ -148,12 +163,13 @@ def assign(cases: list[Case], count: int) -> list[int]:
     cost: dict[str, float] = {}
     for case, key in zip(cases, keys):
         cost[key] = cost.get(key, 0.0) + estimated_s(case)
-    load = [0.0] * count
+    check_count(count)
+    shards = [(0.0, k) for k in range(count)]  # (load, index): a heap, least-loaded (then lowest index) first
     where: dict[str, int] = {}
     for key in sorted(cost, key=lambda k: (-cost[k], k)):
-        k = min(range(count), key=lambda i: (load[i], i))
+        load, k = heapq.heappop(shards)
         where[key] = k
-        load[k] += cost[key]
+        heapq.heappush(shards, (load + cost[key], k))
     return [where[key] for key in keys]
 
 

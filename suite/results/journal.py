@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from suite import files
 from suite.errors import JournalError
 from suite.results import location
 
@@ -35,6 +36,10 @@ except ImportError:  # pragma: no cover - exercised only off POSIX
     fcntl = None
 
 FORMAT = 1
+# A journal holds one line per case, a few KB each: plan.MAX_CASES (100,000) cases make some 300 MB.
+# One past this limit is no journal of ours (or a run far past that bound), and is refused by name
+# rather than read into memory.
+MAX_BYTES = 2**30
 
 
 def _plain(value):
@@ -92,7 +97,7 @@ def parse(data: bytes, path: Path | str = "<journal>") -> Contents:
             if obj.get("format") != FORMAT:
                 raise JournalError(f"{path}: journal format {obj.get('format')!r}; this mpsuite reads format {FORMAT}")
             out.header = obj
-        elif kind == "case" and isinstance(obj.get("record"), dict) and "case_id" in obj["record"]:
+        elif kind == "case" and isinstance(obj.get("record"), dict) and isinstance(obj["record"].get("case_id"), str):
             out.records.append(obj["record"])
         else:
             raise JournalError(f"{path}: line {number} is not a case record")
@@ -107,7 +112,7 @@ def read(path: str | Path) -> Contents:
     the uploaded copy of a remote run's journal (`suite.results.location`)."""
     path = location.where(path)
     try:
-        data = path.read_bytes()
+        data = path.read_bytes() if isinstance(path, location.Remote) else files.read_bytes(path, MAX_BYTES, "run journal")
     except OSError as err:
         raise JournalError(f"{path}: cannot read run journal: {err}") from None
     return parse(data, path)
@@ -116,9 +121,14 @@ def read(path: str | Path) -> Contents:
 def has_header(path: str | Path) -> bool:
     """Whether the journal's first line is a whole header (a run killed while creating its journal
     leaves none, and cannot be resumed)."""
+    path = location.where(path)
     try:
-        with location.where(path).open("rb") as f:
-            line = f.readline()
+        if isinstance(path, location.Remote):
+            with path.open("rb") as f:
+                line = f.readline()
+        else:
+            with files.reader(path) as f:
+                line = f.readline(1 << 20)  # a header is a few KB; a file without newlines is no journal
         return line.endswith(b"\n") and decode(line[:-1]).get("kind") == "header"
     except (OSError, ValueError, UnicodeDecodeError, AttributeError):
         return False
@@ -184,12 +194,13 @@ class Journal:
         return journal
 
     @classmethod
-    def resume(cls, path: str | Path) -> "Journal":
-        """Reopen an existing journal to append to it: the lock is taken first, then a torn last
+    def resume(cls, path: str | Path, check: Callable[[Contents], None] = lambda contents: None) -> "Journal":
+        """Reopen an existing journal to append to it: the lock is taken first, then `check` sees
+        what it holds (and may refuse it: the file is then left exactly as it was), then a torn last
         line (left by a kill) is cut off so that the next record starts on a line of its own."""
         path = Path(path)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND)
+            fd = files.open_regular(path, MAX_BYTES, "run journal", os.O_RDWR | os.O_APPEND)
         except FileNotFoundError:
             raise JournalError(f"{path}: no such run journal") from None
         except OSError as err:
@@ -203,6 +214,7 @@ class Journal:
             if contents.header is None:
                 raise JournalError(f"{path}: the run was stopped before its journal header was written; "
                                    "start a new run")
+            check(contents)
             if contents.torn:
                 os.ftruncate(fd, contents.valid_bytes)
                 os.fsync(fd)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import secrets
 import sys
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
@@ -28,7 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from suite import names
+from suite import files, names
 from suite.results import columns, groups, journal, location, validate
 from suite.results.atomic import atomic_write
 from suite.errors import JournalError, UserError
@@ -128,13 +129,25 @@ def journal_path(results_dir: str | Path, scenario: str, run_id: str) -> Path:
     return scenario_dir(results_dir, scenario) / JOURNAL_DIR / f"{check_run_id(run_id)}{JOURNAL_SUFFIX}"
 
 
+def _plain_type(kind: pa.DataType) -> bool:
+    """A type every reader takes as it is: text, a number, a bool, a time, or a list of one."""
+    if pa.types.is_list(kind):
+        return _plain_type(kind.value_type)
+    return any(test(kind) for test in (pa.types.is_null, pa.types.is_string, pa.types.is_boolean,
+                                       pa.types.is_integer, pa.types.is_floating, pa.types.is_timestamp))
+
+
 def _column(values: list) -> tuple[pa.Array, bool]:
     """One column as an Arrow array; values of mixed types (a producer's bug, e.g. a number in
-    one record and a string in the next) become JSON text rather than costing the whole run."""
+    one record and a string in the next) or of nested ones (an object: a struct parquet may not
+    even hold) become JSON text rather than costing the whole run."""
     try:
-        return pa.array(values), False
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return pa.array([None if v is None else json.dumps(v, default=str) for v in values], pa.string()), True
+        array = pa.array(values)
+        if _plain_type(array.type):
+            return array, False
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError, TypeError):
+        pass
+    return pa.array([None if v is None else json.dumps(v, default=str) for v in values], pa.string()), True
 
 
 def _instant(value):
@@ -199,7 +212,9 @@ def records_of(df: pd.DataFrame) -> list[dict]:
 
 
 def rewrite(path: str | Path) -> Path:
-    """Read a results file (migrating it) and write it back in the current schema, in place."""
+    """Read a results file (migrating it) and write it back in the current schema, in place.
+    Idempotent: a file the reader refuses (a column of the wrong type among them) is refused here
+    too, left as it was, never re-encoded."""
     return write_run(records_of(read_file(path)), path)
 
 
@@ -298,23 +313,43 @@ def continue_run(results_dir: str | Path, scenario: str, run_id: str) -> journal
         hint = f"; runs that can be resumed: {', '.join(others)}" if others else "; no run of it can be resumed"
         where = (remote or path).parent
         raise UserError(f"no journal of run {run_id} for scenario {scenario!r} in {where}{hint}")
-    opened = journal.Journal.resume(path)
+    opened = journal.Journal.resume(path, lambda contents: _check_journal(contents, path, run_id, scenario))
     if remote is not None:
         _remote_journal(opened, remote)
     try:
         refuse_if_complete()  # it may have finished while we waited for the lock
-        head = opened.header
-        if head.get("run_id") != run_id or head.get("scenario") != scenario:
-            raise UserError(f"{path}: journal belongs to run {head.get('run_id')!r} of scenario "
-                            f"{head.get('scenario')!r}, not run {run_id} of {scenario!r}")
-        if head.get("schema_version") != SCHEMA_VERSION:
-            raise UserError(f"{path}: journal written with results schema version {head.get('schema_version')!r}; "
-                            f"this mpsuite writes version {SCHEMA_VERSION} and cannot mix them in one run; "
-                            "start a new run")
     except BaseException:
         opened.close()
         raise
     return opened
+
+
+def _check_journal(contents: journal.Contents, path, run_id: str | None = None, scenario: str | None = None) -> None:
+    """A journal (perhaps copied from elsewhere, or edited) checked before anything runs or changes
+    it: its header (`validate.check_header`), the run and schema version it must be (to resume it),
+    and its records against the record contract (`validate.check`)."""
+    head = contents.header or {}
+    validate.check_header(head, path)
+    if run_id is not None and (head.get("run_id") != run_id or head.get("scenario") != scenario):
+        raise UserError(f"{path}: journal belongs to run {head.get('run_id')!r} of scenario "
+                        f"{head.get('scenario')!r}, not run {run_id} of {scenario!r}")
+    version = head.get("schema_version")
+    if run_id is not None and version != SCHEMA_VERSION or version is not None and version > SCHEMA_VERSION:
+        raise UserError(f"{path}: journal written with results schema version {version!r}; this mpsuite "
+                        f"writes version {SCHEMA_VERSION} and cannot "
+                        f"{'mix them in one run; start a new run' if run_id else 'read a newer one; upgrade mpsuite'}")
+    if contents.records:
+        validate.check(_table(contents.records), path)
+
+
+def journal_header(results_dir: str | Path, scenario: str, run_id: str) -> dict:
+    """The checked header of a run's journal (`validate.check_header`); {} where there is none."""
+    path = journal_path(results_dir, scenario, run_id)
+    if not path.exists():
+        return {}
+    head = journal.read(path).header or {}
+    validate.check_header(head, path)
+    return head
 
 
 def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) -> Path:
@@ -324,6 +359,8 @@ def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) 
     rank = {case_id: i for i, case_id in enumerate(order)}
     records = sorted(run.records, key=lambda r: rank.get(r["case_id"], len(rank)))
     try:
+        # what the reader would refuse is never written, and its journal never deleted
+        validate.check(_table(records), run.path)
         try:
             path = write_run(records, run_path(results_dir, head["scenario"], head["run_id"]))
         except Exception as err:
@@ -350,27 +387,36 @@ def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) 
     return path
 
 
+@contextmanager
 def _source(path):
-    """What pyarrow reads: a local path as it is; a remote file's bytes, fetched once."""
+    """What pyarrow reads: a remote file's bytes, fetched once; a local file opened only if it is a
+    regular file (a FIFO named *.parquet would block its reader forever: `suite.files`)."""
     if isinstance(path, location.Remote):
         try:
-            return pa.BufferReader(path.read_bytes())
+            yield pa.BufferReader(path.read_bytes())
         except FileNotFoundError as err:
             raise OSError(f"no such file: {err}") from None
-    return path
+        return
+    with files.reader(path) as f:
+        yield f
 
 
-def schema_version_of(path: Path, source=None) -> int:
-    try:
-        meta = pq.read_schema(path if source is None else source).metadata or {}
-    except (OSError, pa.ArrowException) as err:
-        raise UserError(f"{path}: cannot read results file: {err}") from None
+def _version(path, meta: dict | None) -> int:
+    meta = meta or {}
     if META_KEY not in meta:
         raise UserError(f"{path}: not an mpsuite results file (no {META_KEY.decode()} metadata)")
     try:
         return int(meta[META_KEY])
     except ValueError:
         raise UserError(f"{path}: results schema version {meta[META_KEY]!r} is not a number") from None
+
+
+def schema_version_of(path: Path) -> int:
+    try:
+        with _source(location.where(path)) as source:
+            return _version(path, pq.read_schema(source).metadata)
+    except (OSError, pa.ArrowException) as err:
+        raise UserError(f"{path}: cannot read results file: {err}") from None
 
 
 def _arrow_list(kind: pa.DataType):
@@ -386,9 +432,10 @@ def read_file(path: str | Path, lean: bool = False) -> pd.DataFrame:
     left out (the contract's stay); made into pandas, they would cost seconds."""
     path = location.where(path)
     try:
-        source = _source(path)
-        version = schema_version_of(path, source)
-        table = pq.read_table(source)
+        with _source(path) as source:
+            parquet = pq.ParquetFile(source)
+            version = _version(path, parquet.schema_arrow.metadata)
+            table = parquet.read()
     except (OSError, pa.ArrowException) as err:
         raise UserError(f"{path}: cannot read results file: {err}") from None
     if version > SCHEMA_VERSION:
@@ -427,6 +474,8 @@ def run_files(paths: Iterable[str | Path]) -> list[Path]:
             found += sorted(f for f in p.rglob("*.parquet") if not f.name.startswith("."))
         elif p.is_file():
             found.append(p)
+        elif isinstance(p, Path) and p.exists():
+            raise UserError(f"{p}: {files.kind(p.stat().st_mode)}, not a results file or folder")
         else:
             raise UserError(f"{p}: no such results file or folder")
     return found
@@ -450,11 +499,10 @@ def read_journal(path: str | Path) -> pd.DataFrame:
     """The finished cases of an unfinished run, as records typed like a results file's, marked
     `run_partial` with `run_planned_cases` (how many the run was to have)."""
     contents = journal.read(path)
+    _check_journal(contents, path)
     if not contents.records:
         return pd.DataFrame()
-    table = _table(contents.records)
-    validate.check(table, path)
-    df = table.to_pandas()
+    df = _table(contents.records).to_pandas()
     df["run_partial"] = True
     df["run_planned_cases"] = len((contents.header or {}).get("plan") or []) or None
     return df
@@ -470,13 +518,14 @@ def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, lean
     `lean` as for `read_file`.
 
     A file that cannot be read or breaks the record contract is left out, with `warn` told which
-    and why, so one bad file never hides every other run; a file named explicitly is an error."""
+    and why, so one bad file never hides every other run; a file named explicitly is an error.
+    A run read from two files (a copy, a second import) counts once (`_once`)."""
     paths = list(paths)
     named = {p for p in map(location.where, paths) if p.is_file()}
     frames, left_out = [], []
     for f in run_files(paths):
         try:
-            frames.append(read_file(f, lean))
+            frames.append((f, read_file(f, lean)))
         except UserError as err:
             if f in named:
                 raise
@@ -488,19 +537,49 @@ def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, lean
             try:
                 df = read_journal(path)
             except (UserError, OSError) as err:
-                warn(f"left out {path}: {err}")
+                warn(f"left out {path}: {err}" if str(path) not in str(err) else f"left out {err}")
                 continue
             if df.empty:
                 warn(f"run {path.name[: -len(JOURNAL_SUFFIX)]} is unfinished with no finished case yet ({path})")
             else:
-                frames.append(df)
+                frames.append((path, df))
     if not frames:
         where = ", ".join(map(str, paths))
         why = f"; {len(left_out)} file(s) left out as unreadable" if left_out else ""
         runs = [p.name[: -len(JOURNAL_SUFFIX)] for p in journals]
         pending = f"; unfinished run(s) without a results file yet: {', '.join(runs)}" if runs else ""
         raise UserError(f"no results (*.parquet) under {where}{why}{pending}")
-    return groups.as_runs(pd.concat(frames, ignore_index=True), warn)  # the shards of a fleet run: one run
+    return groups.as_runs(pd.concat(_once(frames, warn), ignore_index=True), warn)  # a fleet run's shards: one run
+
+
+# What identifies one measurement, whatever its run id says: the cases with their start times and
+# medians (two runs never share a start time to the microsecond and a median to the last bit).
+MEASUREMENT = ["case_id", "started_at", "time_ms_median", "status"]
+
+
+def _once(frames: list[tuple], warn) -> list[pd.DataFrame]:
+    """Each run once: a run id already read from another file (a copied results file), or the same
+    measurement under another run id (a file imported twice), is left out, with a warning naming
+    both files. The first file read (in path order) keeps it."""
+    ids: dict[str, object] = {}
+    measured: dict[int, tuple[object, str]] = {}
+    out = []
+    for source, df in frames:
+        dropped = []
+        for run_id, rows in df.groupby("run_id", sort=False):
+            fingerprint = int(pd.util.hash_pandas_object(rows[MEASUREMENT], index=False).sum()) ^ len(rows)
+            if run_id in ids:
+                warn(f"run {run_id} is in both {ids[run_id]} and {source}: counted once, from {ids[run_id]}")
+            elif fingerprint in measured:
+                first, other = measured[fingerprint]
+                warn(f"{source} holds the same measurement as {first} (run {run_id} is run {other} again: a "
+                     f"copy, or a file imported twice): counted once, as run {other}")
+            else:
+                ids[run_id], measured[fingerprint] = source, (source, run_id)
+                continue
+            dropped.append(run_id)
+        out.append(df[~df["run_id"].isin(dropped)] if dropped else df)
+    return out
 
 
 def find_shard_run(results_dir: str | Path, scenario: str, run_group: str, index: int, count: int
@@ -519,9 +598,11 @@ def find_shard_run(results_dir: str | Path, scenario: str, run_group: str, index
             return run_id, False
     for path in sorted(folder.glob("*.parquet"), key=lambda p: p.name, reverse=True):
         try:
-            rows = pq.read_table(_source(path), columns=["run_group", "shard_index", "shard_count", "run_id"]).to_pylist()
+            with _source(path) as source:
+                rows = pq.read_table(source, columns=["run_group", "shard_index", "shard_count", "run_id"]).to_pylist()
         except (OSError, pa.ArrowException, KeyError):
-            continue  # not a results file of this schema: not a shard of this group
-        if rows and (rows[0]["run_group"], rows[0]["shard_index"], rows[0]["shard_count"]) == (run_group, index, count):
+            continue  # not a results file of this schema (or not a file): not a shard of this group
+        if rows and (rows[0]["run_group"], rows[0]["shard_index"], rows[0]["shard_count"]) == (run_group, index, count) \
+                and isinstance(rows[0]["run_id"], str) and RUN_ID.fullmatch(rows[0]["run_id"]):
             return rows[0]["run_id"], True
     return None

@@ -10,11 +10,22 @@ What a record must hold, and why each check exists (each was a crash or a silent
 - `case_id`: present and unique within its run (a comparison joins on it: a duplicate made
   `compare` report a case "missing", a null one crashed it);
 - `workload`, `precision`: present; `status`: ok, skipped or failed;
+- every defined column in its declared type (`suite.results.columns`: `rel_err` as text, `m` as
+  text or `baseline_case_id` as a number crashed report, recommend and compare), `params` a JSON
+  object;
+- `run_group` a folder name and `shard_run_id` a run id (a group's run id is built from them and
+  becomes a path and a printed `--resume` command), a shard within its count, at most
+  `suite.fleet.shard.MAX_SHARDS` shards;
 - times (every column in ms or s): finite and not negative where present; an `ok` case has a
   median time.
+
+A journal's header is checked too (`header_problems`): its fields steer a resumed run (its plan,
+shard and run group) and name its paths.
 """
 
 from __future__ import annotations
+
+import json
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,6 +52,70 @@ def _bad_count(mask) -> int:
     return pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0
 
 
+def _fits(kind: pa.DataType, declared: str) -> bool:
+    """Whether a column stored as `kind` holds the declared type (or nothing: all null)."""
+    if pa.types.is_null(kind):
+        return True
+    if declared in ("string", "json"):
+        return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    if declared == "int":
+        return pa.types.is_integer(kind)
+    if declared == "float":
+        return pa.types.is_floating(kind) or pa.types.is_integer(kind)
+    if declared == "bool":
+        return pa.types.is_boolean(kind)
+    if declared == "timestamp":
+        return pa.types.is_timestamp(kind)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):  # list<float>, list<bool>
+        return _fits(kind.value_type, declared[5:-1])
+    return False
+
+
+def type_problems(table: pa.Table) -> list[str]:
+    """Every defined column not in its declared type, and JSON columns that do not parse."""
+    out = []
+    for name in table.column_names:
+        column = columns.BY_NAME.get(name)
+        if column is not None and not _fits(table.schema.field(name).type, column.type):
+            out.append(f"column {name} holds {table.schema.field(name).type} values, expected {column.type} "
+                       "(suite/results/columns.py)")
+        elif column is not None and column.type == "json" and table.column(name).null_count < table.num_rows:
+            for text in table.column(name).unique().drop_null().to_pylist():  # a few hundred distinct sets
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    value = None
+                if not isinstance(value, dict):
+                    out.append(f"column {name} holds {text[:40]!r}, expected a JSON object")
+                    break
+    return out
+
+
+def _fleet_problems(table: pa.Table) -> list[str]:
+    """`run_group` a folder name, `shard_run_id` a run id, shards within their count (checked after
+    the types)."""
+    from suite.fleet.shard import MAX_SHARDS
+
+    out = []
+    if "shard_run_id" in table.column_names and table.column("shard_run_id").null_count < table.num_rows:
+        bad = pc.invert(pc.match_substring_regex(table.column("shard_run_id"), f"^{names.RUN_ID.pattern}$"))
+        if _bad_count(bad):
+            out.append(f"shard_run_id is not a run id ({_first(table, bad, 'shard_run_id')})")
+    if "run_group" in table.column_names:
+        for group in table.column("run_group").unique().drop_null().to_pylist():
+            if not names.NAME.fullmatch(group):
+                out.append(f"run_group {group!r} cannot name a run group (expected {names.NAME_RULE})")
+    if {"shard_index", "shard_count"} <= set(table.column_names):
+        index, count = table.column("shard_index"), table.column("shard_count")
+        if pa.types.is_integer(index.type) and pa.types.is_integer(count.type):
+            bad = pc.or_(pc.or_(pc.less(index, 0), pc.greater_equal(index, count)),
+                         pc.or_(pc.less(count, 1), pc.greater(count, MAX_SHARDS)))
+            if _bad_count(bad):
+                out.append(f"shard_index must be from 0 to shard_count - 1, shard_count from 1 to {MAX_SHARDS:,} "
+                           f"({_first(table, bad, 'shard_count')}, {_first(table, bad, 'shard_index')})")
+    return out
+
+
 def problems(table: pa.Table) -> list[str]:
     """Every way the records break the contract, one phrase each (empty: they keep it)."""
     out: list[str] = []
@@ -57,6 +132,9 @@ def problems(table: pa.Table) -> list[str]:
             out.append(f"{col.null_count} record(s) have no {name} (first: {_first(table, pc.is_null(col), name)})")
     if out:
         return out
+    typed = type_problems(table)
+    if typed:
+        return typed  # the checks below assume the declared types
     bad = pc.invert(pc.match_substring_regex(table.column("run_id"), f"^{names.RUN_ID.pattern}$"))
     if _bad_count(bad):
         out.append(f"run_id is not a run id ({_first(table, bad, 'run_id')})")
@@ -64,6 +142,7 @@ def problems(table: pa.Table) -> list[str]:
     for name in scenarios:
         if not names.NAME.fullmatch(name):
             out.append(f"scenario {name!r} cannot name a folder (expected {names.NAME_RULE})")
+    out += _fleet_problems(table)
     bad = pc.invert(pc.is_in(table.column("status"), value_set=pa.array(STATUSES)))
     if _bad_count(bad):
         out.append(f"status must be one of {', '.join(STATUSES)} ({_first(table, bad, 'status')})")
@@ -113,3 +192,38 @@ def check(table: pa.Table, source) -> None:
     if found:
         more = f" (and {len(found) - 1} more problem{'s' if len(found) > 2 else ''})" if len(found) > 1 else ""
         raise UserError(f"{source}: {found[0]}{more}")
+
+
+def _is_text(value) -> bool:
+    return isinstance(value, str)
+
+
+# A journal header's fields, what each must be, and a test for it (None: the field may be absent).
+HEADER_FIELDS = {
+    "run_id": ("a run id", lambda v: isinstance(v, str) and names.RUN_ID.fullmatch(v)),
+    "scenario": ("a scenario name", lambda v: isinstance(v, str) and names.NAME.fullmatch(v)),
+    "schema_version": ("a whole number", lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool))),
+    "plan": ("a list of case ids", lambda v: v is None or (isinstance(v, list) and all(map(_is_text, v)))),
+    "run_group": ("a run group's name", lambda v: v is None or (isinstance(v, str) and names.NAME.fullmatch(v))),
+    "shard": ("[K, N], 0 <= K < N", lambda v: v is None or (
+        isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+        and 0 <= v[0] < v[1])),
+    "spec": ("an object", lambda v: v is None or isinstance(v, dict)),
+    "spec_hash": ("text", lambda v: v is None or isinstance(v, str)),
+    "identity": ("an object", lambda v: v is None or isinstance(v, dict)),
+    "code_hash": ("text", lambda v: v is None or isinstance(v, str)),
+    "executor": ("ray or absent", lambda v: v in (None, "ray")),
+}
+
+
+def header_problems(header: dict) -> list[str]:
+    """What is wrong with a journal's header, one phrase each."""
+    return [f"journal header: {key} is {json.dumps(header.get(key))[:60]}, expected {what}"
+            for key, (what, ok) in HEADER_FIELDS.items() if not ok(header.get(key))]
+
+
+def check_header(header: dict, source) -> None:
+    """Raise one line naming `source` and the first thing wrong with the journal's header."""
+    found = header_problems(header)
+    if found:
+        raise UserError(f"{source}: {found[0]}")

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from suite import names
+from suite import files, names
 from suite.scenario import params as case_params
 from suite.scenario import registry
 from suite.errors import ScenarioError
@@ -201,10 +201,17 @@ def parse(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
         raise ScenarioError(f"{source}: {_one_line(err)}") from None
 
 
+# A scenario of a million cases is a few hundred bytes of lists, and one listing ten thousand
+# shapes by hand some 200 KB; past this a file is no scenario (tomllib reads it in seconds still).
+MAX_SCENARIO_BYTES = 16 * 2**20
+
+
 def load(path: str | Path) -> Scenario:
+    """A scenario file: a regular file (a FIFO or device named *.toml is named, never opened
+    blocking: `suite.files`) of at most MAX_SCENARIO_BYTES."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = files.read_bytes(path, MAX_SCENARIO_BYTES, "scenario file").decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise ScenarioError(f"{path}: cannot read scenario file: {err}") from None
     try:
