@@ -59,3 +59,15 @@ def tiny_scenario(write_scenario):
     from suite.scenario import spec
 
     return spec.load(write_scenario(TINY_SCENARIO, "tiny.toml"))
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    """One real run of the tiny scenario (2 sizes x 4 precisions; tf32 skipped on a CPU), once per
+    test module: its parquet file."""
+    from suite import pipeline
+    from suite.scenario import spec
+
+    folder = tmp_path_factory.mktemp("tiny")
+    (folder / "tiny.toml").write_text(TINY_SCENARIO, encoding="utf-8")
+    return pipeline.run_scenario(spec.load(folder / "tiny.toml"), folder / "results", None, progress=False).path

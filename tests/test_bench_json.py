@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -123,9 +123,14 @@ def test_import_of_a_file_written_by_pytest_benchmark(tmp_path, capsys):
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    files = [out, out]  # imported twice: two runs (each import is a new run id)
+    later = json.loads(out.read_text())  # the same numbers saved again an hour later: a second run
+    later["datetime"] = (datetime.fromisoformat(later["datetime"]) + timedelta(hours=1)).isoformat()
+    files = [out, tmp_path / "later.json"]
+    files[1].write_text(json.dumps(later))
     results = tmp_path / "results"
     assert cli.main(["import", *map(str, files), "--results", str(results), "--scenario", "sums"]) == 0
+    assert cli.main(["import", str(out), "--results", str(results), "--scenario", "sums"]) == 2  # imported already
+    assert "already imported" in capsys.readouterr().err
     df = store.read([results / "sums"])
     assert df["run_id"].nunique() == 2 and set(df["workload"]) == {"pytest-benchmark"}
     doc = json.loads(files[0].read_text())
@@ -137,7 +142,7 @@ def test_import_of_a_file_written_by_pytest_benchmark(tmp_path, capsys):
     result = compare.compare(*compare.load_sides(f"{results}/sums,skip=1", f"{results}/sums", results))
     assert set(result.cases["verdict"]) == {"n/a"} and result.time_compared
     assert set(result.cases["time_verdict"]) == {"insufficient-runs"}
-    assert (result.cases["time_ratio"] == 1.0).all()  # the same file imported twice
+    assert (result.cases["time_ratio"] == 1.0).all()  # the same numbers, saved twice
 
 
 def test_import_refuses_what_is_not_pytest_benchmark_json(tmp_path):

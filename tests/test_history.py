@@ -54,6 +54,7 @@ def store_with_a_step(tmp_path_factory):
         for rec in real.to_dict("records"):
             rec = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in rec.items()}
             rec["run_id"] = run_id
+            rec["started_at"] = start + timedelta(days=i)  # each run measured on its own day
             if rec.get("samples_ms") is not None:
                 factor = 1.3 if (i >= 3 and rec["case_id"] == target) else 1.0
                 rec["samples_ms"] = [float(x) * factor for x in rec["samples_ms"]]

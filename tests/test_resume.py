@@ -143,16 +143,20 @@ def test_resume_refuses_a_changed_scenario_or_another_machine(slow, capsys, monk
     assert "torch_version = '1.0.0'" in err and err.count("\n") == 1
 
 
-class Terminate:
-    """A workload whose case receives SIGTERM (as from a batch scheduler) while it runs."""
+class Signalled:
+    """A workload whose case receives `sig` while it runs: SIGTERM as from a batch scheduler (or
+    SIGHUP as from a closed terminal)."""
+
+    def __init__(self, sig: signal.Signals):
+        self.sig = sig
 
     def prepare(self, case, precision, device):
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), self.sig)
         RELEASE.wait(5)  # the signal arrives first; the test releases the abandoned case after it
-        raise AssertionError("SIGTERM did not stop the run")
+        raise AssertionError(f"{self.sig.name} did not stop the run")
 
 
-TERMINATE = Terminate()
+SIGNALLED = Signalled(signal.SIGTERM)
 RELEASE = threading.Event()
 
 
@@ -177,19 +181,28 @@ def gemm_then(name: str, workload: str) -> str:
     """)
 
 
-def test_sigterm_stops_a_run_like_ctrl_c(write_scenario, tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(registry.WORKLOADS, "terminate", registry.WorkloadRecord(f"{__name__}:TERMINATE"))
-    scenario = write_scenario(gemm_then("term", "terminate"))
-    before = signal.getsignal(signal.SIGTERM)
+def stopped_by(sig: signal.Signals, write_scenario, tmp_path, monkeypatch, capsys) -> str:
+    """Run a GEMM, then a case that receives `sig`: the run stops as by Ctrl-C, exit 128 + sig, the
+    GEMM kept in the journal, the caller's handler back. Returns what it printed on stderr."""
+    monkeypatch.setitem(registry.WORKLOADS, "signalled", registry.WorkloadRecord(f"{__name__}:SIGNALLED"))
+    monkeypatch.setattr(SIGNALLED, "sig", sig)
+    scenario = write_scenario(gemm_then("term", "signalled"))
+    before = signal.getsignal(sig)
     try:
         rc = cli.main(["run", str(scenario), "--results", str(tmp_path / "results"), "--no-report", "--quiet"])
     finally:
         finish_abandoned_cases()
-    assert rc == 128 + signal.SIGTERM
-    assert signal.getsignal(signal.SIGTERM) is before  # the handler is the caller's again
-    assert "interrupted after 1 of 2 cases" in capsys.readouterr().err
+    assert rc == 128 + sig
+    assert signal.getsignal(sig) is before  # the handler is the caller's again
+    err = capsys.readouterr().err
+    assert "interrupted after 1 of 2 cases" in err
     (journal_file,) = (tmp_path / "results" / "term" / store.JOURNAL_DIR).glob(f"*{store.JOURNAL_SUFFIX}")
     assert [r["workload"] for r in journal.read(journal_file).records] == ["gemm"]
+    return err
+
+
+def test_sigterm_stops_a_run_like_ctrl_c(write_scenario, tmp_path, monkeypatch, capsys):
+    stopped_by(signal.SIGTERM, write_scenario, tmp_path, monkeypatch, capsys)
 
 
 class Sleepy:

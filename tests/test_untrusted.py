@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -24,14 +25,6 @@ from suite.scenario import plan, spec
 from tests.conftest import TINY_SCENARIO, quick_toml
 
 HOSTILE = "../../escaped"
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory) -> Path:
-    """One real run of the tiny scenario (2 sizes x 4 precisions; tf32 skipped on a CPU)."""
-    folder = tmp_path_factory.mktemp("tiny")
-    (folder / "tiny.toml").write_text(TINY_SCENARIO, encoding="utf-8")
-    return pipeline.run_scenario(spec.load(folder / "tiny.toml"), folder / "results", None, progress=False).path
 
 
 @pytest.fixture
@@ -58,6 +51,12 @@ def write_records(records: list[dict], folder: Path, name: str = "20260101T00000
     as another tool or an attacker could leave it."""
     folder.mkdir(parents=True, exist_ok=True)
     return store.write_run(records, folder / name)
+
+
+def measured_again(records: list[dict], run_id: str) -> list[dict]:
+    """The same cases as another run, an hour later (the same measurement under a new run id would be
+    read as one run: issue #24)."""
+    return [{**r, "run_id": run_id, "started_at": r["started_at"] + timedelta(hours=1)} for r in records]
 
 
 def one_error_line(err: str) -> str:
@@ -235,12 +234,12 @@ def test_4_resume_of_a_run_killed_before_its_report_renders_the_report(tiny_run,
 
 
 def test_4_temporaries_of_dead_processes_are_removed_and_live_ones_kept(tmp_path):
-    dead = 2 ** 22 + 12345  # above the default pid_max: no process has it
-    orphan = tmp_path / f".x.parquet.{dead}.0123abcd.tmp"
+    dead = atomic.Owner(atomic.machine(), 2 ** 22 + 12345)  # above the default pid_max: no process has it
+    orphan = tmp_path / atomic.temporary_name("x.parquet", dead)
     orphan.write_bytes(b"half a file")
-    staging = tmp_path / f".tiny.{dead}.89abcdef.tmp"
+    staging = tmp_path / atomic.temporary_name("tiny", dead)
     staging.mkdir()
-    mine = tmp_path / f".y.parquet.{os.getpid()}.0123abcd.tmp"
+    mine = tmp_path / atomic.temporary_name("y.parquet")
     mine.write_bytes(b"being written")
     assert sorted(atomic.remove_stale(tmp_path)) == sorted([orphan, staging])
     assert mine.exists()
@@ -331,8 +330,7 @@ def test_6_outputs_into_a_folder_that_cannot_exist_are_one_line(tiny_run, tmp_pa
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     target = str(blocker / "sub")
-    other = write_records([{**r, "run_id": "20260101T000000Z-000002"} for r in records_of(tiny_run)],
-                          tmp_path / "other" / "tiny")
+    other = write_records(measured_again(records_of(tiny_run), "20260101T000000Z-000002"), tmp_path / "other" / "tiny")
     write_records(records_of(tiny_run), tmp_path / "other" / "tiny", tiny_run.name)
     for argv in (["report", str(tiny_run), "--out", target],
                  ["compare", str(tiny_run), str(other), "--out", target],
@@ -403,7 +401,7 @@ def test_7_ten_billion_cases_are_counted_not_built(write_scenario, capsys):
 def test_8_a_corrupt_parquet_is_named_and_the_other_runs_still_report_and_compare(tiny_run, tmp_path, capsys):
     folder = tmp_path / "results" / "tiny"
     first = write_records(records_of(tiny_run), folder, "20260101T000000Z-000001.parquet")
-    second = write_records([{**r, "run_id": "20260101T000000Z-000002"} for r in records_of(tiny_run)], folder,
+    second = write_records(measured_again(records_of(tiny_run), "20260101T000000Z-000002"), folder,
                            "20260101T000000Z-000002.parquet")
     corrupt = folder / "20260101T000000Z-000003.parquet"
     corrupt.write_bytes(b"PAR1 this is not parquet PAR1")

@@ -371,8 +371,9 @@ def _local_folder(given: str, out: Path) -> Path:
     if out.is_symlink():
         target = Path(os.path.realpath(out))
         if not target.is_dir():
-            raise UserError(f"{out}: a symbolic link to {target}, which {'is not a folder' if target.exists() else 'does not exist'}; "
-                            "a report follows a link to its folder: create the folder, or give --out another one")
+            which = "is not a folder" if target.exists() else "does not exist"
+            raise UserError(f"{out}: a symbolic link to {target}, which {which}; a report follows a link to its "
+                            "folder: create the folder, or give --out another one")
         out = target
     real, here = Path(os.path.realpath(out)), Path.cwd().resolve()
     if real == here or real in here.parents:

@@ -112,7 +112,8 @@ def read(path: str | Path) -> Contents:
     the uploaded copy of a remote run's journal (`suite.results.location`)."""
     path = location.where(path)
     try:
-        data = path.read_bytes() if isinstance(path, location.Remote) else files.read_bytes(path, MAX_BYTES, "run journal")
+        remote = isinstance(path, location.Remote)
+        data = path.read_bytes() if remote else files.read_bytes(path, MAX_BYTES, "run journal")
     except OSError as err:
         raise JournalError(f"{path}: cannot read run journal: {err}") from None
     return parse(data, path)

@@ -602,7 +602,8 @@ def find_shard_run(results_dir: str | Path, scenario: str, run_group: str, index
                 rows = pq.read_table(source, columns=["run_group", "shard_index", "shard_count", "run_id"]).to_pylist()
         except (OSError, pa.ArrowException, KeyError):
             continue  # not a results file of this schema (or not a file): not a shard of this group
-        if rows and (rows[0]["run_group"], rows[0]["shard_index"], rows[0]["shard_count"]) == (run_group, index, count) \
-                and isinstance(rows[0]["run_id"], str) and RUN_ID.fullmatch(rows[0]["run_id"]):
-            return rows[0]["run_id"], True
+        first = rows[0] if rows else {}
+        if (first.get("run_group"), first.get("shard_index"), first.get("shard_count")) == (run_group, index, count) \
+                and isinstance(first["run_id"], str) and RUN_ID.fullmatch(first["run_id"]):
+            return first["run_id"], True
     return None
