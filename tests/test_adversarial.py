@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from suite import cli, pipeline, report, text
 from suite.report import plots
 from suite.results import atomic, journal, store
-from suite.scenario import registry, spec
+from suite.scenario import spec
 from tests.conftest import TINY_SCENARIO, quick_toml
 from tests.test_resume import stopped_by
 
