@@ -163,6 +163,23 @@ def test_1_a_file_added_to_a_report_folder_is_never_deleted(tiny_run, tmp_path, 
     assert (out / "my-notes.md").read_text() == "mine" and (out / "index.html").exists()
 
 
+def test_1_a_file_written_into_a_report_folder_while_it_renders_is_kept(tiny_run, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "rep"
+    df = store.read_file(tiny_run)
+    report.render(df, out)
+    draw = plots.PLOTS["speedup"]
+
+    def meanwhile(df, workload, path):  # someone saves a file into the live report folder
+        (out / "notes.txt").write_text("mine")
+        return draw(df, workload, path)
+
+    monkeypatch.setitem(plots.PLOTS, "speedup", meanwhile)
+    report.render(df, out)
+    (kept,) = tmp_path.glob("rep.kept-*")
+    assert tree(kept) == {"notes.txt": b"mine"} and f"kept in {kept}" in capsys.readouterr().err
+    assert (out / "index.html").exists() and not (out / "notes.txt").exists()
+
+
 # --- 2. fields of a file from elsewhere never steer a path -----------------------------------------
 
 
@@ -278,6 +295,14 @@ def test_4_a_column_of_the_wrong_type_leaves_its_file_out_with_one_warning(tiny_
             warned = [line for line in err.splitlines() if str(path) in line]
             assert len(warned) == 1 and f"column {column}" in warned[0], (argv, path, err)
     assert newest.stem in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_4_found_by_the_property_test_a_shape_without_k_is_left_out(tiny_run, tmp_path, capsys):
+    """m without k crashed the report's shape labels (int(NaN)): the contract wants all three or none."""
+    records = records_of(tiny_run)
+    bad = write_records([{**records[0], "k": None}, *records[1:]], tmp_path / "results" / "tiny")
+    assert cli.main(["report", str(tmp_path / "results"), "--out", str(tmp_path / "rep")]) == 2
+    assert f"left out {bad}: m, k and n must be given together" in capsys.readouterr().err
 
 
 def test_4_import_refuses_a_value_of_the_wrong_type(tiny_run, tmp_path, capsys):
@@ -597,8 +622,13 @@ FIELDS = ["run_id", "scenario", "case_id", "baseline_case_id", "workload", "prec
           "reason", "m", "k", "n", "params", "started_at", "time_ms_median", "samples_ms", "n_samples", "rel_err",
           "sqnr_db", "tflops", "speedup", "run_group", "shard_run_id", "shard_index", "shard_count", "device",
           "device_name", "torch_version", "label", "emulated"]
-PROPERTY = settings(max_examples=20, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+# Derandomized, no example database: the same examples on every machine and in CI. The chain of
+# commands costs about a second an example (a report and a comparison), so it gets a few examples;
+# the reading and writing gate (import or read, then export) gets many.
+GATE = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+CHAIN = settings(GATE, max_examples=8)
+CHANGES = st.lists(st.tuples(st.integers(0, 7), st.sampled_from(FIELDS), VALUES), min_size=1, max_size=4)
 
 
 @pytest.fixture
@@ -611,47 +641,72 @@ def quick_png(monkeypatch):
     monkeypatch.setattr(Figure, "tight_layout", lambda self, **kwargs: None)
 
 
-@PROPERTY
-@given(changes=st.lists(st.tuples(st.integers(0, 7), st.sampled_from(FIELDS), VALUES), min_size=1, max_size=4),
-       as_json=st.booleans())
-def test_random_record_values_give_one_line_errors_and_never_write_outside(tiny_run, tmp_path_factory, capsys,
-                                                                           quick_png, changes, as_json):
-    case = tmp_path_factory.mktemp("prop")
+@pytest.fixture(scope="module")
+def clean(tiny_run, tmp_path_factory) -> tuple[list[dict], list[dict], str]:
+    """The tiny run's records, another run of them to compare with, and the run as pytest-benchmark
+    JSON text: made once, spoiled afresh by each example."""
+    out = tmp_path_factory.mktemp("exported") / "export.json"
+    assert cli.main(["export", str(tiny_run), "-o", str(out), "--quiet"]) == 0
     records = records_of(tiny_run)
+    return records, another_run(records, "20991230T000000Z-000003"), out.read_text()
+
+
+def spoiled(case: Path, clean, changes, as_json: bool) -> list[str] | None:
+    """The tiny run with `changes` (row, field, value) made, as a results file beside a clean run or
+    as pytest-benchmark JSON to import (the values ride in extra_info and the run's fields); the
+    command that first reads it, or None when no parquet file can hold the values."""
+    results, (records, other, exported) = case / "results", clean
+    records = [dict(r) for r in records]
     for row, field, value in changes:
         records[row][field] = value
-    results, reports, out = case / "results", case / "reports", case / "out"
-    if as_json:  # through pytest-benchmark JSON: the spoiled values ride in extra_info and the run's fields
-        doc = json.loads(_exported(tiny_run, case))
+    write_records(other, results / "tiny", "20991230T000000Z-000003.parquet")
+    if as_json:
+        doc = json.loads(exported)
         for bench in doc["benchmarks"]:
             bench["extra_info"]["mpsuite"].update({f: v for _, f, v in changes})
         doc["mpsuite"]["run"].update({f: v for _, f, v in changes if f in doc["mpsuite"]["run"]})
         (case / "in.json").write_text(json.dumps(doc, default=str))
-        first = ["import", str(case / "in.json"), "--results", str(results)]
-    else:
-        try:
-            write_records(records, results / "tiny", "20991231T000000Z-000002.parquet")
-        except (pa.ArrowException, OverflowError, ValueError, TypeError):
-            return  # not even a parquet file could hold these values
-        first = ["recommend", str(results)]
-    write_records(another_run(records_of(tiny_run), "20991230T000000Z-000003"), results / "tiny",
-                  "20991230T000000Z-000003.parquet")  # a clean run beside it, to compare with
-    for argv in (first,
-                 ["report", str(results), "--out", str(reports / "r"), "--quiet"],
-                 ["compare", f"{results},skip=1", str(results), "--results", str(results), "--reports", str(reports),
-                  "--quiet", "--fail-on", "none", "--min-runs", "1", "--noise", "0.05"],
-                 ["export", str(results), "-o", str(out), "--results", str(results), "--quiet"]):
+        return ["import", str(case / "in.json"), "--results", str(results)]
+    try:
+        write_records(records, results / "tiny", "20991231T000000Z-000002.parquet")
+    except (pa.ArrowException, OverflowError, ValueError, TypeError):
+        return None  # not even a parquet file could hold these values
+    return ["recommend", str(results)]
+
+
+def one_line_each(case: Path, capsys, *commands: list[str]) -> None:
+    """Each command exits 0, 1 or 2, never with a traceback, 2 with one error line; nothing is
+    written outside the case's input, results, reports and export folders."""
+    for argv in commands:
         status = cli.main(argv)
         err = capsys.readouterr().err
         assert "Traceback" not in err and status in (0, 1, 2), (argv, err)
         if status == 2:
             one_error_line(err)
     written = [p for p in case.rglob("*") if p.is_file() and not any(
-        p.is_relative_to(case / allowed) for allowed in ("results", "reports", "out", "in.json", "export.json"))]
+        p.is_relative_to(case / allowed) for allowed in ("results", "reports", "out", "in.json"))]
     assert written == []
 
 
-def _exported(tiny_run: Path, case: Path) -> str:
-    out = case / "export.json"
-    assert cli.main(["export", str(tiny_run), "-o", str(out), "--quiet"]) == 0
-    return out.read_text()
+@GATE
+@given(changes=CHANGES, as_json=st.booleans())
+def test_random_record_values_through_import_or_read_and_export(clean, tmp_path_factory, capsys, changes, as_json):
+    case = tmp_path_factory.mktemp("gate")
+    first = spoiled(case, clean, changes, as_json)
+    if first is not None:  # an import, or (a results file) straight to the export's read
+        one_line_each(case, capsys, *([first] if first[0] == "import" else []),
+                      ["export", str(case / "results"), "-o", str(case / "out"), "--quiet"])
+
+
+@CHAIN
+@given(changes=CHANGES, as_json=st.booleans())
+def test_random_record_values_through_report_compare_and_export(clean, tmp_path_factory, capsys, quick_png,
+                                                                changes, as_json):
+    case = tmp_path_factory.mktemp("chain")
+    first = spoiled(case, clean, changes, as_json)
+    results, reports = case / "results", case / "reports"
+    if first is not None:
+        one_line_each(case, capsys, first, ["report", str(results), "--out", str(reports / "r"), "--quiet"],
+                      ["compare", f"{results},skip=1", str(results), "--results", str(results), "--reports",
+                       str(reports), "--quiet", "--fail-on", "none", "--min-runs", "1", "--noise", "0.05"],
+                      ["export", str(results), "-o", str(case / "out"), "--quiet"])

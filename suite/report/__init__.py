@@ -469,7 +469,10 @@ def _discard(old: Path, out: Path) -> None:
                 pass  # holds what we keep
     if os.path.lexists(old):
         kept = out.with_name(f"{out.name}.kept-{secrets.token_hex(3)}")
-        os.rename(old, kept)
+        try:
+            os.rename(old, kept)
+        except OSError:
+            kept = old  # the new report is in place either way; the files stay where they are
         print(f"mpsuite: warning: {out} held files no report wrote when the new report replaced it; "
               f"they are kept in {kept}", file=sys.stderr)
 

@@ -36,10 +36,11 @@ except ImportError:  # pragma: no cover - exercised only off POSIX
     fcntl = None
 
 FORMAT = 1
-# A journal holds one line per case, a few KB each: plan.MAX_CASES (100,000) cases make some 300 MB.
-# One past this limit is no journal of ours (or a run far past that bound), and is refused by name
-# rather than read into memory.
-MAX_BYTES = 2**30
+# A journal holds one line per case: 1 KB, up to 20 KB with thousands of samples (the committed
+# reference runs), so plan.MAX_CASES (100,000) cases make at most about 2 GB. A file past this limit
+# is no journal of ours (or a run far past that bound), and is refused by name rather than read
+# into memory.
+MAX_BYTES = 4 * 2**30
 
 
 def _plain(value):

@@ -393,9 +393,10 @@ def _source(path):
     regular file (a FIFO named *.parquet would block its reader forever: `suite.files`)."""
     if isinstance(path, location.Remote):
         try:
-            yield pa.BufferReader(path.read_bytes())
+            data = path.read_bytes()
         except FileNotFoundError as err:
             raise OSError(f"no such file: {err}") from None
+        yield pa.BufferReader(data)
         return
     with files.reader(path) as f:
         yield f

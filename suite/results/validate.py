@@ -13,6 +13,7 @@ What a record must hold, and why each check exists (each was a crash or a silent
 - every defined column in its declared type (`suite.results.columns`: `rel_err` as text, `m` as
   text or `baseline_case_id` as a number crashed report, recommend and compare), `params` a JSON
   object;
+- `m`, `k`, `n` all three or none (a shape label read `k` beside `m`);
 - `run_group` a folder name and `shard_run_id` a run id (a group's run id is built from them and
   becomes a path and a printed `--resume` command), a shard within its count, at most
   `suite.fleet.shard.MAX_SHARDS` shards;
@@ -116,6 +117,18 @@ def _fleet_problems(table: pa.Table) -> list[str]:
     return out
 
 
+def _shape_problems(table: pa.Table) -> list[str]:
+    """A shaped case has all of m, k and n; an unshaped one none (a shape label, FLOPs and the
+    plots read all three)."""
+    if not {"m", "k", "n"} <= set(table.column_names):
+        return []
+    given = [pc.is_valid(table.column(d)) for d in ("m", "k", "n")]
+    bad = pc.or_(pc.not_equal(given[0], given[1]), pc.not_equal(given[0], given[2]))
+    if not _bad_count(bad):
+        return []
+    return [f"m, k and n must be given together or not at all ({_first(table, bad, 'm')})"]
+
+
 def problems(table: pa.Table) -> list[str]:
     """Every way the records break the contract, one phrase each (empty: they keep it)."""
     out: list[str] = []
@@ -142,7 +155,7 @@ def problems(table: pa.Table) -> list[str]:
     for name in scenarios:
         if not names.NAME.fullmatch(name):
             out.append(f"scenario {name!r} cannot name a folder (expected {names.NAME_RULE})")
-    out += _fleet_problems(table)
+    out += _fleet_problems(table) + _shape_problems(table)
     bad = pc.invert(pc.is_in(table.column("status"), value_set=pa.array(STATUSES)))
     if _bad_count(bad):
         out.append(f"status must be one of {', '.join(STATUSES)} ({_first(table, bad, 'status')})")
