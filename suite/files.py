@@ -50,7 +50,7 @@ def _checked(fd: int, limit: int | None, what: str) -> os.stat_result:
 def open_regular(path: str | Path, limit: int | None = None, what: str = "file", flags: int = os.O_RDONLY) -> int:
     """A descriptor of `path` opened with `flags`, after checking that it is a regular file of at
     most `limit` bytes (links are followed: a scenario may be a link to a regular file)."""
-    fd = os.open(path, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))  # POSIX flags
     try:
         _checked(fd, limit, what)
         if hasattr(os, "set_blocking"):

@@ -297,12 +297,23 @@ def test_4_a_column_of_the_wrong_type_leaves_its_file_out_with_one_warning(tiny_
     assert newest.stem in (tmp_path / "rep" / "report.md").read_text()
 
 
-def test_4_found_by_the_property_test_a_shape_without_k_is_left_out(tiny_run, tmp_path, capsys):
+def test_property_finding_a_shape_without_k_is_left_out(tiny_run, tmp_path, capsys):
     """m without k crashed the report's shape labels (int(NaN)): the contract wants all three or none."""
     records = records_of(tiny_run)
     bad = write_records([{**records[0], "k": None}, *records[1:]], tmp_path / "results" / "tiny")
     assert cli.main(["report", str(tmp_path / "results"), "--out", str(tmp_path / "rep")]) == 2
     assert f"left out {bad}: m, k and n must be given together" in capsys.readouterr().err
+
+
+def test_property_finding_a_record_without_device_name_compares(tiny_run, tmp_path, capsys):
+    """A device name on some records and not others (an all-skipped CUDA run has none) made compare
+    sort text against NaN."""
+    records = records_of(tiny_run)
+    base = write_records(records, tmp_path / "a")
+    cand = write_records([{**r, "device_name": None} if i % 2 else r
+                          for i, r in enumerate(another_run(records, "20991231T000000Z-000002"))], tmp_path / "b")
+    assert cli.main(["compare", str(base), str(cand), "--out", str(tmp_path / "cmp"), "--fail-on", "none"]) == 0
+    assert "devices differ" in capsys.readouterr().err
 
 
 def test_4_import_refuses_a_value_of_the_wrong_type(tiny_run, tmp_path, capsys):
@@ -621,7 +632,8 @@ VALUES = (st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() |
 FIELDS = ["run_id", "scenario", "case_id", "baseline_case_id", "workload", "precision", "baseline", "status",
           "reason", "m", "k", "n", "params", "started_at", "time_ms_median", "samples_ms", "n_samples", "rel_err",
           "sqnr_db", "tflops", "speedup", "run_group", "shard_run_id", "shard_index", "shard_count", "device",
-          "device_name", "torch_version", "label", "emulated"]
+          "device_name", "torch_version", "label", "emulated", "stop_reason", "throttled_fraction", "throttle_reasons",
+          "time_ms_p10", "time_ms_p90", "rel_ci", "peak_tflops", "fidelity_ratio", "seed", "cpu_threads"]
 # Derandomized, no example database: the same examples on every machine and in CI. The chain of
 # commands costs about a second an example (a report and a comparison), so it gets a few examples;
 # the reading and writing gate (import or read, then export) gets many.

@@ -341,9 +341,14 @@ def _transition(base: str | None, cand: str | None) -> str | None:
     return RECOVERED  # cand ok, base skipped or failed
 
 
+def _devices(side: Side) -> set[tuple[str, str]]:
+    """(device, device name) of a side's records; '' where absent (an all-skipped CUDA run has no name)."""
+    named = side.records[["device", "device_name"]].astype(object)
+    return {(str(d), str(n)) for d, n in named.where(named.notna(), "").drop_duplicates().to_numpy()}
+
+
 def _same_device(base: Side, cand: Side) -> tuple[bool, str]:
-    b = {tuple(x) for x in base.records[["device", "device_name"]].astype(str).drop_duplicates().to_numpy()}
-    c = {tuple(x) for x in cand.records[["device", "device_name"]].astype(str).drop_duplicates().to_numpy()}
+    b, c = _devices(base), _devices(cand)
     if len(b) == 1 and b == c:
         return True, ""
     fmt = lambda s: " / ".join(f"{d} {n}" for d, n in sorted(s))  # noqa: E731
