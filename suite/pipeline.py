@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from suite.analysis import model
 from suite.measure import env, runner
 from suite.scenario import plan
 from suite.results import location, store
@@ -354,6 +355,7 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
         with _stop_signals() as stop:
             produced = executor.run(todo, meta, bar) if ray else runner.run(todo, dev, meta, bar, run_one, worker)
             for record in produced:
+                record.update(model.record_columns(record))  # the roofline beside each measurement
                 with stop.atomic():
                     journal.append(record)
             with stop.atomic():

@@ -18,7 +18,7 @@ from typing import Callable
 import jinja2
 import pandas as pd
 
-from suite.analysis import answers, derived, fleet, update
+from suite.analysis import answers, crossover, derived, fleet, update
 from suite import names
 from suite.results import groups, location
 from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
@@ -28,7 +28,7 @@ from suite.scenario import registry
 ENV_COLUMNS = [
     "device", "device_name", "compute_capability", "sm_count", "torch_version", "cuda_version",
     "cudnn_version", "driver_version", "torchao_version", "te_version", "triton_version",
-    "python_version", "cpu_model", "cpu_isa", "cpu_flags", "cpu_isa_env", "cpu_threads", "host", "git_sha",
+    "python_version", "cpu_model", "cpu_isa", "cpu_flags", "cpu_isa_env", "cpu_threads", "cpu_clock_mhz", "host", "git_sha",
     "git_dirty", "code_hash",
 ]
 
@@ -78,8 +78,8 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
             "shape": shape,
             "precision": r["precision"],
             "status": r["status"] + (" (emulated: timing is not device speed)" if ok and emu else "") + throttled
-            + stalled,
-            "throttled": bool(throttled or stalled),
+            + stalled + (f" ({r['implausible']})" if ok and isinstance(r.get("implausible"), str) else ""),
+            "throttled": bool(throttled or stalled or (ok and isinstance(r.get("implausible"), str))),
             "time_ms": fmt(r.get("time_ms_median"), ".4g") if ok else "",
             "spread": fmt(r.get("rel_ci"), ".1%") if ok else "",
             "stop": _stop_note(r) if ok else "",
@@ -87,11 +87,27 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
             "tflops": fmt(r.get("tflops"), ".4g") if speed else "",
             "pct_peak": fmt(r.get("pct_of_peak"), ".1f", "%") if speed else "",
             "speedup": fmt(r.get("speedup"), ".3g", "x") if speed else "",
+            "predicted": _predicted_cell(r) if speed else "",
+            "roofline": _roofline_cell(r) if speed else "",
             "rel_err": fmt(r.get("rel_err"), ".2e") if ok else "",
             "sqnr_db": fmt(r.get("sqnr_db"), ".1f") if ok else "",
             "reason": r.get("reason") or "",
         })
     return rows
+
+
+def _predicted_cell(r) -> str:
+    """'0.41 ms, 1.3x': the roofline model's time and speedup for the case."""
+    ms, speedup = fmt(r.get("predicted_ms"), ".3g", " ms"), fmt(r.get("predicted_speedup"), ".3g", "x")
+    return ", ".join(x for x in (ms, speedup) if x)
+
+
+def _roofline_cell(r) -> str:
+    """'62% compute': the measured fraction of the roofline and what bounds the case."""
+    value = r.get("roofline_fraction")
+    fraction = fmt(100 * value, ".3g", "%") if isinstance(value, (int, float)) else ""
+    bound = r.get("bound") if isinstance(r.get("bound"), str) else ""
+    return " ".join(x for x in (fraction, bound) if x)
 
 
 def summary_rows(df: pd.DataFrame) -> list[dict]:
@@ -116,7 +132,7 @@ def headline(df: pd.DataFrame) -> list[str]:
     of the fp32-master loss and at what bytes per parameter: `suite.analysis.update`); then what makes the numbers unusual (a slow path and its
     cause, cases cut short by the cap, stalls) and what was not measured and why."""
     lines = (_partial_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df)
-             + update.update_answers(df) + _unusual_lines(df))
+             + crossover.answer_lines(df) + update.update_answers(df) + _implausible_lines(df) + _unusual_lines(df))
     missing = answers.not_measured(df)
     return lines + ([missing] if missing else [])
 
@@ -135,13 +151,41 @@ def _partial_lines(df: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _implausible_lines(df: pd.DataFrame) -> list[str]:
+    """Timings the roofline model says cannot be right (the record's `implausible` column)."""
+    if "implausible" not in df:
+        return []
+    bad = df[df["implausible"].notna()]
+    if bad.empty:
+        return []
+    labels = derived.shape_labels(bad)
+    shown = "; ".join(f"{r['workload']} {r['precision']} {label}: {r['implausible']}"
+                      for r, label in zip(bad.head(3).to_dict("records"), labels.head(3)))
+    more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
+    return [f"{len(bad)} timing(s) flagged by the roofline model: {shown}{more}."]
+
+
+def _roofline_note(df: pd.DataFrame, run_id: str, precision: str) -> str:
+    """' (at 0.5% of its roofline, this CPU's fp32 FMA peak)' for a slow path's cases, where recorded."""
+    if "roofline_fraction" not in df:
+        return ""
+    g = df[(df["run_id"] == run_id) & (df["precision"] == precision)]
+    fraction = derived.geomean(g["roofline_fraction"])
+    if not fraction == fraction:  # nan: not modelled
+        return ""
+    peak = pd.to_numeric(g["roofline_tflops"], errors="coerce").dropna()
+    at = f" of {peak.iloc[0]:.3g} TFLOP/s" if len(peak) else ""
+    return f" (at {fraction:.2%} of its roofline{at})"
+
+
 def _unusual_lines(df: pd.DataFrame) -> list[str]:
     lines = []
     for slow in derived.slow_paths(df):
         worst = f", up to {slow['worst']:.3g}x" if slow["worst"] > 1.05 * slow["slowdown"] else ""
         cause = f": {slow['cause']}" if slow["cause"] else ""
         lines.append(f"{slow['precision']} is {slow['slowdown']:.3g}x slower than {slow['baseline']} here "
-                     f"(geomean of {slow['cases']} cases{worst}){cause}.")
+                     f"(geomean of {slow['cases']} cases{worst}{_roofline_note(df, slow['run_id'], slow['precision'])})"
+                     f"{cause}.")
     ok = df[df["status"] == "ok"]
     if "stop_reason" in ok:
         capped = ok[ok["stop_reason"] == "cap"]
@@ -280,7 +324,8 @@ SUMMARY_COLUMNS = [
 CASE_COLUMNS = [
     ("workload", "workload"), ("shape", "case"), ("precision", "precision"), ("status", "status"),
     ("time_ms", "median ms"), ("spread", "±95% CI"), ("stop", "stopped by"), ("tflops", "TFLOP/s"),
-    ("pct_peak", "% of peak"), ("speedup", "speedup"), ("rel_err", "rel. error"), ("sqnr_db", "SQNR dB"),
+    ("pct_peak", "% of peak"), ("speedup", "speedup"), ("predicted", "model: ms, speedup"),
+    ("roofline", "of roofline, bound"), ("rel_err", "rel. error"), ("sqnr_db", "SQNR dB"),
 ]
 # shown when an independent harness timed the cases too (the fidelity workload)
 REF_COLUMNS = [("ref_ratio", "suite / ref. harness time")]
