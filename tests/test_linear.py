@@ -105,3 +105,31 @@ def test_bad_params_and_layer_level_limits():
         run(LINEAR, BF16, compile="yes")
     with pytest.raises(Unsupported, match="GEMM-level"):
         run(LINEAR, FP8_BLOCK)
+
+
+# --- where a step's time goes: the profiler's split (suite/measure/attribution.py) ---------------
+
+
+def test_the_profiler_splits_a_step_into_gemms_and_the_rest():
+    from suite.measure import attribution
+
+    pytest.importorskip("torchao.float8")
+    bf16, _ = run(LINEAR, BF16)
+    fp8, _ = run(LINEAR, FP8_TENSORWISE)
+    assert bf16.split_kernels and fp8.split_kernels
+    with BF16.active():
+        plain = attribution.kernel_split(bf16.fn, lambda: None, CPU)
+    emulated = attribution.kernel_split(fp8.fn, lambda: None, CPU)
+    for split in (plain, emulated):
+        assert split["measured_gemm_ms"] > 0 and split["measured_other_ms"] > 0
+    # the emulated FP8 step's casts (abs, amax, scale, clamp, cast: eager torchao) outweigh its
+    # three small GEMMs, and outweigh what the bf16 step spends outside its GEMMs
+    assert emulated["measured_other_ms"] > emulated["measured_gemm_ms"]
+    assert emulated["measured_other_ms"] > plain["measured_other_ms"]
+
+
+def test_a_layer_record_carries_the_split():
+    pytest.importorskip("torchao.float8")
+    case = Case("t", "linear", "fp8_rowwise", "bf16", M, K, N, {}, 0, StopRule(budget_s=0.05, warmup_s=0.0))
+    record = runner.run_case(case, CPU, runner.clock_for(CPU), {"device": "cpu"})
+    assert record["status"] == "ok" and record["measured_gemm_ms"] > 0 and record["measured_other_ms"] > 0

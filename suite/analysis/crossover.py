@@ -43,7 +43,9 @@ def family_of(m: int, k: int, n: int) -> Family:
 
 @dataclass(frozen=True)
 class Crossing:
-    kind: str  # "crosses" (at `size`), "always" (beats it from the smallest size, `size`), "never" (up to `size`)
+    # "crosses" (at `size`), "always" (from the smallest size, `size`), "never" (up to `size`), or
+    # "not_largest" (measured: it beats the baseline at some size, but not at the largest, `size`)
+    kind: str
     size: float
 
     def text(self, family: Family, measured: bool) -> str:
@@ -51,7 +53,9 @@ class Crossing:
         if self.kind == "crosses":
             return f"pays from {family.label} of about {round_2(self.size)}"
         if self.kind == "always":  # the ends of the search or of the sweep: sizes as they are
-            return f"pays at every {where}{family.label}, from {self.size:g} on"
+            return f"pays at every {where}{family.label} (from {self.size:g})"
+        if self.kind == "not_largest":
+            return f"does not pay at the largest measured {family.label} ({self.size:g}), though at smaller ones"
         return f"does not pay up to {family.label} = {self.size:g}"
 
 
@@ -67,18 +71,21 @@ def beats(speedup: float) -> bool:
 
 
 def measured_crossing(sizes, speedups) -> Crossing | None:
-    """The first size where the measured speedup rises through 1, interpolated linearly in
-    log(size) against log(speedup) between the two measured sizes around it."""
+    """The size from which on the measured speedups stay above 1: the last rise through 1,
+    interpolated linearly in log(size) against log(speedup) between the two measured sizes around
+    it ("always" when it beats the baseline at every size; "never" when at none; "not_largest"
+    when it beats it somewhere but not at the largest size)."""
     points = sorted((float(s), float(v)) for s, v in zip(sizes, speedups) if v > 0 and math.isfinite(v))
     if len({s for s, _ in points}) < 2:
         return None
-    if beats(points[0][1]):
+    if all(beats(v) for _, v in points):
         return Crossing("always", points[0][0])
-    for (x0, y0), (x1, y1) in zip(points, points[1:]):
-        if not beats(y0) and beats(y1):
-            t = -math.log(y0) / (math.log(y1) - math.log(y0))
-            return Crossing("crosses", math.exp(math.log(x0) + t * (math.log(x1) - math.log(x0))))
-    return Crossing("never", points[-1][0])
+    if not beats(points[-1][1]):
+        return Crossing("never" if not any(beats(v) for _, v in points) else "not_largest", points[-1][0])
+    i = max(j for j in range(1, len(points)) if not beats(points[j - 1][1]))
+    (x0, y0), (x1, y1) = points[i - 1], points[i]
+    t = -math.log(y0) / (math.log(y1) - math.log(y0))
+    return Crossing("crosses", math.exp(math.log(x0) + t * (math.log(x1) - math.log(x0))))
 
 
 def _grid() -> list[int]:
@@ -154,9 +161,9 @@ def answer_lines(df: pd.DataFrame) -> list[str]:
         elif predicted.kind == "crosses":
             model_text = f"predicted {round_2(predicted.size)}"
         elif predicted.kind == "always":
-            model_text = f"predicted: from {predicted.size:g} on"
+            model_text = "predicted: at every size"
         else:
-            model_text = f"predicted: not up to {predicted.size:g}"
+            model_text = f"predicted: never, up to {predicted.size:g}"
         what = f"{row['precision']} ({_params_text(row['workload'], row['params'])})"
         lines.append(f"{what} {row['measured'].text(row['family'], measured=True)} on this "
                      f"{row['device_name']} ({model_text}).")

@@ -166,7 +166,8 @@ def _implausible_lines(df: pd.DataFrame) -> list[str]:
 
 
 def _roofline_note(df: pd.DataFrame, run_id: str, precision: str) -> str:
-    """' (at 0.5% of its roofline, this CPU's fp32 FMA peak)' for a slow path's cases, where recorded."""
+    """', at 0.45% of its roofline of 0.333 TFLOP/s' for a slow path's cases, where recorded (on a CPU
+    without native bf16 that roofline is its fp32 FMA peak)."""
     if "roofline_fraction" not in df:
         return ""
     g = df[(df["run_id"] == run_id) & (df["precision"] == precision)]
@@ -175,7 +176,7 @@ def _roofline_note(df: pd.DataFrame, run_id: str, precision: str) -> str:
         return ""
     peak = pd.to_numeric(g["roofline_tflops"], errors="coerce").dropna()
     at = f" of {peak.iloc[0]:.3g} TFLOP/s" if len(peak) else ""
-    return f" (at {fraction:.2%} of its roofline{at})"
+    return f", at {fraction:.2%} of its roofline{at}"
 
 
 def _unusual_lines(df: pd.DataFrame) -> list[str]:
