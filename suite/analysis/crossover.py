@@ -55,7 +55,7 @@ class Crossing:
         if self.kind == "always":  # the ends of the search or of the sweep: sizes as they are
             return f"pays at every {where}{family.label} (from {self.size:g})"
         if self.kind == "not_largest":
-            return f"does not pay at the largest measured {family.label} ({self.size:g}), though at smaller ones"
+            return f"pays at some measured {family.label} but not at the largest ({self.size:g})"
         return f"does not pay up to {family.label} = {self.size:g}"
 
 
@@ -94,9 +94,21 @@ def _grid() -> list[int]:
     return sorted({int(round(lo * 2 ** (i / STEPS_PER_DOUBLING))) for i in range(steps + 1)})
 
 
+_PREDICTED: dict[tuple, Crossing | None] = {}
+
+
 def predicted_crossing(workload: str, precision: str, baseline: str, family: Family, params: dict,
                        device: model.Device) -> Crossing | None:
-    """The smallest size at which the model predicts `precision` beats `baseline` along `family`."""
+    """The smallest size at which the model predicts `precision` beats `baseline` along `family`
+    (remembered: a report asks for the same one for each run and each line)."""
+    key = (workload, precision, baseline, family, json.dumps(params, sort_keys=True), repr(device))
+    if key not in _PREDICTED:
+        _PREDICTED[key] = _search(workload, precision, baseline, family, params, device)
+    return _PREDICTED[key]
+
+
+def _search(workload: str, precision: str, baseline: str, family: Family, params: dict,
+            device: model.Device) -> Crossing | None:
     def speedup(size: int) -> float | None:
         ours = model.predict_case(workload, precision, *family.shape(size), params, device)
         base = model.predict_case(workload, baseline, *family.shape(size), params, device)
@@ -127,20 +139,24 @@ def _params_text(workload: str, params: dict) -> str:
 
 
 def measured_families(df: pd.DataFrame) -> list[dict]:
-    """Per run, recipe (not the baseline), parameters and family with at least two measured sizes:
-    the measured and the predicted crossover. Only timed (not emulated) cases count."""
-    df = derived.with_speedups(df)
+    """Per recipe (not the baseline), parameters and family with at least two measured sizes in the
+    newest run of each scenario: the measured and the predicted crossover. Only timed (not
+    emulated) cases count."""
+    df = derived.with_speedups(derived.latest_runs(df))
     ok = df[(df["status"] == "ok") & ~derived.is_emulated(df) & df["speedup"].notna() & df["m"].notna()
             & (df["precision"] != df["baseline"])]
     if ok.empty:
         return []
-    ok = ok.assign(family=[family_of(int(m), int(k), int(n)) for m, k, n in zip(ok["m"], ok["k"], ok["n"])])
+    m, k, n = (ok[d].astype("int64") for d in ("m", "k", "n"))
+    square = (m == k) & (k == n)  # family key columns: (-1, -1) for M = K = N, else the fixed K and N
+    ok = ok.assign(family_k=k.where(~square, -1), family_n=n.where(~square, -1))
     rows = []
-    for (run, workload, precision, params, family), g in ok.groupby(
-            ["run_id", "workload", "precision", "params", "family"], sort=False):
+    for (run, workload, precision, params, fk, fn), g in ok.groupby(
+            ["run_id", "workload", "precision", "params", "family_k", "family_n"], sort=False):
         measured = measured_crossing(g["m"], g["speedup"])
         if measured is None:
             continue
+        family = Family("square") if fk < 0 else Family("tokens", int(fk), int(fn))
         first = g.iloc[0].to_dict()
         device = model.device_for(first)
         parsed = json.loads(params) if isinstance(params, str) else {}
@@ -151,23 +167,41 @@ def measured_families(df: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def answer_lines(df: pd.DataFrame) -> list[str]:
+def _model_text(predicted: Crossing | None) -> str:
+    if predicted is None:
+        return "no model for this device"
+    if predicted.kind == "crosses":
+        return f"predicted {round_2(predicted.size)}"
+    if predicted.kind == "always":
+        return "predicted: at every size"
+    return f"predicted: never, up to {predicted.size:g}"
+
+
+# More answer lines than this go to the report's crossover table only.
+MAX_LINES = 6
+
+
+def answer_lines(df: pd.DataFrame, families: list[dict] | None = None) -> list[str]:
     """The report's answer lines: where each recipe starts to pay, measured and predicted."""
-    lines = []
-    for row in measured_families(df):
-        predicted = row["predicted"]
-        if predicted is None:
-            model_text = "no model for this device"
-        elif predicted.kind == "crosses":
-            model_text = f"predicted {round_2(predicted.size)}"
-        elif predicted.kind == "always":
-            model_text = "predicted: at every size"
-        else:
-            model_text = f"predicted: never, up to {predicted.size:g}"
-        what = f"{row['precision']} ({_params_text(row['workload'], row['params'])})"
-        lines.append(f"{what} {row['measured'].text(row['family'], measured=True)} on this "
-                     f"{row['device_name']} ({model_text}).")
+    families = measured_families(df) if families is None else families
+    lines = [f"{row['precision']} ({_params_text(row['workload'], row['params'])}) "
+             f"{row['measured'].text(row['family'], measured=True)} on this {row['device_name']} "
+             f"({_model_text(row['predicted'])})." for row in families[:MAX_LINES]]
+    if len(families) > MAX_LINES:
+        lines.append(f"{len(families) - MAX_LINES} more recipe and shape families are in the report's "
+                     "crossover table.")
     return lines
+
+
+TABLE_COLUMNS = [("precision", "recipe"), ("case", "workload, parameters"), ("family", "shapes"),
+                 ("measured", "measured crossover"), ("predicted", "predicted crossover"), ("device", "device")]
+
+
+def table_rows(families: list[dict]) -> list[dict]:
+    """The crossover table of a report, one row per recipe, parameters and family (as text)."""
+    return [{"precision": row["precision"], "case": _params_text(row["workload"], row["params"]),
+             "family": row["family"].label, "measured": row["measured"].text(row["family"], measured=True),
+             "predicted": _model_text(row["predicted"]), "device": str(row["device_name"])} for row in families]
 
 
 def scenario_crossovers(cases, device: model.Device) -> list[dict]:

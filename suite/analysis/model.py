@@ -106,7 +106,7 @@ def cpu_device(threads, clock_mhz, flags, isa=None, isa_env=None, name: str = "C
     if _missing(threads) or _missing(clock_mhz) or not threads or not clock_mhz:
         return None
     have = set(str(flags).split()) if not _missing(flags) else set()
-    lowered = bool(isa_env) and not _missing(isa_env) or str(isa).upper() in ("AVX2", "DEFAULT", "NONE")
+    lowered = (bool(isa_env) and not _missing(isa_env)) or str(isa).upper() in ("AVX2", "DEFAULT", "NONE")
     rate = float(threads) * float(clock_mhz) * 1e6 / 1e12
     peaks_ = {fmt: rate * n for fmt, n in cpu_per_cycle(have, native=not lowered).items()}
     return Device(name, "cpu", peaks_, None)
@@ -149,14 +149,15 @@ def tiny(label: str, count: int = 1, what: str = "cast") -> list[Kernel]:
     return [Kernel(what, label, 0.0) for _ in range(count)]
 
 
-def eager_cast(role: str, elements: float, source: int, rowwise: bool, pow2: bool) -> list[Kernel]:
+def eager_cast(role: str, elements: float, source: int, pow2: bool) -> list[Kernel]:
     """One dynamic FP8 cast as eager PyTorch runs it, one kernel per op (torchao float8_utils
     tensor_to_amax / amax_to_scale / to_fp8_saturated and _ToFloat8ConstrFunc; fp8_numerics here):
-    abs, max, the scale (float64 round trip, clamp, divide; pow2: log2, floor, exp2), the upcast to
-    float32 (none from float32), the multiply, the clamp and the cast. `source`: bytes per element."""
+    abs, max (whole tensor or per row: the same bytes), the scale (to float64, clamp, divide, to
+    float32, and the reciprocal _scaled_mm takes; pow2: log2, floor, exp2), the upcast to float32
+    (none from float32), the multiply, the clamp and the cast. `source`: bytes per element."""
     e = elements
     out = [Kernel("cast", f"{role} abs", 2 * source * e), Kernel("cast", f"{role} amax", source * e)]
-    out += tiny(f"{role} scale", 4 + 3 * pow2 + rowwise)  # + the reciprocal the GEMM takes
+    out += tiny(f"{role} scale", 5 + 3 * pow2)
     if source != 4:
         out.append(Kernel("cast", f"{role} to float32", (source + 4) * e))
     out += [Kernel("cast", f"{role} scale multiply", 8 * e), Kernel("cast", f"{role} clamp", 8 * e),
@@ -210,10 +211,9 @@ def gemm_case(precision: str, m: int, k: int, n: int, params: dict) -> list[Kern
                     Kernel("cast", "output scaling", 10.0 * m * n), Kernel("cast", "output to bf16", 6.0 * m * n)]
     if precision in TE:  # one te.Linear forward: TE's own cast kernels for the input and the weight
         return kernels + fused_cast("input", m * k, 2, scaling, False) + fused_cast("weight", n * k, 2, scaling, False)
-    if opts.quantize == "inline":
-        rowwise = scaling != "tensorwise"
+    if opts.quantize == "inline":  # rowwise scales are powers of two (fp8.FP8_ROWWISE)
         for role, elements in (("A", m * k), ("B", n * k)):
-            kernels += eager_cast(role, elements, 2, rowwise, pow2=rowwise)
+            kernels += eager_cast(role, elements, 2, pow2=scaling != "tensorwise")
     return kernels
 
 
@@ -233,10 +233,10 @@ def layer_casts(precision: str, m: int, k: int, n: int, compiled: bool, fuse_pre
     tensors = (("input", m * k, 2), ("weight", n * k, w), ("grad_output", m * n, 2))
     if compiled or precision in TE:
         return [c for role, e, s in tensors for c in fused_cast(role, e, s, scaling, fuse_prev)]
-    rowwise = scaling != "tensorwise"
+    pow2 = scaling != "tensorwise"  # torchao's rowwise recipes round scales to powers of two
     uses = {"input": 1, "weight": 2, "grad_output": 1} if scaling == "rowwise_with_gw_hp" else \
         {"input": 2, "weight": 2, "grad_output": 2}
-    out = [c for role, e, s in tensors for _ in range(uses[role]) for c in eager_cast(role, e, s, rowwise, rowwise)]
+    out = [c for role, e, s in tensors for _ in range(uses[role]) for c in eager_cast(role, e, s, pow2)]
     copies = (("weight", n * k),) if scaling == "rowwise_with_gw_hp" else \
         (("weight", n * k), ("grad_output", m * n), ("input", m * k))
     return out + [Kernel("cast", f"{role} layout copy", 2.0 * e) for role, e in copies]

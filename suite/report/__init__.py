@@ -125,14 +125,15 @@ def summary_rows(df: pd.DataFrame) -> list[dict]:
     ]
 
 
-def headline(df: pd.DataFrame) -> list[str]:
+def headline(df: pd.DataFrame, families: list[dict] | None = None) -> list[str]:
     """The first lines of a report, each a sentence with its numbers: that it is partial, if so;
     the answer (per workload, at its largest case, each precision's speedup over the baseline and
     its error: `suite.analysis.answers`; for update-side recipes, which trained to within a margin
     of the fp32-master loss and at what bytes per parameter: `suite.analysis.update`); then what makes the numbers unusual (a slow path and its
     cause, cases cut short by the cap, stalls) and what was not measured and why."""
     lines = (_partial_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df)
-             + crossover.answer_lines(df) + update.update_answers(df) + _implausible_lines(df) + _unusual_lines(df))
+             + crossover.answer_lines(df, families) + update.update_answers(df) + _implausible_lines(df)
+             + _unusual_lines(df))
     missing = answers.not_measured(df)
     return lines + ([missing] if missing else [])
 
@@ -241,9 +242,11 @@ def build_view(df: pd.DataFrame) -> dict:
     first = df.iloc[0]
     not_ok = df[df["status"] != "ok"]
     reasons = Counter(zip(not_ok["status"], not_ok["reason"].fillna("")))
+    families = crossover.measured_families(df)
     return {
         "scenario": ", ".join(sorted(df["scenario"].unique())),
-        "headline": headline(df),
+        "headline": headline(df, families),
+        "crossovers": crossover.table_rows(families)[:MAX_CASE_ROWS],
         "description": "; ".join(sorted(df["scenario_description"].dropna().unique())) if "scenario_description" in df else "",
         "runs": sorted(df["run_id"].unique()),
         "started_at": first.get("started_at"),
@@ -265,6 +268,12 @@ PICK_NOTE = (
     "Per case, the fastest precision whose relative error meets each budget, with its measured "
     "speedup over the in-run baseline (`python -m suite recommend` answers for any budget). "
     "Emulated precisions (FP8 on a CPU) have no speed here; the last column names those within 1e-2."
+)
+
+CROSSOVER_NOTE = (
+    "Along each line of shapes a sweep walks (M=K=N, or M at fixed K and N), the size from which the "
+    "recipe beats the baseline: measured (interpolated on log axes between the two sizes around it) "
+    "and predicted by the roofline model (docs/model.md)."
 )
 
 ACCURACY_NOTE = (
@@ -351,6 +360,9 @@ def markdown(view: dict) -> str:
     ]
     if view["picks"]:
         lines += ["## Which precision", "", PICK_NOTE, "", md_table(view["picks"], PICK_TABLE), ""]
+    if view["crossovers"]:
+        lines += ["## Where each recipe starts to pay", "", CROSSOVER_NOTE, "",
+                  md_table(view["crossovers"], crossover.TABLE_COLUMNS), ""]
     lines += [md_image(p["title"], p["file"]) for p in view["plots"]]
     lines += ["", "## Summary", "", md_table(view["summary"], SUMMARY_COLUMNS), ""]
     if view["reasons"]:
@@ -380,6 +392,7 @@ def html(view: dict) -> str:
     return env.get_template("index.html.j2").render(
         view=view, summary_columns=SUMMARY_COLUMNS, case_columns=view["case_columns"],
         accuracy_note=ACCURACY_NOTE, pick_columns=PICK_TABLE, pick_note=PICK_NOTE,
+        crossover_columns=crossover.TABLE_COLUMNS, crossover_note=CROSSOVER_NOTE,
     )
 
 
