@@ -50,13 +50,22 @@ def kernel_split(fn: Callable[[], object], sync: Callable[[], None], device: tor
             sync()
     except RuntimeError:  # no profiler here (CUPTI missing, another profiler active): no split
         return {}
+    return split(prof.key_averages(), on_gpu, STEPS)
+
+
+def split(events, on_gpu: bool, steps: int) -> dict:
+    """{"measured_gemm_ms", "measured_other_ms"} per step from profiler events (key_averages);
+    {} where no GEMM time was attributed. On a GPU only CUDA kernels count (the host ops that
+    launched them would count them twice)."""
     gemm = other = 0.0
-    for event in prof.key_averages():
+    for event in events:
         if on_gpu and not _is_gpu_kernel(event):
             continue
         time_us = _self_time_us(event, on_gpu)
-        is_gemm = GPU_GEMM.search(event.key) if on_gpu else event.key in CPU_GEMM
-        gemm, other = (gemm + time_us, other) if is_gemm else (gemm, other + time_us)
+        if GPU_GEMM.search(event.key) if on_gpu else event.key in CPU_GEMM:
+            gemm += time_us
+        else:
+            other += time_us
     if gemm <= 0:
         return {}
-    return {"measured_gemm_ms": gemm / 1e3 / STEPS, "measured_other_ms": other / 1e3 / STEPS}
+    return {"measured_gemm_ms": gemm / 1e3 / steps, "measured_other_ms": other / 1e3 / steps}
