@@ -126,9 +126,12 @@ COLUMNS: list[Column] = [
         ("seed", "int", "", "seed of the case's random inputs"),
         ("label", "string", "", "a label given on import (`import --label`)"),
         ("isolated", "bool", "", "the case ran in its own subprocess (--isolate)"),
-        ("isolate_log", "string", "", "start and end of a failed subprocess's log"),
+        ("isolate_log", "string", "", "start and end of a failed subprocess's log; for a failed case in a CUDA "
+                                      "run's worker, the last lines the worker wrote"),
         ("worker_replaced", "bool", "", "this case left its worker process unusable (a sticky CUDA error): "
                                         "the next case ran in a fresh one"),
+        ("worker_warnings", "string", "", "warning lines a CUDA run's worker wrote during the case, one per line "
+                                          "(a library's fallback or failed load, e.g. torchao's \"Failed to load\")"),
     ),
     *_group(
         "fleet (shards, run groups, executors)", False,
