@@ -171,8 +171,9 @@ def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
             record["check_s"] = wall() - checked_at
             with telemetry.Sampler.for_device(device) as sampler:
                 result = measure(prepared.fn, case_clock, case.timing, first_call_ms=first_ms, spent_s=spent_s,
-                                 sm_clock_mhz=sampler.sm_clock_mhz)
-        record.update(status="ok", **sampler.columns(result), **measured_columns(result, prepared))
+                                 sm_clock_mhz=sampler.sm_clock_mhz, energy_mj=sampler.energy_mj)
+        record.update(status="ok", **sampler.columns(result), **measured_columns(result, prepared),
+                      **telemetry.energy_columns(result, prepared.flops))
         if prepared.derive is not None:
             record.update(prepared.derive(result.median_ms / 1e3))
     except (Unsupported, TimingUnsupported) as err:

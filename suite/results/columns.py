@@ -164,6 +164,12 @@ COLUMNS: list[Column] = [
         ("throttle_reasons", "string", "", "the reasons seen, e.g. SwPowerCap"),
         ("samples_throttled", "list<bool>", "", "per sample: throttled while it ran"),
         ("n_samples_throttled", "int", "", "samples taken while throttled"),
+        ("energy_j", "float", "J", "GPU energy over the timed samples' window (NVML's total energy counter, "
+                                   "read before the first sample and after the last)"),
+        ("energy_window_s", "float", "s", "the window energy_j was read over (host clock)"),
+        ("energy_power_w", "float", "W", "mean board power over that window: energy_j / energy_window_s"),
+        ("joules_per_call", "float", "J", "energy of one call: energy_power_w x the median call time"),
+        ("joules_per_tflop", "float", "J/TFLOP", "joules_per_call per TFLOP of the call's work (flops / 1e12)"),
     ),
     *_group(
         "layers (linear, ln_linear) and outliers", False,
