@@ -160,7 +160,9 @@ def torchao_line() -> str:
             records.append(record.getMessage())
 
     handler = Keep(logging.WARNING)
-    logging.getLogger().addHandler(handler)
+    loggers = [logging.getLogger(), logging.getLogger("torch")]  # torch's logger does not propagate
+    for logger in loggers:
+        logger.addHandler(handler)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -169,7 +171,8 @@ def torchao_line() -> str:
     except Exception as err:  # noqa: BLE001 - any import failure is what this line reports
         return f"torchao not importable: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
     finally:
-        logging.getLogger().removeHandler(handler)
+        for logger in loggers:
+            logger.removeHandler(handler)
     said = "; ".join(dict.fromkeys(r.splitlines()[0][:200] for r in records)) or "none"
     return f"torchao {version('torchao')} imported; its warnings: {said}"
 
@@ -272,7 +275,8 @@ def energy_lines(df) -> list[str]:
     table = energy.vs_bf16(df)
     lines = []
     for r in table.to_dict("records"):
-        base = f"bf16 {r['bf16_j_per_tflop']:.3g} J/TFLOP, {r['vs_bf16']:.3g}x" if r["bf16_j_per_tflop"] == r["bf16_j_per_tflop"] else "bf16 not measured"
+        base = "bf16 not measured" if math.isnan(r["bf16_j_per_tflop"]) else \
+            f"bf16 {r['bf16_j_per_tflop']:.3g} J/TFLOP: {r['vs_bf16']:.3g}x of it"
         lines.append(f"{r['case']} {r['precision']}: {r['j_per_tflop']:.3g} J/TFLOP ({base})")
     return lines
 

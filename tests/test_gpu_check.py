@@ -258,3 +258,29 @@ def test_the_offline_check_imports_only_what_the_image_or_the_wheelhouse_provide
     modules = imported(proc.stderr) | imported(worker_run[1])
     assert {"torch", "pandas", "pydantic", "jinja2", "torchao", "optimi"} <= modules  # the trace saw them
     assert unprovided(modules) == {}
+
+
+def test_the_summary_shows_the_anchors_the_warnings_and_energy_where_measured():
+    def row(precision, **kw):
+        return {"scenario": "s", "workload": "gemm", "precision": precision, "status": "ok", "m": 8192, "k": 8192,
+                "n": 8192, "params": "{}", "tflops": None, "peak_tflops": 989.5, "speedup": None, "baseline": "bf16",
+                "case_id": precision, "baseline_case_id": "bf16", "joules_per_tflop": None, "worker_warnings": None,
+                **kw}
+
+    fallback = "W1201 torch/_inductor/utils.py:1] Not enough SMs to use max_autotune_gemm mode"
+    df = pd.DataFrame([
+        row("bf16", tflops=790.0, speedup=1.0, joules_per_tflop=0.9, worker_warnings=fallback),
+        row("fp8_rowwise", tflops=1500.0, speedup=1.9, joules_per_tflop=0.5,
+            params='{"quantize": "pre", "use_fast_accum": true}', worker_warnings=fallback),
+        row("fp8_tensorwise", tflops=1600.0, speedup=2.0),  # no energy reading: no energy line
+        row("bf16", workload="fidelity", m=1024, k=1024, n=1024, case_id="f", ref_harness="triton.testing.do_bench",
+            fidelity_ratio=1.01),
+    ])
+    anchors = GPU_CHECK.anchor_lines(df)
+    assert anchors[0] == "bf16 GEMM 8192^3: 790 TFLOP/s = 80% of the vendor peak 989.5 (anchor: near 80%)"
+    assert any(line.startswith("fp8_rowwise GEMM 8192^3") and "1.9x bf16" in line for line in anchors)
+    assert anchors[-1] == "suite / do_bench time: median 1.010 over 1 GEMMs (anchor: within 2%)"
+    assert GPU_CHECK.warning_lines(df) == [f"[2 cases] {fallback}"]
+    assert GPU_CHECK.energy_lines(df) == [
+        "8192x8192x8192 quantize=pre use_fast_accum=True fp8_rowwise: 0.5 J/TFLOP (bf16 0.9 J/TFLOP: 0.556x of it)"]
+    assert GPU_CHECK.energy_lines(df.drop(columns=["joules_per_tflop"])) == []  # absent: nothing shown
