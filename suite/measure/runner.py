@@ -128,6 +128,7 @@ def measured_columns(result, prepared) -> dict:
         bytes_moved=prepared.bytes_moved,
         tflops=prepared.flops / median_s / 1e12 if prepared.flops else None,
         gbps=prepared.bytes_moved / median_s / 1e9 if prepared.bytes_moved else None,
+        **telemetry.energy_columns(result, prepared.flops),  # null where the GPU's energy was not read
         **prepared.extra,
     )
 
@@ -172,8 +173,7 @@ def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
             with telemetry.Sampler.for_device(device) as sampler:
                 result = measure(prepared.fn, case_clock, case.timing, first_call_ms=first_ms, spent_s=spent_s,
                                  sm_clock_mhz=sampler.sm_clock_mhz, energy_mj=sampler.energy_mj)
-        record.update(status="ok", **sampler.columns(result), **measured_columns(result, prepared),
-                      **telemetry.energy_columns(result, prepared.flops))
+        record.update(status="ok", **sampler.columns(result), **measured_columns(result, prepared))
         if prepared.derive is not None:
             record.update(prepared.derive(result.median_ms / 1e3))
     except (Unsupported, TimingUnsupported) as err:
