@@ -158,7 +158,7 @@ def cpu_stand_ins() -> list[plan.Case]:
         for case in plan.expand(spec.load(REPO / "scenarios" / f"{name}.toml")):
             raw = {**case.params, **({"compile": False, "compile_step": False})}
             if case.workload == "train_step":
-                raw.update({k: v for k, v in small_model.items() if k in case.params or k in ("size", "steps", "batch")})
+                raw.update(small_model)
             params = plan.identity_params(case.workload, case.precision, raw)
             shape = (32, 32, 32) if case.m is not None else (None, None, None)
             key = (case.workload, case.precision, json.dumps(params, sort_keys=True))
