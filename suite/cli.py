@@ -482,7 +482,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--isolate", action="store_true",
                    help="run each case in its own subprocess, so a crash or hang costs one case")
     r.add_argument("--case-timeout", metavar="SECONDS", type=_seconds,
-                   help=f"with --isolate: fail a case that runs longer (default: {DEFAULT_TIMEOUT_S:g})")
+                   help=f"fail a case that runs longer, with --isolate (default: {DEFAULT_TIMEOUT_S:g}) or in a "
+                        "CUDA run's worker (default: 10 case caps, at least 300)")
     r.add_argument("--threads", metavar="N", type=_threads,
                    help="torch's intra-op CPU threads for the run (default: the scenario's `threads`, else "
                    "torch's default of one per core); recorded as cpu_threads")

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from suite.analysis import derived
+from suite.analysis import derived, energy
 from suite import report
 
 
@@ -170,3 +170,28 @@ def test_a_partial_run_says_so_first(tmp_path):
     first = report.headline(partial)[0]
     assert first == (f"Partial report: run {run_id} stopped after 4 of 6 cases; "
                      f"`python -m suite run s --resume {run_id}` finishes it.")
+
+
+def test_energy_per_tflop_of_each_fp8_recipe_is_set_against_its_bf16_baseline_where_measured(tmp_path):
+    bf16 = dict(baseline="bf16", baseline_case_id="bf16-8192")
+    df = pd.DataFrame([
+        record("bf16", 8192, 1.4, **{**bf16, "case_id": "bf16-8192"}, joules_per_tflop=0.90),
+        record("fp8_rowwise", 8192, 0.75, **bf16, joules_per_tflop=0.54),
+        record("fp8_tensorwise", 8192, 0.7, **bf16, joules_per_tflop=None),  # no counter reading
+        record("bf16", 4096, 0.2, baseline="bf16", case_id="bf16-4096", baseline_case_id="bf16-4096"),
+        record("fp8_rowwise", 4096, 0.1, baseline="bf16", baseline_case_id="bf16-4096", joules_per_tflop=0.6),
+    ])
+    table = energy.vs_bf16(df)
+    assert list(table["precision"]) == ["fp8_rowwise", "fp8_rowwise"]  # tensorwise was not measured
+    assert table["vs_bf16"].iloc[0] == pytest.approx(0.6) and math.isnan(table["bf16_j_per_tflop"].iloc[1])
+    report.render(df, tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "## Energy" in md and "| 8192x8192x8192 | fp8_rowwise | 0.54 | 0.9 | 0.6x |" in md
+    assert "| 4096x4096x4096 | fp8_rowwise | 0.6 |  |  |" in md  # its baseline had no reading: blank, not a number
+    assert "<h2>Energy</h2>" in (tmp_path / "index.html").read_text()
+
+
+def test_without_energy_readings_there_is_no_energy_section(records, tmp_path):
+    report.render(records, tmp_path)
+    assert "Energy" not in (tmp_path / "report.md").read_text()
+    assert energy.vs_bf16(records).empty

@@ -18,7 +18,7 @@ from typing import Callable
 import jinja2
 import pandas as pd
 
-from suite.analysis import answers, crossover, derived, fleet, update
+from suite.analysis import answers, crossover, derived, energy, fleet, update
 from suite import names
 from suite.results import groups, location
 from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
@@ -260,8 +260,21 @@ def build_view(df: pd.DataFrame) -> dict:
         "baselines": sorted(df["baseline"].dropna().unique()),
         "case_columns": CASE_COLUMNS + (REF_COLUMNS if "fidelity_ratio" in df and df["fidelity_ratio"].notna().any() else []),
         "details": _detail_tables(df),
+        "energy": _energy_rows(df),
         "plots": [],
     }
+
+
+ENERGY_COLUMNS = [("case", "case"), ("precision", "precision"), ("j_per_tflop", "J/TFLOP"),
+                  ("bf16_j_per_tflop", "bf16 J/TFLOP"), ("vs_bf16", "vs bf16")]
+ENERGY_NOTE = ("GPU energy per TFLOP of work (NVML's energy counter over the timed samples: mean power "
+               "x median call time), each FP8 recipe against its bf16 baseline case; only where measured.")
+
+
+def _energy_rows(df: pd.DataFrame) -> list[dict]:
+    return [{"case": r["case"], "precision": r["precision"], "j_per_tflop": fmt(r["j_per_tflop"], ".3g"),
+             "bf16_j_per_tflop": fmt(r["bf16_j_per_tflop"], ".3g"), "vs_bf16": fmt(r["vs_bf16"], ".3g", "x")}
+            for r in energy.vs_bf16(df).to_dict("records")]
 
 
 PICK_NOTE = (
@@ -372,6 +385,8 @@ def markdown(view: dict) -> str:
         ), ""]
     for table in view["details"]:
         lines += [f"## {md_text(table['workload'])}", "", md_table(table["rows"], table["columns"]), ""]
+    if view["energy"]:
+        lines += ["## Energy", "", ENERGY_NOTE, "", md_table(view["energy"], ENERGY_COLUMNS), ""]
     lines += ["## Cases", "", md_table(view["cases"], view["case_columns"]), ""]
     if view["cases_left_out"]:
         lines += [f"({view['cases_left_out']} more cases are in the results parquet, not listed here.)", ""]
@@ -393,6 +408,7 @@ def html(view: dict) -> str:
         view=view, summary_columns=SUMMARY_COLUMNS, case_columns=view["case_columns"],
         accuracy_note=ACCURACY_NOTE, pick_columns=PICK_TABLE, pick_note=PICK_NOTE,
         crossover_columns=crossover.TABLE_COLUMNS, crossover_note=CROSSOVER_NOTE,
+        energy_columns=ENERGY_COLUMNS, energy_note=ENERGY_NOTE,
     )
 
 

@@ -128,9 +128,12 @@ COLUMNS: list[Column] = [
         ("seed", "int", "", "seed of the case's random inputs"),
         ("label", "string", "", "a label given on import (`import --label`)"),
         ("isolated", "bool", "", "the case ran in its own subprocess (--isolate)"),
-        ("isolate_log", "string", "", "start and end of a failed subprocess's log"),
+        ("isolate_log", "string", "", "start and end of a failed subprocess's log; for a failed case in a CUDA "
+                                      "run's worker, the last lines the worker wrote"),
         ("worker_replaced", "bool", "", "this case left its worker process unusable (a sticky CUDA error): "
                                         "the next case ran in a fresh one"),
+        ("worker_warnings", "string", "", "warning lines a CUDA run's worker wrote during the case, one per line "
+                                          "(a library's fallback or failed load, e.g. torchao's \"Failed to load\")"),
     ),
     *_group(
         "fleet (shards, run groups, executors)", False,
@@ -163,6 +166,12 @@ COLUMNS: list[Column] = [
         ("throttle_reasons", "string", "", "the reasons seen, e.g. SwPowerCap"),
         ("samples_throttled", "list<bool>", "", "per sample: throttled while it ran"),
         ("n_samples_throttled", "int", "", "samples taken while throttled"),
+        ("energy_j", "float", "J", "GPU energy over the timed samples' window (NVML's total energy counter, "
+                                   "read before the first sample and after the last)"),
+        ("energy_window_s", "float", "s", "the window energy_j was read over (host clock)"),
+        ("energy_power_w", "float", "W", "mean board power over that window: energy_j / energy_window_s"),
+        ("joules_per_call", "float", "J", "energy of one call: energy_power_w x the median call time"),
+        ("joules_per_tflop", "float", "J/TFLOP", "joules_per_call per TFLOP of the call's work (flops / 1e12)"),
     ),
     *_group(
         "roofline model (suite/analysis/model.py, docs/model.md)", False,
