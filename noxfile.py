@@ -231,8 +231,8 @@ def gpu_check(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def wheelhouse(session: nox.Session) -> None:
-    """Every wheel a bare GPU machine lacks for `gpu_check` (pydantic, jinja2, torchao, resolved),
-    for its Python and platform, into .whl/: `nox -s wheelhouse -- [--python 3.12] [--torchao X]`."""
+    """Every wheel a bare GPU machine lacks for `gpu_check` (pydantic, jinja2, rich, torchao, torch-optimi;
+    scripts/wheelhouse.py), for its Python and platform, into .whl/: `nox -s wheelhouse -- [--python 3.12]`."""
     session.run("python3", "scripts/wheelhouse.py", *session.posargs, external=True)
 
 

@@ -237,6 +237,36 @@ def _print_shards(cases, count: int, as_json: bool) -> int:
     return 0
 
 
+def cmd_predict(args) -> int:
+    from suite.analysis import predict
+    from suite.scenario import spec
+
+    result = predict.predict_scenario(spec.resolve(args.scenario, args.scenarios), args.device, args.only)
+    if args.json:
+        _json(result)
+        return 0
+    dev = result["device"]
+    rows = [{**r, "shape": f"{r['m']}x{r['k']}x{r['n']}" if r["m"] is not None else "",
+             "params": " ".join(f"{k}={v}" for k, v in sorted(r["params"].items())),
+             **{key: _fmt(r.get(key), spec_) for key, spec_ in PREDICT_FORMATS}} for r in result["cases"]]
+    _table(rows, PREDICT_COLUMNS, f"{result['scenario']} on {dev['label']}, predicted by the roofline model "
+                                  "(docs/model.md)")
+    for row in result["crossovers"]:
+        print(f"mpsuite: {row['text']}", file=sys.stderr)
+    return 0
+
+
+PREDICT_COLUMNS = [("workload", "workload"), ("shape", "MxKxN"), ("params", "params"), ("precision", "precision"),
+                   ("predicted_ms", "predicted ms"), ("tflops", "TFLOP/s"), ("speedup", "speedup"),
+                   ("bound", "bound"), ("gemm_ms", "GEMM ms"), ("cast_ms", "cast ms"), ("note", "not modelled")]
+PREDICT_FORMATS = [("predicted_ms", ".4g"), ("tflops", ".4g"), ("speedup", ".3g"), ("gemm_ms", ".4g"),
+                   ("cast_ms", ".4g")]
+
+
+def _fmt(value, spec_: str) -> str:
+    return "" if value is None else format(value, spec_)
+
+
 def cmd_env(args) -> int:
     import torch
 
@@ -454,7 +484,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--isolate", action="store_true",
                    help="run each case in its own subprocess, so a crash or hang costs one case")
     r.add_argument("--case-timeout", metavar="SECONDS", type=_seconds,
-                   help=f"with --isolate: fail a case that runs longer (default: {DEFAULT_TIMEOUT_S:g})")
+                   help=f"fail a case that runs longer, with --isolate (default: {DEFAULT_TIMEOUT_S:g}) or in a "
+                        "CUDA run's worker (default: 10 case caps, at least 300)")
     r.add_argument("--threads", metavar="N", type=_threads,
                    help="torch's intra-op CPU threads for the run (default: the scenario's `threads`, else "
                    "torch's default of one per core); recorded as cpu_threads")
@@ -479,6 +510,17 @@ def parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", parents=[scenarios, common, as_json], help="list the scenarios and their case counts")
     ls.set_defaults(func=cmd_list)
+
+    pr = sub.add_parser("predict", parents=[scenarios, common, as_json],
+                        help="the roofline model's table for a scenario on a GPU, without running it",
+                        description="Each case's predicted time, TFLOP/s, speedup over its baseline and bound "
+                        "(compute, memory, overhead) on a GPU of the peak table, and where each recipe starts to "
+                        "pay (docs/model.md). Runs on any machine in seconds: plan a GPU lease with it.")
+    pr.add_argument("scenario", help="scenario name (from --scenarios) or path to a .toml file")
+    pr.add_argument("--device", required=True, help="a GPU of the peak table: a100, a100-pcie, h100, h100-pcie, "
+                    "h100-nvl, h200, gh200, b200, gb200, l4, l40s (or a driver name such as 'NVIDIA H100 80GB HBM3')")
+    pr.add_argument("--only", metavar="TERMS", action="append", help="only the cases matching TERMS (as for run)")
+    pr.set_defaults(func=cmd_predict)
 
     en = sub.add_parser("env", parents=[common], help="print the versions and device a run would record")
     en.set_defaults(func=cmd_env)

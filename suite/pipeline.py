@@ -13,7 +13,8 @@ How a run survives trouble:
   kind of machine and software (`IDENTITY`), then writes the one complete parquet;
 - `isolate=True` runs each case in its own subprocess with a time limit (`suite.measure.isolate`);
 - on a GPU the cases run in one worker process, replaced after a case that leaves CUDA unusable
-  (`isolate.CaseWorker`), so one sticky CUDA error costs one case;
+  or runs past its time limit (`isolate.CaseWorker`; `case_timeout`, else ten case caps and at
+  least five minutes), so one sticky CUDA error or one hang costs one case;
 - a scenario asking for CUDA on a machine without it records every case as skipped, with the reason.
 
 Fleet runs (`suite.fleet`): `shard` runs one cost-balanced slice of the cases as a run of its own,
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from suite.analysis import model
 from suite.measure import env, runner
 from suite.scenario import plan
 from suite.results import location, store
@@ -213,8 +215,6 @@ def run_scenario(
     as one shard of the run group `group`; `executor="ray"` runs the cases on the Ray cluster at
     `address` (default: $RAY_ADDRESS, else a local one)."""
     plan.check_size(scenario, max_cases)
-    if case_timeout is not None and not isolate:
-        raise UserError("--case-timeout needs --isolate: only a case in its own process can be stopped")
     if executor not in ("local", "ray"):
         raise UserError(f"executor {executor!r}: expected local or ray")
     if executor == "ray" and isolate:
@@ -282,6 +282,9 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
     order = [case.case_id for case in cases]
     ray = fleet["executor"] == "ray"
     dev = env.resolve_device(device or scenario.defaults.device)
+    if case_timeout is not None and not isolate and (ray or dev.type != "cuda"):
+        raise UserError("--case-timeout needs --isolate here: only a case in a process of its own can be stopped "
+                        "(a CUDA run's cases run in a worker process, which it stops)")
     meta = {**run_meta(dev), "scenario_description": scenario.description, "threads_setting": threads}
     if shard is not None:
         meta.update(run_group=run_group, shard_index=shard.index, shard_count=shard.count)
@@ -350,14 +353,15 @@ def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, 
     elif dev.type == "cuda" and unavailable is None:
         from suite.measure import isolate as isolation
 
-        # One worker process for the run, replaced after a case that leaves CUDA unusable.
-        run_one = isolation.CaseWorker(dev, meta)
+        # One worker process for the run, replaced after a case that leaves CUDA unusable or hangs.
+        run_one = isolation.CaseWorker(dev, meta, timeout_s=case_timeout)
     elif not ray:
         worker = runner.CaseThread()
     try:
         with _stop_signals() as stop:
             produced = executor.run(todo, meta, bar) if ray else runner.run(todo, dev, meta, bar, run_one, worker)
             for record in produced:
+                record.update(model.record_columns(record))  # the roofline beside each measurement
                 with stop.atomic():
                     journal.append(record)
             with stop.atomic():

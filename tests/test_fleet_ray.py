@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+import types
 
 import pytest
 
@@ -132,3 +133,44 @@ def test_a_case_whose_workers_all_died_is_a_failed_record_that_keeps_the_contrac
     assert record["status"] == "failed" and record["worker_retries"] == ray_executor.RETRIES
     assert record["reason"] == f"its Ray worker died {ray_executor.RETRIES + 1} time(s) running it: RuntimeError: worker exited"
     results.check_records([record], "the failed record")  # raises where the record contract is broken
+
+
+GPU_NODE, CPU_NODE = "a1" * 28, "b2" * 28  # Ray's node ids are hex strings
+
+
+class FakeRay:
+    """What `Executor` asks of Ray to place workers: a GPU node of 16 CPUs and 2 GPUs, a CPU node."""
+
+    def __init__(self):
+        self.started = []
+
+    def cluster_resources(self):
+        return {"CPU": 20.0, "GPU": 2.0}
+
+    def nodes(self):
+        return [{"NodeID": GPU_NODE, "Alive": True, "Resources": {"CPU": 16.0, "GPU": 2.0}},
+                {"NodeID": CPU_NODE, "Alive": True, "Resources": {"CPU": 4.0}}]
+
+
+def test_a_gpu_worker_holds_its_share_of_the_node_cpus_and_computes_with_them():
+    # Ray sets a worker's OMP_NUM_THREADS to the CPUs it holds (torch follows it): a GPU worker with
+    # num_cpus=1 ran torch on one thread. Each GPU's worker gets CPUs / GPUs of its node, and threads.
+    executor = object.__new__(ray_executor.Executor)
+    executor.ray, executor.device_choice, executor.threads, executor.run_level = FakeRay(), "cuda", None, {}
+    executor.workers = {}
+    slots = executor._placements()
+    assert [(s["num_gpus"], s["num_cpus"], s["scheduling_strategy"].node_id) for s in slots] == [
+        (1, 8, GPU_NODE), (1, 8, GPU_NODE)]
+    started = []
+
+    class Actor:
+        @staticmethod
+        def options(**options):
+            return types.SimpleNamespace(remote=lambda device, run_level, threads: started.append((options, threads)))
+
+    executor.actor_class, executor.slots = Actor, slots
+    executor._start(0)
+    assert started[0][1] == 8  # torch.set_num_threads(8) in the worker: its records say cpu_threads 8
+    executor.threads = 3
+    executor._start(1)
+    assert started[1][1] == 3  # the run's --threads wins

@@ -49,9 +49,22 @@ def test_shards_are_balanced_by_estimated_cost():
 
 
 def test_estimates_grow_with_work_and_stop_at_the_case_cap():
-    bf16 = {c.m: c for c in plan.expand(spec.resolve("h100_fp8")) if c.m == c.n == c.k and c.precision == "bf16"}
+    bf16 = {c.m: c for c in plan.expand(spec.resolve("h100_fp8"))
+            if c.workload == "gemm" and c.m == c.n == c.k and c.precision == "bf16"}
     small, large = bf16[1024], bf16[16384]
     assert shard.estimated_s(small) < shard.estimated_s(large) <= large.timing.case_cap("cuda")
+
+
+def test_a_compiled_case_is_estimated_with_its_compile():
+    # the compiling first call is outside the case cap: a compiled layer step costs more than its eager twin
+    linear = [c for c in plan.expand(spec.resolve("h100_fp8")) if c.workload == "linear" and c.precision == "bf16"]
+    eager = next(c for c in linear if not c.params.get("compile"))
+    compiled = next(c for c in linear if c.params.get("compile") and (c.m, c.k, c.n) == (eager.m, eager.k, eager.n))
+    assert shard.estimated_s(compiled) == pytest.approx(shard.estimated_s(eager) + shard.COMPILE_S)
+    # torchao's optimizers compile their step unless told not to (compile_step = false, cpu_update)
+    update = {c.precision: c for c in plan.expand(spec.resolve("h100")) if c.precision == "bf16_adamw8bit"}
+    assert shard.compiles(update["bf16_adamw8bit"])
+    assert not any(shard.compiles(c) for c in plan.expand(spec.resolve("cpu_update")))
 
 
 @pytest.mark.parametrize(("text", "environ", "expected"), [

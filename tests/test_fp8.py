@@ -324,3 +324,41 @@ def test_rowwise_without_fast_accumulation_runs_the_kernel_torchao_training_runs
     assert torch.equal(FP8_ROWWISE._matmul(qa, qw, use_fast_accum=True), rowwise)
     ref = a.double() @ b.double()
     assert FP8_BAND[0] <= error_metrics(FP8_ROWWISE.gemm(a, b, {})(), ref)["sqnr_db"] <= FP8_BAND[1]
+
+
+class _Ops(torch.utils._python_dispatch.TorchDispatchMode):
+    """The aten ops a call runs, and the (M, N) float32 tensors they make."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.shape, self.ops, self.big_fp32 = shape, [], 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.ops.append(func.overloadpacket.__name__)
+        if isinstance(out, torch.Tensor) and out.dtype == torch.float32 and tuple(out.shape) == self.shape:
+            self.big_fp32 += 1
+        return out
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_rowwise_pre_timing_runs_no_per_call_work_torchao_does_not(fast):
+    # torchao 0.18's float8_ops.addmm_float8_unwrapped per call: two scale reciprocals, for rowwise
+    # without fast accumulation unit scales, one (M, N) float32 product of the scales multiplied into
+    # the bf16 output in place. The "pre" call may do less (its scales are inverted already), never more.
+    ao_ops = pytest.importorskip("torchao.float8.float8_ops")
+    m, k, n = 32, 64, 48
+    a, b = random_operands(m, k, n, 0, CPU)
+    call = FP8_ROWWISE.gemm(a, b, {"quantize": "pre", "use_fast_accum": fast})
+    qa, qw = FP8_ROWWISE._quantize(a.bfloat16(), b.t().contiguous().bfloat16())
+    with _Ops((m, n)) as ours:
+        out = call()
+    args = (qa.data, qa.inv_scale.reciprocal(), qw.data.t(), qw.inv_scale.reciprocal().t())  # torchao's layout
+    with _Ops((m, n)) as theirs:
+        ref = ao_ops.addmm_float8_unwrapped(*args, torch.bfloat16, use_fast_accum=fast)
+    left = list(theirs.ops)
+    for op in ours.ops:
+        assert op in left, f"{op} per call: torchao's {theirs.ops} has no more of it (ours: {ours.ops})"
+        left.remove(op)
+    assert ours.big_fp32 <= theirs.big_fp32
+    assert torch.equal(out, ref)

@@ -132,12 +132,18 @@ def test_isolate_from_the_command_line(write_scenario, tmp_path):
     assert 1e-4 < df["rel_err"].iloc[0] < 2e-2
 
 
-def test_case_timeout_without_isolate_is_a_usage_error(write_scenario, capsys):
+def test_case_timeout_without_isolate_is_a_usage_error(write_scenario, capsys, tmp_path):
     from tests.conftest import TINY_SCENARIO
 
     scenario = write_scenario(TINY_SCENARIO)
     assert cli.main(["run", str(scenario), "--case-timeout", "5", "--no-report"]) == 2
     assert "--case-timeout needs --isolate" in capsys.readouterr().err
+    # a CUDA run's cases run in a worker process: the limit applies there, without --isolate (here,
+    # without CUDA, every case is skipped)
+    cuda = write_scenario(TINY_SCENARIO.replace('device = "cpu"', 'device = "cuda"'), "cuda.toml")
+    assert 'device = "cuda"' in cuda.read_text()
+    assert cli.main(["run", str(cuda), "--case-timeout", "5", "--no-report", "--quiet",
+                     "--results", str(tmp_path / "results")]) == 0
     for bad in ("0", "-1", "nan", "inf", "soon"):
         with pytest.raises(SystemExit) as stop:
             cli.main(["run", str(scenario), "--isolate", "--case-timeout", bad])
@@ -168,6 +174,18 @@ class Sticky:
             import ctypes
 
             ctypes.string_at(0)  # a segfault inside the workload
+        if mode == "hang":  # a compile or kernel that never returns
+            print("compiling the step", file=sys.stderr, flush=True)
+            time.sleep(300)
+        if mode == "warn":  # what torchao and inductor say when they fall back
+            import logging
+            import warnings
+
+            warnings.warn("cuBLAS fell back to a slower kernel")
+            logging.getLogger("torchao").warning("Failed to load /site-packages/torchao/_C.so: undefined symbol")
+        if mode == "fail":
+            print("the kernel said: no", file=sys.stderr, flush=True)
+            raise ValueError("shapes cannot be multiplied")
         a = torch.ones(8, 8)
         return Prepared(lambda: a @ a, 2.0 * 8**3, None, lambda: error_metrics(a @ a, a.double() @ a.double()))
 
@@ -196,6 +214,7 @@ def test_a_sticky_cuda_error_costs_one_case_and_the_worker_is_replaced():
     assert STICKY_ERROR in records[1]["reason"] and records[1]["worker_replaced"]
     assert records[3]["reason"].startswith("crashed: signal 11 (SIGSEGV)")
     assert worker.started == 3  # the first, one after the sticky error, one after the crash
+    assert "Fatal Python error" in records[3]["isolate_log"]  # the crash's dump, read as it came
     assert isolate.poisoned({"status": "failed", "reason": f"RuntimeError: {STICKY_ERROR}"}, torch.device("cpu"))
     assert not isolate.poisoned({"status": "failed", "reason": "RuntimeError: shapes cannot be multiplied"},
                                 torch.device("cpu"))
@@ -214,3 +233,68 @@ def test_an_isolated_case_runs_with_the_runs_threads_setting(write_scenario, tmp
     (path,) = (results / "thr").glob("*.parquet")
     df = store.read_file(path)
     assert list(df["cpu_threads"]) == [1] and list(df["threads_setting"]) == [1] and df["isolated"].all()
+
+
+def sticky_cases(*modes):
+    return [plan.Case("w", "sticky", "fp32", None, None, None, None, params={"mode": mode, "i": i}, seed=0,
+                      timing=FAST, device="cpu") for i, mode in enumerate(modes)]
+
+
+def sticky_worker(**kw):
+    return isolate.CaseWorker("cpu", META, command=[sys.executable, "-c", WORKER_CHILD.replace("ROOT", repr(str(ROOT)))], **kw)
+
+
+def test_a_hung_case_times_out_its_worker_is_replaced_and_the_run_goes_on():
+    # the limit covers a worker's start too: the hang gets a short one once the worker is up, the
+    # cases around it a long one (a busy machine may take seconds to import torch)
+    ok, hang, after = sticky_cases("ok", "hang", "ok")
+    worker = sticky_worker(timeout_s=120)
+    try:
+        records = [worker(ok)]
+        worker.timeout_s = 3
+        start = time.monotonic()
+        records.append(worker(hang))
+        waited = time.monotonic() - start
+        worker.timeout_s = 120
+        records.append(worker(after))
+    finally:
+        worker.close()
+    assert 3 <= waited < 3 + isolate.DRAIN_S + 5  # the limit, then the kill and the drain of its pipes
+    assert [r["status"] for r in records] == ["ok", "failed", "ok"]
+    assert records[1]["reason"] == "timed out after 3 s"
+    assert "compiling the step" in records[1]["isolate_log"]  # what the worker said before it hung
+    assert worker.started == 2
+
+
+def test_the_default_limit_is_ten_case_caps_and_at_least_a_compiles_worth():
+    (short,) = sticky_cases("ok")
+    assert isolate.case_timeout(short) == isolate.MIN_CASE_TIMEOUT_S == 300.0  # 10 x 30 s (CUDA's default cap)
+    long = plan.Case("w", "sticky", "fp32", None, None, None, None, params={"mode": "ok"}, seed=0,
+                     timing=StopRule(case_cap_s=120.0), device="cpu")
+    assert isolate.case_timeout(long) == 1200.0
+
+
+def test_warnings_of_a_case_reach_its_record_and_a_failed_case_keeps_its_last_lines():
+    worker = sticky_worker()
+    try:
+        records = [worker(case) for case in sticky_cases("warn", "ok", "fail", "ok")]
+    finally:
+        worker.close()
+    assert [r["status"] for r in records] == ["ok", "ok", "failed", "ok"]
+    warned = records[0]["worker_warnings"].splitlines()
+    assert any("UserWarning: cuBLAS fell back to a slower kernel" in w for w in warned)
+    assert "Failed to load /site-packages/torchao/_C.so: undefined symbol" in warned
+    assert records[1]["worker_warnings"] is None and records[3]["worker_warnings"] is None  # each case its own
+    assert "the kernel said: no" in records[2]["isolate_log"] and "ValueError" in records[2]["reason"]
+    assert worker.started == 1
+
+
+@pytest.mark.parametrize("line, warning", [
+    ("/x/torch/cuda/__init__.py:1: UserWarning: TF32 is off", True),
+    ("W0115 10:51:19.123000 1234 torch/_inductor/utils.py:1] Not enough SMs to use max_autotune_gemm", True),
+    ("WARNING:torchao:Failed to load /x/_C.so", True),
+    ("Falling back to the ATen kernel", True),
+    ("[ok] 1/3 gemm bf16 1024x1024x1024", False),
+])
+def test_warning_lines_are_told_from_the_rest(line, warning):
+    assert bool(isolate.warning_lines([line])) is warning

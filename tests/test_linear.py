@@ -105,3 +105,48 @@ def test_bad_params_and_layer_level_limits():
         run(LINEAR, BF16, compile="yes")
     with pytest.raises(Unsupported, match="GEMM-level"):
         run(LINEAR, FP8_BLOCK)
+
+
+# --- where a step's time goes: the profiler's split (suite/measure/attribution.py) ---------------
+
+
+def test_the_profiler_splits_a_step_into_gemms_and_the_rest():
+    from suite.measure import attribution
+
+    pytest.importorskip("torchao.float8")
+    bf16, _ = run(LINEAR, BF16)
+    fp8, _ = run(LINEAR, FP8_TENSORWISE)
+    assert bf16.split_kernels and fp8.split_kernels
+    with BF16.active():
+        plain = attribution.kernel_split(bf16.fn, lambda: None, CPU)
+    emulated = attribution.kernel_split(fp8.fn, lambda: None, CPU)
+    # both sides found (which one is larger on a small emulated step depends on the machine's load)
+    for split in (plain, emulated):
+        assert split["measured_gemm_ms"] > 0 and split["measured_other_ms"] > 0
+
+
+def test_a_layer_record_carries_the_split():
+    pytest.importorskip("torchao.float8")
+    case = Case("t", "linear", "fp8_rowwise", "bf16", M, K, N, {}, 0, StopRule(budget_s=0.05, warmup_s=0.0))
+    record = runner.run_case(case, CPU, runner.clock_for(CPU), {"device": "cpu"})
+    assert record["status"] == "ok" and record["measured_gemm_ms"] > 0 and record["measured_other_ms"] > 0
+
+
+def test_gpu_kernels_are_split_by_name():
+    """The GPU side of the split, on events as torch.profiler's key_averages gives them (cuBLAS,
+    cuBLASLt and CUTLASS GEMM kernel names; triton and ATen elementwise cast kernels)."""
+    from types import SimpleNamespace
+
+    from suite.measure import attribution
+
+    def kernel(name, us, device="DeviceType.CUDA"):
+        return SimpleNamespace(key=name, device_type=device, self_device_time_total=us, self_cpu_time_total=0.0)
+
+    events = [kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1", 300.0),
+              kernel("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT", 150.0),
+              kernel("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3_tn_align8>", 30.0),
+              kernel("triton_red_fused_abs_max_0", 60.0), kernel("triton_poi_fused__to_copy_clamp_mul_1", 90.0),
+              kernel("void at::native::vectorized_elementwise_kernel<4, at::native::AbsFunctor<c10::BFloat16>>", 30.0),
+              kernel("aten::mm", 500.0, device="DeviceType.CPU")]  # the host op: not counted on a GPU
+    assert attribution.split(events, on_gpu=True, steps=3) == {"measured_gemm_ms": 0.16, "measured_other_ms": 0.06}
+    assert attribution.split(events[3:5], on_gpu=True, steps=3) == {}  # no GEMM found: no split

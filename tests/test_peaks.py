@@ -22,13 +22,15 @@ from suite.measure.timing import StopRule
     ("NVIDIA A100-PCIE-40GB", "A100 PCIe"),
     ("NVIDIA L4", "L4"),
     ("NVIDIA L40S", "L40S"),
+    ("NVIDIA B200", "B200"),
+    ("NVIDIA GB200", "GB200"),
 ])
 def test_device_names_match_their_part(name, label):
     assert peaks.match_device(name)[0] == label
 
 
 @pytest.mark.parametrize("name", [
-    None, "", "NVIDIA L40", "NVIDIA GeForce RTX 4090", "Tesla V100-SXM2-16GB", "NVIDIA B200",
+    None, "", "NVIDIA L40", "NVIDIA GeForce RTX 4090", "Tesla V100-SXM2-16GB",
     "Intel(R) Xeon(R) Processor", "AMD EPYC 9654 96-Core Processor",
 ])
 def test_unknown_devices_have_no_peak(name):
@@ -38,12 +40,13 @@ def test_unknown_devices_have_no_peak(name):
 
 # Sparse figures printed in the datasheets (see suite/measure/peaks.py): the table must hold half of each.
 SPARSE_BF16 = {"H100 SXM": 1979, "H100 PCIe": 1513, "H100 NVL": 1671, "H200": 1979, "H200 NVL": 1671,
-               "GH200": 1979, "A100 SXM": 624, "A100 PCIe": 624, "L4": 242, "L40S": 733}
+               "GH200": 1979, "A100 SXM": 624, "A100 PCIe": 624, "L4": 242, "L40S": 733,
+               "B200": 4500, "GB200": 5000}
 SPARSE_FP8 = {"H100 SXM": 3958, "H100 PCIe": 3026, "H100 NVL": 3341, "H200": 3958, "H200 NVL": 3341,
-              "GH200": 3958, "L4": 485, "L40S": 1466}
+              "GH200": 3958, "L4": 485, "L40S": 1466, "B200": 9000, "GB200": 10000}
 
 
-@pytest.mark.parametrize("label, table", [(label, table) for label, _, table in peaks.PEAKS])
+@pytest.mark.parametrize("label, table", [(gpu.label, gpu.peaks) for gpu in peaks.PEAKS])
 def test_numbers_are_dense(label, table):
     # the L40S datasheet prints 362.05 dense beside 733 sparse (not exactly 2x: 1.2% apart); every
     # other pair is exactly 2x up to rounding to the unit
@@ -51,7 +54,7 @@ def test_numbers_are_dense(label, table):
     assert table["fp16"] == table["bf16"]
     if label in SPARSE_FP8:
         assert table["fp8"] * 2 == pytest.approx(SPARSE_FP8[label], rel=0.015)
-        assert table["fp8"] == pytest.approx(2 * table["bf16"], rel=0.015)  # FP8 rate = 2x BF16 on Hopper, Ada
+        assert table["fp8"] == pytest.approx(2 * table["bf16"], rel=0.015)  # FP8 rate = 2x BF16 on Hopper, Ada, Blackwell
     else:
         assert "fp8" not in table  # Ampere has no FP8 tensor cores
     assert table["tf32"] == pytest.approx(table["bf16"] / 2, rel=0.02)  # TF32 rate = half the BF16 rate
@@ -75,3 +78,16 @@ def test_cpu_records_get_no_gpu_peak():
     cpu = runner.base_record(case, {"device": "cpu", "device_name": "NVIDIA A100 lookalike CPU"})
     gpu = runner.base_record(case, {"device": "cuda", "device_name": "NVIDIA A100-SXM4-80GB"})
     assert cpu["peak_tflops"] is None and gpu["peak_tflops"] == 312.0
+
+
+def test_every_gpu_has_bandwidth_and_capability():
+    for gpu in peaks.PEAKS:
+        # HBM/GDDR parts of 2020-2024: between an L4's 0.3 and a B200's 8 TB/s
+        assert 0.3 <= gpu.mem_tbs <= 8.0 and gpu.cc >= 8.0
+        assert ("fp8" in gpu.peaks) == (gpu.cc >= 8.9) and ("fp4" in gpu.peaks) == (gpu.cc >= 10.0)
+
+
+@pytest.mark.parametrize("short, label", [("h100", "H100 SXM"), ("h100-pcie", "H100 PCIe"), ("a100", "A100 SXM"),
+                                          ("h200", "H200"), ("b200", "B200"), ("gb200", "GB200")])
+def test_short_names_match(short, label):
+    assert peaks.match_gpu(short).label == label

@@ -35,6 +35,22 @@ def test_new_api_is_set_and_restored(tf32):
     assert flags.snapshot() == before
 
 
+@pytest.mark.parametrize("tf32", [True, False])
+def test_the_legacy_precision_agrees_with_the_new_api_and_both_are_restored(tf32):
+    # inductor still reads torch.get_float32_matmul_precision(), which raises where the new API says
+    # tf32 and the legacy value was left at "highest" (pytorch/pytorch#166387)
+    if not flags.has_fp32_precision_api():
+        pytest.skip(f"torch {torch.__version__} predates the fp32_precision API (2.9)")
+    before = flags.snapshot()
+    legacy = torch.get_float32_matmul_precision()
+    with flags.float32_matmul(tf32=tf32):
+        assert torch.get_float32_matmul_precision() == ("high" if tf32 else "highest")
+        assert torch.backends.cuda.matmul.fp32_precision == ("tf32" if tf32 else "ieee")
+        assert flags.snapshot()["float32_matmul_precision"] != "mixed"
+    assert torch.get_float32_matmul_precision() == legacy and flags.snapshot() == before
+    assert torch.backends.cuda.matmul.fp32_precision == before["cuda.matmul.fp32_precision"]
+
+
 def test_legacy_api_is_set_and_restored(monkeypatch):
     # Exercise the pre-2.9 branch on whatever torch is installed (the legacy knobs still exist).
     monkeypatch.setattr(flags, "has_fp32_precision_api", lambda: False)

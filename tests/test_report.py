@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from suite.analysis import derived
+from suite.analysis import derived, energy
 from suite import report
 
 
@@ -104,22 +104,24 @@ def cpu_run(flags, isa="AVX2", isa_env=None):
     ])
 
 
-def test_the_answer_comes_first_then_the_slow_path_and_its_cause(tmp_path):
+def test_the_answer_comes_first_then_the_crossover_then_the_slow_path_and_its_cause(tmp_path):
     df = cpu_run("avx2 avx512f")
-    answer, slow = report.headline(df)[:2]
+    answer, crossing, slow = report.headline(df)[:3]
     assert answer == "gemm at 512x512x512: fp32 (the baseline) is fastest; bf16 is 60x slower than fp32 (rel. error 1.0e-03)."
+    # no clock recorded: no CPU peak, so no prediction beside the measured crossover
+    assert crossing == "bf16 (gemm) does not pay up to M=K=N = 512 on this test (no model for this device)."
     assert slow.startswith("bf16 is 60x slower than fp32 here (geomean of 2 cases)")
     assert "no native bf16 matmul (no AVX512-BF16/AMX; torch dispatches to AVX2)" in slow
     report.render(df, tmp_path)
     md = (tmp_path / "report.md").read_text().splitlines()
     assert md[0] == "# mpsuite report: s" and "fp32 (the baseline) is fastest" in md[2]
-    assert "bf16 is 60x slower than fp32 here" in md[3]
+    assert "bf16 is 60x slower than fp32 here" in md[4]
     html = (tmp_path / "index.html").read_text()
     assert html.index("bf16 is 60x slower") < html.index("<h2>Summary</h2>")
 
 
 def test_a_cpu_with_amx_but_a_lowered_isa_names_the_variables():
-    first = report.headline(cpu_run("avx2 avx512f amx_tile amx_bf16", "AVX2", "ONEDNN_MAX_CPU_ISA=AVX2"))[1]
+    first = report.headline(cpu_run("avx2 avx512f amx_tile amx_bf16", "AVX2", "ONEDNN_MAX_CPU_ISA=AVX2"))[2]
     assert "the CPU has amx_bf16 but torch dispatches to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2)" in first
 
 
@@ -168,3 +170,28 @@ def test_a_partial_run_says_so_first(tmp_path):
     first = report.headline(partial)[0]
     assert first == (f"Partial report: run {run_id} stopped after 4 of 6 cases; "
                      f"`python -m suite run s --resume {run_id}` finishes it.")
+
+
+def test_energy_per_tflop_of_each_fp8_recipe_is_set_against_its_bf16_baseline_where_measured(tmp_path):
+    bf16 = dict(baseline="bf16", baseline_case_id="bf16-8192")
+    df = pd.DataFrame([
+        record("bf16", 8192, 1.4, **{**bf16, "case_id": "bf16-8192"}, joules_per_tflop=0.90),
+        record("fp8_rowwise", 8192, 0.75, **bf16, joules_per_tflop=0.54),
+        record("fp8_tensorwise", 8192, 0.7, **bf16, joules_per_tflop=None),  # no counter reading
+        record("bf16", 4096, 0.2, baseline="bf16", case_id="bf16-4096", baseline_case_id="bf16-4096"),
+        record("fp8_rowwise", 4096, 0.1, baseline="bf16", baseline_case_id="bf16-4096", joules_per_tflop=0.6),
+    ])
+    table = energy.vs_bf16(df)
+    assert list(table["precision"]) == ["fp8_rowwise", "fp8_rowwise"]  # tensorwise was not measured
+    assert table["vs_bf16"].iloc[0] == pytest.approx(0.6) and math.isnan(table["bf16_j_per_tflop"].iloc[1])
+    report.render(df, tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert "## Energy" in md and "| 8192x8192x8192 | fp8_rowwise | 0.54 | 0.9 | 0.6x |" in md
+    assert "| 4096x4096x4096 | fp8_rowwise | 0.6 |  |  |" in md  # its baseline had no reading: blank, not a number
+    assert "<h2>Energy</h2>" in (tmp_path / "index.html").read_text()
+
+
+def test_without_energy_readings_there_is_no_energy_section(records, tmp_path):
+    report.render(records, tmp_path)
+    assert "Energy" not in (tmp_path / "report.md").read_text()
+    assert energy.vs_bf16(records).empty

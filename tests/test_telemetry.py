@@ -229,3 +229,81 @@ def test_power_is_read_instantaneously_where_nvml_has_the_field():
 
     field.nvmlReturn = 3  # NVML_ERROR_NOT_SUPPORTED on this board
     assert telemetry.NvmlDevice(nvml, "h").power_reading == "average (1 s)"
+
+
+# --- energy: NVML's total energy counter around the timed samples -------------------------------
+
+
+class VirtualClock:
+    """Each call takes 2 ms of virtual time; the wall clock is that time."""
+
+    name, timing_mode, cache, calls_per_rep = "virtual", "eager", "warm", 1
+
+    def __init__(self):
+        self.now = 0.0
+
+    def prepare(self, fn):
+        return fn
+
+    def time_batch(self, fn, reps):
+        self.now += 0.002 * reps
+        return [2.0] * reps
+
+    def sync(self):
+        pass
+
+    def wall(self):
+        return self.now
+
+
+def test_energy_is_read_just_around_the_timed_samples():
+    from suite.measure.timing import StopRule, measure
+
+    clock, reads = VirtualClock(), []
+
+    def counter_mj():  # a 300 W board: mJ = 300 W x seconds x 1000
+        reads.append(clock.now)
+        return 300.0 * clock.now * 1e3
+
+    m = measure(lambda: None, clock, StopRule(warmup_s=0.05, budget_s=0.1), energy_mj=counter_mj)
+    assert reads == [m.window[0], m.window[1]] and m.warmup_calls > 1  # not during the warm-up
+    assert m.energy_s == pytest.approx(m.window[1] - m.window[0]) and m.energy_j == pytest.approx(300.0 * m.energy_s)
+    cols = telemetry.energy_columns(m, flops=4e9)
+    assert cols["energy_power_w"] == pytest.approx(300.0)
+    assert cols["joules_per_call"] == pytest.approx(300.0 * 0.002)  # mean power x median call time
+    assert cols["joules_per_tflop"] == pytest.approx(0.6 / 4e-3)  # 4 GFLOP per call
+
+
+@pytest.mark.parametrize("counter", [lambda: 5000.0, lambda: None])
+def test_a_counter_that_does_not_advance_or_is_missing_gives_no_number(counter):
+    from suite.measure.timing import StopRule, measure
+
+    m = measure(lambda: None, VirtualClock(), StopRule(warmup_s=0.0, budget_s=0.02), energy_mj=counter)
+    assert m.energy_j is None and set(telemetry.energy_columns(m, 1e9).values()) == {None}
+
+
+def test_a_case_records_joules_per_call_and_per_tflop_where_nvml_counts_energy(monkeypatch):
+    from suite.measure import runner
+    from suite.measure.timing import CpuClock, StopRule
+    from suite.results import store
+    from suite.scenario.plan import Case
+
+    nvml = fake_nvml([(1980, 2619, 650_000, 60, 0)])
+    energy = iter(range(10_000, 10**9, 1_500))  # mJ: each read 1.5 J on from the last
+    nvml.nvmlDeviceGetTotalEnergyConsumption = lambda h: next(energy)
+    monkeypatch.setattr(Sampler, "for_device", classmethod(
+        lambda cls, device: cls(telemetry.NvmlDevice(nvml, "h"), interval_s=0.001)))
+    rule = StopRule(warmup_s=0.0, warmup_max_s=0.1, min_samples=3, budget_s=0.01)
+    meta = {"run_id": "20261201T000000Z-abcdef", "scenario": "t", "device": "cpu", "device_name": "cpu"}
+    r = runner.run_case(Case("t", "gemm", "fp32", None, 16, 16, 16, {}, seed=0, timing=rule), torch.device("cpu"),
+                        CpuClock(), meta)
+    assert r["status"] == "ok" and r["energy_j"] == 1.5  # two reads: before the first sample, after the last
+    assert r["energy_power_w"] == pytest.approx(1.5 / r["energy_window_s"])
+    assert r["joules_per_call"] == pytest.approx(r["energy_power_w"] * r["time_ms_median"] / 1e3)
+    assert r["joules_per_tflop"] == pytest.approx(r["joules_per_call"] / (2 * 16**3 / 1e12))
+    store.check_records([r], "the record")
+
+    del nvml.nvmlDeviceGetTotalEnergyConsumption  # an older board or binding: no counter, no columns
+    r = runner.run_case(Case("t", "gemm", "fp32", None, 16, 16, 16, {}, seed=0, timing=rule), torch.device("cpu"),
+                        CpuClock(), meta)
+    assert r["status"] == "ok" and r["joules_per_tflop"] is None and r["energy_j"] is None

@@ -344,6 +344,31 @@ def test_cuda_graph_is_captured_once_and_replays_are_divided_by_its_calls():
     assert set(m.samples_ms) == {1.0}  # 4 ms per replay / 4 calls
 
 
+def test_a_graph_replay_sizes_batches_as_graph_calls_calls():
+    # 1 ms calls, 10 per replay: a batch is a tenth of the budget in replays (or min_samples of them),
+    # not ten times that, as sizing by the per-call time would make it
+    api = FakeCudaApi()
+    rule = StopRule(mode="cuda_graph", cache="warm", graph_calls=10, budget_s=0.2, warmup_s=0.05, warmup_max_s=0.1)
+    m = measure(api.fn, CudaClock(api=api).for_rule(rule), rule, wall=lambda: api.t / 1e3)
+    replay_s = 10 * FakeCudaApi.CALL_MS / 1e3
+    assert set(m.samples_ms) == {1.0} and m.first_call_ms == 1.0 and set(m.warmup_medians_ms) == {1.0}
+    longest = max(0.1 * rule.budget_s, rule.min_samples * replay_s) + replay_s
+    assert m.batches and all(b.end_s - b.start_s <= longest + 1e-9 for b in m.batches)
+    assert m.warmup_s <= rule.warmup_cap_s + replay_s + 1e-9
+    assert m.warmup_calls % 10 == 0  # whole replays: calls, not repetitions
+
+
+def test_a_graph_replay_counts_as_graph_calls_calls_against_the_case_cap():
+    # 1 ms calls, 100 per replay: 0.1 s a repetition, so 2 warm-up + 5 samples (0.7 s) do not fit a
+    # 0.5 s cap: a slow case, and the cap is overrun by at most one replay
+    api = FakeCudaApi()
+    rule = StopRule(mode="cuda_graph", cache="warm", graph_calls=100, budget_s=0.1, warmup_s=0.0, case_cap_s=0.5)
+    m = measure(api.fn, CudaClock(api=api).for_rule(rule), rule, wall=lambda: api.t / 1e3)
+    assert m.warmup_reason == "slow" and m.stop_reason == "cap" and not m.first_call_kept
+    assert api.t / 1e3 <= rule.case_cap_s + 0.1 + 1e-9
+    assert set(m.samples_ms) == {1.0}
+
+
 def test_derived_clocks_share_one_flush_buffer():
     api = FakeCudaApi()
     base = CudaClock(api=api)

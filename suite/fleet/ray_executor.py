@@ -3,9 +3,15 @@ driver, which journals each one (`suite.pipeline`), so `--resume` works across a
 
 Placement, so that timings never share a device:
 - with GPUs in the cluster and a CUDA scenario, one worker per GPU, each holding it whole
-  (`num_gpus=1`; Ray sets CUDA_VISIBLE_DEVICES, so the worker sees it as cuda:0);
+  (`num_gpus=1`; Ray sets CUDA_VISIBLE_DEVICES, so the worker sees it as cuda:0) and its node's
+  share of CPUs (CPUs / GPUs there), pinned to that node;
 - otherwise one worker per node, holding all of its CPUs (so no other Ray task shares its cores)
   and pinned to it (NodeAffinitySchedulingStrategy); a node with no CPUs to give is left out.
+Ray sets a worker's OMP_NUM_THREADS to the CPUs it holds, unless already set (Ray 2.x,
+`ray._private.utils.set_omp_num_threads_if_unset`), and torch takes its intra-op thread count from
+it: a GPU worker holding one CPU ran torch single-threaded (operand generation, reference checks on
+the host). Each worker sets torch's threads to the run's `--threads`, else the CPUs it holds, so
+`cpu_threads` in its records is what ran.
 
 A worker is sent a *setting* at a time (a case and the cases sharing its baseline,
 `suite.fleet.shard.settings`), so a speedup is the ratio of two timings on one device; each case is
@@ -104,24 +110,26 @@ class Executor:
 
     def _placements(self) -> list[dict]:
         """Options of each worker to start (one per GPU, else one per node)."""
-        total = self.ray.cluster_resources()
-        gpus = int(total.get("GPU", 0))
-        if self.device_choice in ("cuda", "auto") and gpus:
-            return [{"num_gpus": 1, "num_cpus": 1} for _ in range(gpus)]
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        nodes = [n for n in sorted(self.ray.nodes(), key=lambda n: n["NodeID"]) if n.get("Alive")]
+        per_gpu = self.device_choice in ("cuda", "auto") and int(self.ray.cluster_resources().get("GPU", 0))
         slots = []
-        for node in sorted(self.ray.nodes(), key=lambda n: n["NodeID"]):
-            cpus = int(node.get("Resources", {}).get("CPU", 0))
-            if node.get("Alive") and cpus:
-                slots.append({"num_cpus": cpus, "scheduling_strategy":
-                              NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)})
+        for node in nodes:
+            have = node.get("Resources", {})
+            cpus, gpus = int(have.get("CPU", 0)), int(have.get("GPU", 0))
+            pin = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+            if per_gpu:  # one worker per GPU, with the node's CPUs shared out among its GPUs
+                slots += [{"num_gpus": 1, "num_cpus": max(1, cpus // gpus), "scheduling_strategy": pin}
+                          for _ in range(gpus)]
+            elif cpus:
+                slots.append({"num_cpus": cpus, "scheduling_strategy": pin})
         return slots
 
     def _start(self, slot: int):
         options = self.slots[slot]
-        # A CPU worker computes with the cores it holds (the run's --threads, else all of them).
-        threads = self.threads or (None if "num_gpus" in options else options["num_cpus"])
+        # A worker computes with the cores it holds (the run's --threads, else all of them).
+        threads = self.threads or options["num_cpus"]
         actor = self.actor_class.options(**options).remote(self.device_choice, self.run_level, threads)
         self.workers[slot] = actor
         return actor

@@ -30,6 +30,10 @@ from suite.scenario.plan import Case
 NOMINAL_FLOPS = {"cuda": 1e14, "cpu": 1e11}
 # A case whose shape lives in its params (a model's training step) counts as this many FLOPs.
 UNSHAPED_WORK = 1e12
+# A torch.compile'd case (params `compile`, or a torchao optimizer's `compile_step`) also pays its
+# compiling first call, outside the case cap: a prior of tens of seconds for one layer's or a small
+# model's step under inductor, to be read against the records' compile_s once a GPU has run them.
+COMPILE_S = 30.0
 
 
 # The most shards a run group may have: as many pods as a Kubernetes Indexed Job runs at once (its
@@ -122,12 +126,21 @@ def group_id(name: str, spec_hash: str) -> str:
 
 def estimated_s(case: Case) -> float:
     """A prior of the case's wall time: its warm-up and budget, plus its work at a nominal rate,
-    at most its case cap. The same number on every machine (the case's own device setting picks
-    the nominal rate and cap; 'auto' counts as a CPU)."""
+    at most its case cap, plus a compile where the case compiles. The same number on every machine
+    (the case's own device setting picks the nominal rate and cap; 'auto' counts as a CPU)."""
     device = "cuda" if case.device == "cuda" else "cpu"
     rule = case.timing
     work = UNSHAPED_WORK if case.m is None else 2.0 * case.m * case.k * case.n
-    return min(rule.case_cap(device), rule.warmup_s + rule.budget_s + work / NOMINAL_FLOPS[device])
+    measured = min(rule.case_cap(device), rule.warmup_s + rule.budget_s + work / NOMINAL_FLOPS[device])
+    return measured + (COMPILE_S if compiles(case) else 0.0)
+
+
+def compiles(case: Case) -> bool:
+    """Does the case torch.compile something (its model, or a torchao optimizer's step)?"""
+    from suite.scenario import registry
+
+    values = registry.params_model(case.workload, case.precision).of(case.params)
+    return bool(getattr(values, "compile", False) or getattr(values, "compile_step", False))
 
 
 def _setting_keys(cases: list[Case]) -> list[str]:

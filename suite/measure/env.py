@@ -78,6 +78,24 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> list[str] | None:
     return None
 
 
+def cpu_clock_mhz(sysfs: Path = Path("/sys/devices/system/cpu"), cpuinfo: Path = Path("/proc/cpuinfo")) -> float | None:
+    """The CPU's clock for its FMA peak (suite/analysis/model.py): the highest maximum clock cpufreq
+    reports (cpuinfo_max_freq, kHz), else the highest `cpu MHz` in /proc/cpuinfo (a VM shows its
+    nominal clock there), else None."""
+    try:
+        khz = [int(p.read_text()) for p in sysfs.glob("cpu[0-9]*/cpufreq/cpuinfo_max_freq")]
+    except (OSError, ValueError):
+        khz = []
+    if khz:
+        return max(khz) / 1e3
+    try:
+        lines = cpuinfo.read_text().splitlines()
+    except OSError:
+        return None
+    mhz = [float(line.split(":", 1)[1]) for line in lines if line.startswith("cpu MHz")]
+    return max(mhz) if mhz else None
+
+
 def cpu_isa() -> str | None:
     """The instruction set torch's CPU kernels dispatch to ("AVX2", "AVX512", "DEFAULT", ...)."""
     try:
@@ -94,6 +112,7 @@ def cpu_info() -> dict:
         "cpu_isa": cpu_isa(),
         "cpu_flags": None if flags_found is None else " ".join(flags_found),
         "cpu_isa_env": " ".join(f"{k}={v}" for k, v in env.items()) or None,
+        "cpu_clock_mhz": cpu_clock_mhz(),
     }
 
 

@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Iterator, TextIO
 
 import torch
 
-from suite.measure import env, peaks, telemetry
+from suite.measure import attribution, env, peaks, telemetry
 from suite.scenario import registry
 from suite.errors import NonFiniteOutput, TimingUnsupported, Unsupported
 from suite.scenario.plan import Case
@@ -128,6 +128,7 @@ def measured_columns(result, prepared) -> dict:
         bytes_moved=prepared.bytes_moved,
         tflops=prepared.flops / median_s / 1e12 if prepared.flops else None,
         gbps=prepared.bytes_moved / median_s / 1e9 if prepared.bytes_moved else None,
+        **telemetry.energy_columns(result, prepared.flops),  # null where the GPU's energy was not read
         **prepared.extra,
     )
 
@@ -171,7 +172,9 @@ def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
             record["check_s"] = wall() - checked_at
             with telemetry.Sampler.for_device(device) as sampler:
                 result = measure(prepared.fn, case_clock, case.timing, first_call_ms=first_ms, spent_s=spent_s,
-                                 sm_clock_mhz=sampler.sm_clock_mhz)
+                                 sm_clock_mhz=sampler.sm_clock_mhz, energy_mj=sampler.energy_mj)
+            if prepared.split_kernels:  # untimed: the profiler's view of the same calls
+                record.update(attribution.kernel_split(prepared.fn, case_clock.sync, device))
         record.update(status="ok", **sampler.columns(result), **measured_columns(result, prepared))
         if prepared.derive is not None:
             record.update(prepared.derive(result.median_ms / 1e3))

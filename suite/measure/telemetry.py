@@ -13,6 +13,15 @@ are reported but do not count as throttling: they are configured limits, not the
 itself. Every other bit (power cap, thermal and hardware slowdowns, power brake, and any bit this
 code does not know) does.
 
+Energy: where NVML has the board's total energy counter (`nvmlDeviceGetTotalEnergyConsumption`, mJ
+since the driver loaded; Volta and newer), the timing loop reads it just before the first timed
+sample and after the last (`timing.measure`'s `energy_mj`). The mean power over that window times the
+median call time is the energy of one call (`joules_per_call`), and per TFLOP of the call's work
+(`joules_per_tflop`). The window also holds what the loop does between samples (a cache flush, the
+host's gaps); the median time does not, so power x time is a call's energy where the call dominates
+the window. A counter that does not advance over the window (its update rate is coarser) gives no
+number, never a zero.
+
 Without NVML (not installed, no driver, a CPU run) every column is null and nothing fails. The NVML
 calls sit behind `NvmlDevice` so the logic is tested on a CPU with a fake `pynvml` module.
 """
@@ -46,6 +55,8 @@ COLUMNS = (
     "n_samples_throttled", "power_reading",
 )
 NULL_COLUMNS: dict[str, object] = dict.fromkeys(COLUMNS)
+# The energy columns (`energy_columns`), null where the counter is not read.
+ENERGY_COLUMNS = ("energy_j", "energy_window_s", "energy_power_w", "joules_per_call", "joules_per_tflop")
 
 
 @dataclass(frozen=True)
@@ -129,6 +140,11 @@ class NvmlDevice:
             return fn(*args)
         except Exception:
             return None
+
+    def energy_mj(self) -> float | None:
+        """The board's energy counter (mJ since the driver loaded), or None where NVML has none."""
+        value = self._query(getattr(self.nvml, "nvmlDeviceGetTotalEnergyConsumption", None), self.handle)
+        return float(value) if value is not None else None
 
     def read(self, now: Callable[[], float] = time.perf_counter) -> Reading:
         nvml, h, q = self.nvml, self.handle, self._query
@@ -299,6 +315,11 @@ class Sampler:
             if self.error is None:
                 self._read()
 
+    @property
+    def energy_mj(self) -> Callable[[], float | None] | None:
+        """The energy counter's reader for `timing.measure`, or None without NVML."""
+        return self.device.energy_mj if self.device is not None else None
+
     def sm_clock_mhz(self) -> float | None:
         """The latest SM clock reading (for the warm-up rule), or None."""
         for r in reversed(self.readings):
@@ -321,6 +342,20 @@ class Sampler:
             "power_reading": self.device.power_reading,
             **summarize(self.readings, window, batches, self.device.bits),
         }
+
+
+def energy_columns(measurement, flops: float | None) -> dict[str, float | None]:
+    """The energy columns of a measurement (`timing.Measurement`) whose window had an energy reading:
+    joules over the window, its length, mean power, joules per call and per TFLOP (all null without)."""
+    joules, window_s = getattr(measurement, "energy_j", None), getattr(measurement, "energy_s", None)
+    if joules is None or not window_s:
+        return dict.fromkeys(ENERGY_COLUMNS)
+    power_w = joules / window_s
+    per_call = power_w * measurement.median_ms / 1e3
+    return {
+        "energy_j": joules, "energy_window_s": window_s, "energy_power_w": power_w, "joules_per_call": per_call,
+        "joules_per_tflop": per_call / (flops / 1e12) if flops else None,
+    }
 
 
 def _current_cuda_index() -> int:

@@ -14,7 +14,9 @@ Two clocks share the loop:
   `cache = "cold"` (the default on CUDA) zeroes a buffer twice the L2's size before every repetition,
   outside the events, so each repetition starts cold the way one step of a real model does (triton's
   do_bench and nvbench flush too; see flush_bytes). `mode = "cuda_graph"` captures the callable in a
-  CUDA graph once and times its replays: the host's launch overhead is out of the numbers.
+  CUDA graph once and times its replays: the host's launch overhead is out of the numbers. A replay
+  holds `graph_calls` calls (`Clock.calls_per_rep`): the loop sizes batches, warm-up and the case cap
+  in repetitions (what time actually passes) and divides only the recorded samples by it.
   The device parts (events, synchronize, graph capture, buffers) sit behind `TorchCudaApi`, so the
   loop's logic is tested on a CPU with a fake.
 
@@ -150,6 +152,7 @@ class Clock(Protocol):
     timing_mode: str  # "eager" or "cuda_graph"
     cache: str  # "cold" or "warm": what was actually done
     device_type: str  # "cpu" or "cuda": which default case cap applies
+    calls_per_rep: int  # calls one repetition makes (a CUDA graph's replay: graph_calls)
 
     def wall(self) -> float:
         """Host seconds (time.perf_counter): what budgets, caps and batch windows are counted on."""
@@ -162,7 +165,8 @@ class Clock(Protocol):
         """What one repetition runs (fn itself, or a captured graph's replay)."""
 
     def time_batch(self, fn: Callable[[], object], reps: int) -> list[float]:
-        """Run fn `reps` times; return each call's time in milliseconds."""
+        """Run fn `reps` times; return each repetition's time in milliseconds (a graph replay's whole
+        time: `measure` divides the samples by `calls_per_rep`)."""
 
     def sync(self) -> None: ...
 
@@ -235,6 +239,7 @@ class CpuClock:
     name = "perf_counter"
     timing_mode = "eager"
     device_type = "cpu"
+    calls_per_rep = 1
     wall = staticmethod(time.perf_counter)  # the host clock budgets and caps are counted on
 
     def __init__(self, cache: str = "warm", flush: _Flush | None = None):
@@ -332,6 +337,10 @@ class CudaClock:
         self.cache, self.timing_mode, self.graph_calls = cache, mode, graph_calls
         self._flush = flush or _Flush(lambda: self.api.buffer(flush_bytes(self.api.l2_bytes())))
 
+    @property
+    def calls_per_rep(self) -> int:
+        return self.graph_calls if self.timing_mode == "cuda_graph" else 1
+
     def for_rule(self, rule: StopRule) -> "CudaClock":
         cache = resolved_cache(rule, "cuda")
         return CudaClock(cache=cache, mode=rule.mode, graph_calls=rule.graph_calls, api=self.api, flush=self._flush)
@@ -352,7 +361,7 @@ class CudaClock:
             fn()
             end.record()
         self.api.synchronize()
-        return [s.elapsed_time(e) / self.graph_calls for s, e in zip(starts, ends)]
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
     def sync(self):
         self.api.synchronize()
@@ -393,6 +402,9 @@ class Measurement:
     first_call_ms: float | None = None  # the calibration call (the case's first call)
     first_call_kept: bool = False  # a slow case keeps its first call as a sample
     case_cap_s: float | None = None
+    # GPU energy over the timed samples' window (NVML's counter), and that window in seconds
+    energy_j: float | None = None
+    energy_s: float | None = None
     median_ms: float = field(init=False)
     p10_ms: float = field(init=False)
     p90_ms: float = field(init=False)
@@ -421,6 +433,7 @@ def measure(
     first_call_ms: float | None = None,
     spent_s: float = 0.0,
     sm_clock_mhz: Callable[[], float | None] | None = None,
+    energy_mj: Callable[[], float | None] | None = None,
     wall: Callable[[], float] | None = None,
 ) -> Measurement:
     """Calibrate on one call, warm fn up until settled, then time it until `rule` says stop, all
@@ -431,86 +444,132 @@ def measure(
     *slow*: it skips the warm-up (the first call already paid the one-time costs), keeps its first
     call as a sample, and adds samples one call at a time while the next one fits, down to
     `floor_samples`; its `stop_reason` is "cap" and its `rel_ci` says how little it knows (inf for
-    one sample). No case overruns the cap by more than one call.
+    one sample). No case overruns the cap by more than one repetition.
+
+    Everything is sized in repetitions, the unit time passes in: a CUDA graph's replay is
+    `clock.calls_per_rep` calls. Only the recorded samples (and warm-up medians) are per call.
 
     first_call_ms: a first call the caller already timed with this clock (the runner's accuracy
     check runs on its output), so a minute-long call is not paid twice; spent_s: seconds the case
     spent before this function (that call and the check), counted against the cap.
     sm_clock_mhz: the GPU's current SM clock (telemetry), read after each warm-up batch.
+    energy_mj: the GPU's energy counter (telemetry, mJ), read just before the first timed sample and
+    after the last (`Measurement.energy_j` over `energy_s`).
     wall: the host clock for budgets and batch windows (default: the clock's own `wall`, else
     time.perf_counter; a fake clock brings virtual time)."""
     wall = wall or getattr(clock, "wall", time.perf_counter)
-    cap_s = rule.case_cap(getattr(clock, "device_type", "cpu"))
-    begin = wall() - spent_s
+    per_rep = getattr(clock, "calls_per_rep", 1)
+    loop = _Loop(clock, rule, wall, rule.case_cap(getattr(clock, "device_type", "cpu")), wall() - spent_s, energy_mj)
     run = clock.prepare(fn)
-
-    def left() -> float:
-        return cap_s - (wall() - begin)
-
     warm_start = wall()
     if first_call_ms is None:
-        first_call_ms = clock.time_batch(run, 1)[0]
-    call_s = first_call_ms / 1e3
-    slow = call_s * (rule.min_warmup - 1 + rule.min_samples) > left()
-    if slow:
+        first_rep_ms = clock.time_batch(run, 1)[0]
+        first_calls = per_rep
+    else:  # one eager call the caller made: a replay costs per_rep of them
+        first_rep_ms = first_call_ms * per_rep
+        first_calls = 1
+    if first_rep_ms / 1e3 * (rule.min_warmup - 1 + rule.min_samples) > loop.left():
+        return loop.slow(run, first_rep_ms, first_calls)
+    medians, calls, warm_reason = loop.warm_up(run, first_rep_ms, first_calls, sm_clock_mhz, warm_start)
+    warm_s = wall() - warm_start
+    reps, reason = loop.sample(run, medians[-1])
+    return loop.result(
+        reps, reason, calls, warm_s, warmup_reason=warm_reason, warmup_medians_ms=[m / per_rep for m in medians],
+        first_call_ms=first_rep_ms / per_rep,
+    )
+
+
+class _Loop:
+    """`measure`'s state for one case: the clock, the rule, the cap's deadline, the batches timed and
+    the energy counter around them. Times here are per repetition."""
+
+    def __init__(self, clock, rule: StopRule, wall, cap_s: float, begin: float, energy_mj):
+        self.clock, self.rule, self.wall, self.cap_s, self.begin = clock, rule, wall, cap_s, begin
+        self.per_rep = getattr(clock, "calls_per_rep", 1)
+        self.energy_mj = energy_mj
+        self.batches: list[Batch] = []
+        self.energy: list[tuple[float, float | None]] = []  # (wall, counter mJ) before and after the samples
+
+    def left(self) -> float:
+        return self.cap_s - (self.wall() - self.begin)
+
+    def timed(self, run, reps: int) -> list[float]:
+        """One batch of timed samples (repetition times), its window kept, the energy read around."""
+        if not self.energy and self.energy_mj is not None:
+            self.energy.append((self.wall(), self.energy_mj()))
+        start = self.wall()
+        times = self.clock.time_batch(run, reps)
+        self.batches.append(Batch(start, self.wall(), len(times)))
+        return times
+
+    def slow(self, run, first_rep_ms: float, first_calls: int) -> Measurement:
+        """A case whose minimum warm-up and samples do not fit in the cap: no warm-up, samples one
+        repetition at a time while the next fits."""
+        call_s = first_rep_ms / 1e3
         # The first call is a sample only where it ran what the samples run (not a graph's replay).
-        keep = clock.timing_mode == "eager"
-        samples = [first_call_ms] if keep else []
-        batches = [Batch(begin, begin + call_s, 1)] if keep else []
-        while len(samples) < rule.min_samples:
-            next_s = statistics.median(samples) / 1e3 if samples else call_s
-            if len(samples) >= rule.floor_samples and next_s > left():
+        keep = self.clock.timing_mode == "eager"
+        reps = [first_rep_ms] if keep else []
+        if keep:
+            self.batches.append(Batch(self.begin, self.begin + call_s, 1))
+        while len(reps) < self.rule.min_samples:
+            next_s = statistics.median(reps) / 1e3 if reps else call_s
+            if len(reps) >= self.rule.floor_samples and next_s > self.left():
                 break
-            b_start = wall()
-            samples += clock.time_batch(run, 1)
-            batches.append(Batch(b_start, wall(), 1))
-        reason = "cap" if len(samples) < rule.min_samples else "budget"
-        return Measurement(
-            samples, reason, 1, 0.0, clock.name, warmup_reason="slow", timing_mode=clock.timing_mode,
-            cache=clock.cache, batches=batches, warmup_medians_ms=[first_call_ms],
-            first_call_ms=first_call_ms, first_call_kept=keep, case_cap_s=cap_s,
+            reps += self.timed(run, 1)
+        reason = "cap" if len(reps) < self.rule.min_samples else "budget"
+        return self.result(
+            reps, reason, first_calls, 0.0, warmup_reason="slow", warmup_medians_ms=[first_rep_ms / self.per_rep],
+            first_call_ms=first_rep_ms / self.per_rep, first_call_kept=keep,
         )
 
-    # Batch 0 is the first call plus the rest of `min_warmup` (compile, allocate: it never counts).
-    first = [first_call_ms] + (clock.time_batch(run, rule.min_warmup - 1) if rule.min_warmup > 1 else [])
-    medians: list[float] = [statistics.median(first)]
-    clocks: list[float | None] = [sm_clock_mhz() if sm_clock_mhz else None]
-    calls = len(first)
-    while True:
-        warm_reason = warmup_done(medians, clocks, wall() - warm_start, calls, rule)
-        if not warm_reason and medians[-1] / 1e3 * rule.min_samples >= left():
-            warm_reason = "cap"  # what is left of the case cap is for the samples
-        if warm_reason:
-            break
-        reps = warmup_batch(medians[-1], wall() - warm_start, rule)
-        times = clock.time_batch(run, reps)
-        calls += reps
-        medians.append(statistics.median(times))
-        clocks.append(sm_clock_mhz() if sm_clock_mhz else None)
-    warm_s = wall() - warm_start
+    def warm_up(self, run, first_rep_ms: float, first_calls: int, sm_clock_mhz,
+                warm_start: float) -> tuple[list[float], int, str]:
+        """Warm up (since `warm_start`, the first call's start) until settled (`warmup_done`) or the
+        cap leaves only room for the samples: (batch medians per repetition, calls made, why it ended)."""
+        rule, wall = self.rule, self.wall
+        # Batch 0 is the first call plus the rest of `min_warmup` (compile, allocate: it never counts).
+        first = [first_rep_ms] + (self.clock.time_batch(run, rule.min_warmup - 1) if rule.min_warmup > 1 else [])
+        medians: list[float] = [statistics.median(first)]
+        clocks: list[float | None] = [sm_clock_mhz() if sm_clock_mhz else None]
+        calls = first_calls + (len(first) - 1) * self.per_rep
+        while True:
+            warm_reason = warmup_done(medians, clocks, wall() - warm_start, calls, rule)
+            if not warm_reason and medians[-1] / 1e3 * rule.min_samples >= self.left():
+                warm_reason = "cap"  # what is left of the case cap is for the samples
+            if warm_reason:
+                return medians, calls, warm_reason
+            reps = warmup_batch(medians[-1], wall() - warm_start, rule)
+            medians.append(statistics.median(self.clock.time_batch(run, reps)))
+            calls += reps * self.per_rep
+            clocks.append(sm_clock_mhz() if sm_clock_mhz else None)
 
-    samples: list[float] = []
-    batches: list[Batch] = []
-    start = wall()
-    while True:
-        reason = stop_reason(samples, wall() - start, rule) if samples else None
-        if reason:
-            break
-        per_call_s = (statistics.median(samples) if samples else medians[-1]) / 1e3
-        fits = int(left() / per_call_s) if per_call_s > 0 else rule.max_samples
-        if fits < 1 and len(samples) >= rule.floor_samples:
-            reason = "cap"
-            break
-        reps = min(next_batch(samples, wall() - start, rule, per_call_s), max(1, fits))
-        b_start = wall()
-        times = clock.time_batch(run, reps)
-        batches.append(Batch(b_start, wall(), len(times)))
-        samples += times
-    return Measurement(
-        samples, reason, calls, warm_s, clock.name,
-        warmup_reason=warm_reason, timing_mode=clock.timing_mode, cache=clock.cache,
-        batches=batches, warmup_medians_ms=medians, first_call_ms=first_call_ms, case_cap_s=cap_s,
-    )
+    def sample(self, run, warm_rep_ms: float) -> tuple[list[float], str]:
+        """Timed repetitions until the rule says stop or the cap leaves no room for one more."""
+        rule, reps = self.rule, []
+        start = self.wall()
+        while True:
+            reason = stop_reason(reps, self.wall() - start, rule) if reps else None
+            if reason:
+                return reps, reason
+            rep_s = (statistics.median(reps) if reps else warm_rep_ms) / 1e3
+            fits = int(self.left() / rep_s) if rep_s > 0 else rule.max_samples
+            if fits < 1 and len(reps) >= rule.floor_samples:
+                return reps, "cap"
+            reps += self.timed(run, min(next_batch(reps, self.wall() - start, rule, rep_s), max(1, fits)))
+
+    def result(self, reps: list[float], reason: str, calls: int, warm_s: float, **fields) -> Measurement:
+        energy_j = energy_s = None
+        if self.energy:
+            self.energy.append((self.wall(), self.energy_mj()))
+            (t0, e0), (t1, e1) = self.energy
+            # A counter that did not advance (too short a window for its update rate) says nothing.
+            if e0 is not None and e1 is not None and e1 > e0 and t1 > t0:
+                energy_j, energy_s = (e1 - e0) / 1e3, t1 - t0
+        return Measurement(
+            [t / self.per_rep for t in reps], reason, calls, warm_s, self.clock.name,
+            timing_mode=self.clock.timing_mode, cache=self.clock.cache, batches=self.batches,
+            case_cap_s=self.cap_s, energy_j=energy_j, energy_s=energy_s, **fields,
+        )
 
 
 def time_once(fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> float:

@@ -119,29 +119,38 @@ class ScaledFloat8(Precision):
             q.quantize(w_hp, self.granularity, q.E4M3, self.pow2_scales, q.WEIGHT_BLOCK),
         )
 
-    def _matmul(self, qa: q.Quantized, qw: q.Quantized, use_fast_accum: bool) -> torch.Tensor:
+    def _matmul_fn(self, qa: q.Quantized, qw: q.Quantized, use_fast_accum: bool) -> Callable[[], torch.Tensor]:
+        """The forward GEMM of quantized operands as a call. What does not change between calls
+        (the scales' layout, unit scales) is set up here, once; each call runs what torchao's
+        `float8_ops.addmm_float8_unwrapped` runs per call (torchao 0.18), nothing more."""
         # b must be column-major: W (N, K) is row-major, so W^T is the (K, N) column-major view.
         # Rowwise scales: (M, 1) for A and (1, N) for B; tensorwise: 0-d. Both are inverse scales.
+        a, b = qa.data, qw.data.t()
         scale_a = qa.inv_scale
         scale_b = qw.inv_scale.t().contiguous() if qw.inv_scale.dim() == 2 else qw.inv_scale
-        post = None
         if scale_a.dim() == 2 and not use_fast_accum:
-            # What torchao's training path runs for rowwise scales without fast accumulation
-            # (float8 `addmm_float8_unwrapped`): the tensorwise kernel with unit scales, then the
-            # product of the row and column scales applied to its bf16 output.
-            post = scale_a * scale_b
-            scale_a, scale_b = scale_a.new_ones(()), scale_b.new_ones(())
-        if qa.data.device.type == "cpu" and scale_a.dim() == 0:
+            # torchao's path for rowwise scales without fast accumulation: the tensorwise kernel with
+            # unit scales, then the (M, N) product of the row and column scales multiplied into its
+            # bf16 output in place (no second M x N temporary).
+            unit_a, unit_b = scale_a.new_ones(()), scale_b.new_ones(())
+
+            def unit_kernel_then_scales() -> torch.Tensor:
+                out = torch._scaled_mm(a, b, unit_a, unit_b, out_dtype=torch.bfloat16, use_fast_accum=False)
+                out *= scale_a * scale_b
+                return out
+
+            return unit_kernel_then_scales
+        if a.device.type == "cpu" and scale_a.dim() == 0:
             # torch 2.13's CPU tensorwise kernel is a slow reference loop (1.5 s for 256x512x384,
             # ~500x its rowwise kernel on the same operands), so on the CPU the one scale is
             # broadcast to every row and column: the same quantized operands and fp32-accumulated
             # product (tests check it against the tensorwise kernel). CPU timings are emulation.
-            scale_a = scale_a.expand(qa.data.shape[0], 1).contiguous()
-            scale_b = scale_b.expand(1, qw.data.shape[0]).contiguous()
-        out = torch._scaled_mm(
-            qa.data, qw.data.t(), scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=use_fast_accum
-        )
-        return out if post is None else (out * post).to(torch.bfloat16)
+            scale_a = scale_a.expand(a.shape[0], 1).contiguous()
+            scale_b = scale_b.expand(1, b.shape[1]).contiguous()
+        return lambda: torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=use_fast_accum)
+
+    def _matmul(self, qa: q.Quantized, qw: q.Quantized, use_fast_accum: bool) -> torch.Tensor:
+        return self._matmul_fn(qa, qw, use_fast_accum)()
 
     def check_alignment(self, k: int, n: int, pad: bool) -> None:
         reason = q.alignment_reason(k, n)
@@ -165,9 +174,10 @@ class ScaledFloat8(Precision):
 
         if opts.quantize == "pre":
             qa, qw = self._quantize(_pad2d(a_hp, m, kp), _pad2d(w_hp, np_, kp))
+            multiply = self._matmul_fn(qa, qw, fast)  # the scales' layout is set up before timing
             if np_ == n:
-                return lambda: self._matmul(qa, qw, fast)
-            return lambda: self._matmul(qa, qw, fast)[:, :n]
+                return multiply
+            return lambda: multiply()[:, :n]
 
         def quantize_and_multiply():
             qa, qw = self._quantize(_pad2d(a_hp, m, kp), _pad2d(w_hp, np_, kp))
@@ -244,10 +254,10 @@ class EmulatedBlockFloat8(ScaledFloat8):
     def check_alignment(self, k, n, pad):
         return None  # dequantized operands have no FP8 kernel's shape constraints
 
-    def _matmul(self, qa, qw, use_fast_accum):
+    def _matmul_fn(self, qa, qw, use_fast_accum):
         # Per-block scales applied before a float32 GEMM: what a block-scaled kernel computes up
         # to summation order (it applies the scales to each 128-wide partial sum in float32).
-        return (qa.dequantize() @ qw.dequantize().t()).to(torch.bfloat16)
+        return lambda: (qa.dequantize() @ qw.dequantize().t()).to(torch.bfloat16)
 
 
 FP8_TENSORWISE = ScaledFloat8(

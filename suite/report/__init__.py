@@ -22,7 +22,7 @@ from typing import Callable
 import jinja2
 import pandas as pd
 
-from suite.analysis import answers, derived, fleet, update
+from suite.analysis import answers, crossover, derived, energy, fleet, update
 from suite import files, names, text
 from suite.results import groups, location
 from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
@@ -32,7 +32,7 @@ from suite.scenario import registry
 ENV_COLUMNS = [
     "device", "device_name", "compute_capability", "sm_count", "torch_version", "cuda_version",
     "cudnn_version", "driver_version", "torchao_version", "te_version", "triton_version",
-    "python_version", "cpu_model", "cpu_isa", "cpu_flags", "cpu_isa_env", "cpu_threads", "host", "git_sha",
+    "python_version", "cpu_model", "cpu_isa", "cpu_flags", "cpu_isa_env", "cpu_threads", "cpu_clock_mhz", "host", "git_sha",
     "git_dirty", "code_hash",
 ]
 
@@ -82,8 +82,8 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
             "shape": shape,
             "precision": r["precision"],
             "status": r["status"] + (" (emulated: timing is not device speed)" if ok and emu else "") + throttled
-            + stalled,
-            "throttled": bool(throttled or stalled),
+            + stalled + (f" ({r['implausible']})" if ok and isinstance(r.get("implausible"), str) else ""),
+            "throttled": bool(throttled or stalled or (ok and isinstance(r.get("implausible"), str))),
             "time_ms": fmt(r.get("time_ms_median"), ".4g") if ok else "",
             "spread": fmt(r.get("rel_ci"), ".1%") if ok else "",
             "stop": _stop_note(r) if ok else "",
@@ -91,11 +91,27 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
             "tflops": fmt(r.get("tflops"), ".4g") if speed else "",
             "pct_peak": fmt(r.get("pct_of_peak"), ".1f", "%") if speed else "",
             "speedup": fmt(r.get("speedup"), ".3g", "x") if speed else "",
+            "predicted": _predicted_cell(r) if speed else "",
+            "roofline": _roofline_cell(r) if speed else "",
             "rel_err": fmt(r.get("rel_err"), ".2e") if ok else "",
             "sqnr_db": fmt(r.get("sqnr_db"), ".1f") if ok else "",
             "reason": r.get("reason") or "",
         })
     return rows
+
+
+def _predicted_cell(r) -> str:
+    """'0.41 ms, 1.3x': the roofline model's time and speedup for the case."""
+    ms, speedup = fmt(r.get("predicted_ms"), ".3g", " ms"), fmt(r.get("predicted_speedup"), ".3g", "x")
+    return ", ".join(x for x in (ms, speedup) if x)
+
+
+def _roofline_cell(r) -> str:
+    """'62% compute': the measured fraction of the roofline and what bounds the case."""
+    value = r.get("roofline_fraction")
+    fraction = fmt(100 * value, ".3g", "%") if isinstance(value, (int, float)) else ""
+    bound = r.get("bound") if isinstance(r.get("bound"), str) else ""
+    return " ".join(x for x in (fraction, bound) if x)
 
 
 def summary_rows(df: pd.DataFrame) -> list[dict]:
@@ -113,14 +129,15 @@ def summary_rows(df: pd.DataFrame) -> list[dict]:
     ]
 
 
-def headline(df: pd.DataFrame) -> list[str]:
+def headline(df: pd.DataFrame, families: list[dict] | None = None) -> list[str]:
     """The first lines of a report, each a sentence with its numbers: that it is partial, if so;
     the answer (per workload, at its largest case, each precision's speedup over the baseline and
     its error: `suite.analysis.answers`; for update-side recipes, which trained to within a margin
     of the fp32-master loss and at what bytes per parameter: `suite.analysis.update`); then what makes the numbers unusual (a slow path and its
     cause, cases cut short by the cap, stalls) and what was not measured and why."""
     lines = (_partial_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df)
-             + update.update_answers(df) + _unusual_lines(df))
+             + crossover.answer_lines(df, families) + update.update_answers(df) + _implausible_lines(df)
+             + _unusual_lines(df))
     missing = answers.not_measured(df)
     return lines + ([missing] if missing else [])
 
@@ -139,13 +156,42 @@ def _partial_lines(df: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _implausible_lines(df: pd.DataFrame) -> list[str]:
+    """Timings the roofline model says cannot be right (the record's `implausible` column)."""
+    if "implausible" not in df:
+        return []
+    bad = df[df["implausible"].notna()]
+    if bad.empty:
+        return []
+    labels = derived.shape_labels(bad)
+    shown = "; ".join(f"{r['workload']} {r['precision']} {label}: {r['implausible']}"
+                      for r, label in zip(bad.head(3).to_dict("records"), labels.head(3)))
+    more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
+    return [f"{len(bad)} timing(s) flagged by the roofline model: {shown}{more}."]
+
+
+def _roofline_note(df: pd.DataFrame, run_id: str, precision: str) -> str:
+    """', at 0.45% of its roofline of 0.333 TFLOP/s' for a slow path's cases, where recorded (on a CPU
+    without native bf16 that roofline is its fp32 FMA peak)."""
+    if "roofline_fraction" not in df:
+        return ""
+    g = df[(df["run_id"] == run_id) & (df["precision"] == precision)]
+    fraction = derived.geomean(g["roofline_fraction"])
+    if not fraction == fraction:  # nan: not modelled
+        return ""
+    peak = pd.to_numeric(g["roofline_tflops"], errors="coerce").dropna()
+    at = f" of {peak.iloc[0]:.3g} TFLOP/s" if len(peak) else ""
+    return f", at {fraction:.2%} of its roofline{at}"
+
+
 def _unusual_lines(df: pd.DataFrame) -> list[str]:
     lines = []
     for slow in derived.slow_paths(df):
         worst = f", up to {slow['worst']:.3g}x" if slow["worst"] > 1.05 * slow["slowdown"] else ""
         cause = f": {slow['cause']}" if slow["cause"] else ""
         lines.append(f"{slow['precision']} is {slow['slowdown']:.3g}x slower than {slow['baseline']} here "
-                     f"(geomean of {slow['cases']} cases{worst}){cause}.")
+                     f"(geomean of {slow['cases']} cases{worst}{_roofline_note(df, slow['run_id'], slow['precision'])})"
+                     f"{cause}.")
     ok = df[df["status"] == "ok"]
     if "stop_reason" in ok:
         capped = ok[ok["stop_reason"] == "cap"]
@@ -200,9 +246,11 @@ def build_view(df: pd.DataFrame) -> dict:
     first = df.iloc[0]
     not_ok = df[df["status"] != "ok"]
     reasons = Counter(zip(not_ok["status"], not_ok["reason"].fillna("")))
+    families = crossover.measured_families(df)
     return {
         "scenario": ", ".join(sorted(df["scenario"].unique())),
-        "headline": headline(df),
+        "headline": headline(df, families),
+        "crossovers": crossover.table_rows(families)[:MAX_CASE_ROWS],
         "description": "; ".join(sorted(df["scenario_description"].dropna().unique())) if "scenario_description" in df else "",
         "runs": sorted(df["run_id"].unique()),
         "started_at": first.get("started_at"),
@@ -216,14 +264,33 @@ def build_view(df: pd.DataFrame) -> dict:
         "baselines": sorted(df["baseline"].dropna().unique()),
         "case_columns": CASE_COLUMNS + (REF_COLUMNS if "fidelity_ratio" in df and df["fidelity_ratio"].notna().any() else []),
         "details": _detail_tables(df),
+        "energy": _energy_rows(df),
         "plots": [],
     }
+
+
+ENERGY_COLUMNS = [("case", "case"), ("precision", "precision"), ("j_per_tflop", "J/TFLOP"),
+                  ("bf16_j_per_tflop", "bf16 J/TFLOP"), ("vs_bf16", "vs bf16")]
+ENERGY_NOTE = ("GPU energy per TFLOP of work (NVML's energy counter over the timed samples: mean power "
+               "x median call time), each FP8 recipe against its bf16 baseline case; only where measured.")
+
+
+def _energy_rows(df: pd.DataFrame) -> list[dict]:
+    return [{"case": r["case"], "precision": r["precision"], "j_per_tflop": fmt(r["j_per_tflop"], ".3g"),
+             "bf16_j_per_tflop": fmt(r["bf16_j_per_tflop"], ".3g"), "vs_bf16": fmt(r["vs_bf16"], ".3g", "x")}
+            for r in energy.vs_bf16(df).to_dict("records")]
 
 
 PICK_NOTE = (
     "Per case, the fastest precision whose relative error meets each budget, with its measured "
     "speedup over the in-run baseline (`python -m suite recommend` answers for any budget). "
     "Emulated precisions (FP8 on a CPU) have no speed here; the last column names those within 1e-2."
+)
+
+CROSSOVER_NOTE = (
+    "Along each line of shapes a sweep walks (M=K=N, or M at fixed K and N), the size from which the "
+    "recipe beats the baseline: measured (interpolated on log axes between the two sizes around it) "
+    "and predicted by the roofline model (docs/model.md)."
 )
 
 ACCURACY_NOTE = (
@@ -284,7 +351,8 @@ SUMMARY_COLUMNS = [
 CASE_COLUMNS = [
     ("workload", "workload"), ("shape", "case"), ("precision", "precision"), ("status", "status"),
     ("time_ms", "median ms"), ("spread", "±95% CI"), ("stop", "stopped by"), ("tflops", "TFLOP/s"),
-    ("pct_peak", "% of peak"), ("speedup", "speedup"), ("rel_err", "rel. error"), ("sqnr_db", "SQNR dB"),
+    ("pct_peak", "% of peak"), ("speedup", "speedup"), ("predicted", "model: ms, speedup"),
+    ("roofline", "of roofline, bound"), ("rel_err", "rel. error"), ("sqnr_db", "SQNR dB"),
 ]
 # shown when an independent harness timed the cases too (the fidelity workload)
 REF_COLUMNS = [("ref_ratio", "suite / ref. harness time")]
@@ -309,6 +377,9 @@ def markdown(view: dict) -> str:
     ]
     if view["picks"]:
         lines += ["## Which precision", "", PICK_NOTE, "", md_table(view["picks"], PICK_TABLE), ""]
+    if view["crossovers"]:
+        lines += ["## Where each recipe starts to pay", "", CROSSOVER_NOTE, "",
+                  md_table(view["crossovers"], crossover.TABLE_COLUMNS), ""]
     lines += [md_image(p["title"], p["file"]) for p in view["plots"]]
     lines += ["", "## Summary", "", md_table(view["summary"], SUMMARY_COLUMNS), ""]
     if view["reasons"]:
@@ -318,6 +389,8 @@ def markdown(view: dict) -> str:
         ), ""]
     for table in view["details"]:
         lines += [f"## {md_text(table['workload'])}", "", md_table(table["rows"], table["columns"]), ""]
+    if view["energy"]:
+        lines += ["## Energy", "", ENERGY_NOTE, "", md_table(view["energy"], ENERGY_COLUMNS), ""]
     lines += ["## Cases", "", md_table(view["cases"], view["case_columns"]), ""]
     if view["cases_left_out"]:
         lines += [f"({view['cases_left_out']} more cases are in the results parquet, not listed here.)", ""]
@@ -338,6 +411,8 @@ def html(view: dict) -> str:
     return env.get_template("index.html.j2").render(
         view=view, summary_columns=SUMMARY_COLUMNS, case_columns=view["case_columns"],
         accuracy_note=ACCURACY_NOTE, pick_columns=PICK_TABLE, pick_note=PICK_NOTE,
+        crossover_columns=crossover.TABLE_COLUMNS, crossover_note=CROSSOVER_NOTE,
+        energy_columns=ENERGY_COLUMNS, energy_note=ENERGY_NOTE,
     )
 
 

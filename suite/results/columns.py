@@ -117,6 +117,8 @@ COLUMNS: list[Column] = [
                                     "amx_fp16 the CPU has (/proc/cpuinfo)"),
         ("cpu_isa_env", "string", "", "ATEN_CPU_CAPABILITY / ONEDNN_MAX_CPU_ISA set for the run"),
         ("cpu_threads", "int", "", "torch's intra-op threads during the run"),
+        ("cpu_clock_mhz", "float", "MHz", "the CPU's clock: the highest maximum cpufreq reports, else the highest "
+                                          "`cpu MHz` in /proc/cpuinfo (a VM's nominal clock); sets its FMA peak"),
         ("threads_setting", "int", "", "the run's `threads` setting (null: torch's default)"),
         ("env_threads", "string", "", "OMP_NUM_THREADS"),
         ("git_dirty", "bool", "", "uncommitted changes in the suite's checkout"),
@@ -126,9 +128,12 @@ COLUMNS: list[Column] = [
         ("seed", "int", "", "seed of the case's random inputs"),
         ("label", "string", "", "a label given on import (`import --label`)"),
         ("isolated", "bool", "", "the case ran in its own subprocess (--isolate)"),
-        ("isolate_log", "string", "", "start and end of a failed subprocess's log"),
+        ("isolate_log", "string", "", "start and end of a failed subprocess's log; for a failed case in a CUDA "
+                                      "run's worker, the last lines the worker wrote"),
         ("worker_replaced", "bool", "", "this case left its worker process unusable (a sticky CUDA error): "
                                         "the next case ran in a fresh one"),
+        ("worker_warnings", "string", "", "warning lines a CUDA run's worker wrote during the case, one per line "
+                                          "(a library's fallback or failed load, e.g. torchao's \"Failed to load\")"),
     ),
     *_group(
         "fleet (shards, run groups, executors)", False,
@@ -161,6 +166,35 @@ COLUMNS: list[Column] = [
         ("throttle_reasons", "string", "", "the reasons seen, e.g. SwPowerCap"),
         ("samples_throttled", "list<bool>", "", "per sample: throttled while it ran"),
         ("n_samples_throttled", "int", "", "samples taken while throttled"),
+        ("energy_j", "float", "J", "GPU energy over the timed samples' window (NVML's total energy counter, "
+                                   "read before the first sample and after the last)"),
+        ("energy_window_s", "float", "s", "the window energy_j was read over (host clock)"),
+        ("energy_power_w", "float", "W", "mean board power over that window: energy_j / energy_window_s"),
+        ("joules_per_call", "float", "J", "energy of one call: energy_power_w x the median call time"),
+        ("joules_per_tflop", "float", "J/TFLOP", "joules_per_call per TFLOP of the call's work (flops / 1e12)"),
+    ),
+    *_group(
+        "roofline model (suite/analysis/model.py, docs/model.md)", False,
+        ("predicted_ms", "float", "ms", "the model's time of one call: each kernel at the device's achievable compute "
+                                        "or bandwidth, waves and launch floor"),
+        ("predicted_speedup", "float", "", "the model's speedup over the baseline precision for this case"),
+        ("roofline_ms", "float", "ms", "the least physically possible time: FLOPs at the peak, bytes at full "
+                                       "bandwidth (cold cache only), no floor"),
+        ("roofline_fraction", "float", "fraction", "roofline_ms / time_ms_median: 1 is the physical limit; above "
+                                                   "it the measurement is flagged implausible"),
+        ("roofline_tflops", "float", "TFLOP/s", "the compute peak the roofline uses: the GPU's vendor peak, or the "
+                                                "CPU's FMA peak of the format (threads x clock x FLOPs/cycle; the "
+                                                "fp32 rate where the format has no native kernels)"),
+        ("bound", "string", "", "what sets most of the predicted time: compute, memory or overhead (CPUs: compute; "
+                                "their memory bandwidth is not in the records)"),
+        ("implausible", "string", "", "why the timing cannot be right (faster than physically possible, or a large "
+                                      "compute-bound GPU case far below its roofline); null when plausible"),
+        ("predicted_gemm_ms", "float", "ms", "the model's time in GEMMs"),
+        ("predicted_cast_ms", "float", "ms", "FP8 recipes: the model's time scaling and casting operands"),
+        ("measured_gemm_ms", "float", "ms", "layer steps: GEMM time per step from torch.profiler (GPU kernel time; "
+                                            "CPU op self time)"),
+        ("measured_other_ms", "float", "ms", "layer steps: everything else per step from torch.profiler: FP8 "
+                                             "scaling and casting, layout copies, norms, activations"),
     ),
     *_group(
         "layers (linear, ln_linear) and outliers", False,

@@ -64,6 +64,9 @@ PRECISIONS: dict[str, PrecisionRecord] = {
 LAYER_DETAILS = (
     ("sqnr_db", "SQNR out dB", ".1f"), ("sqnr_grad_input_db", "SQNR grad in dB", ".1f"),
     ("sqnr_grad_weight_db", "SQNR grad W dB", ".1f"), ("compile_s", "compile s", ".3g"),
+    # where the step's time goes: torch.profiler's split, and the roofline model's (docs/model.md)
+    ("measured_gemm_ms", "GEMM ms (profiler)", ".3g"), ("measured_other_ms", "other ms (profiler)", ".3g"),
+    ("predicted_gemm_ms", "GEMM ms (model)", ".3g"), ("predicted_cast_ms", "FP8 cast ms (model)", ".3g"),
 )
 WORKLOADS: dict[str, WorkloadRecord] = {
     "gemm": WorkloadRecord("suite.workloads.gemm:GEMM", shaped=True),

@@ -33,6 +33,9 @@ class Prepared:
     # (compile_s) where set; the workload itself times nothing.
     first_call: Callable[[], object] | None = None
     first_call_column: str | None = None
+    # After timing, profile a few calls and split their time into GEMMs and the rest
+    # (suite.measure.attribution): layer steps, where FP8's scaling and casting is the rest.
+    split_kernels: bool = False
 
 
 class Workload(Protocol):

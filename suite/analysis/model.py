@@ -1,0 +1,395 @@
+"""Why a speedup is what it is: a roofline model of a case, from the device's peaks alone.
+
+Torch-free: a case is a list of kernels, each with its FLOPs, the bytes it reads and writes and
+the format its math runs in; a kernel takes
+
+    t = max(FLOPs / (peak[format] x achievable), bytes / (bandwidth x achievable), floor)
+
+and a case the sum of its kernels. The term that sets t is the kernel's bound (compute, memory or
+overhead: the three regimes of Horace He's "Making Deep Learning Go Brrrr From First Principles");
+the case's bound is the term that sets most of its time. The *roofline* of a case is the same sum
+at 100% of peak and bandwidth, without floors: no timing can beat it, so a measurement
+faster than it is flagged (`implausible`). docs/model.md has every equation, constant and source,
+and the model against published measurements.
+
+Kernels (`case_kernels`): a GEMM moves its operands once and writes its output once; an FP8
+recipe adds the kernels that scale and cast its operands, counted per recipe from the bytes they
+move: as torch.compile fuses them (torchao's benchmarks/float8/float8_roofline.py, via
+torchao/testing/training/roofline_utils.py) or as eager mode runs them (one kernel per op of
+torchao's float8_utils / float8_training_tensor; this suite's fp8_numerics runs the same ops).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from suite.measure import peaks
+from suite.scenario import params as p
+from suite.scenario import registry
+
+# --- constants, each from a published source (docs/model.md) -----------------------------------
+
+# torchao roofline_utils (H100 entry, copied there for B200 and MI300X): "pct_achievable_gemm_tops
+# 0.78, based on experimental observation with sample large inputs" and "pct_achievable_mem_bw 0.92,
+# pointwise triton kernels with large inputs".
+GPU_ACHIEVABLE_COMPUTE = 0.78
+GPU_ACHIEVABLE_MEMORY = 0.92
+# torchao roofline_utils KERNEL_LAUNCH_OVERHEAD_SEC: "a triton kernel with a single element
+# read/write on an H100", GPU time from a trace: the least time any kernel takes.
+GPU_KERNEL_FLOOR_S = 2e-6
+# FLOPs per cycle per core (an FMA is 2): two FMA ports of 16 fp32 lanes (AVX-512) or 8 (AVX2);
+# AVX512-BF16's vdpbf16ps and AVX512-FP16 on the same two ports do 2x the fp32 lanes; AMX's TMUL
+# does 1024 bf16 (or fp16) FLOPs per cycle (Intel: 16x16x32 MACs per TDPBF16PS every 16 cycles).
+# A format without native kernels is converted and multiplied at the fp32 rate (its slow path).
+CPU_FP32_FLOPS_PER_CYCLE = (("avx512f", 64), ("avx2", 32))
+CPU_HALF_FLOPS_PER_CYCLE = {"bf16": (("amx_bf16", 1024), ("avx512_bf16", 128)),
+                            "fp16": (("amx_fp16", 1024), ("avx512_fp16", 128))}
+# A measurement this many times faster than its roofline is impossible: GPU peaks are at the boost
+# clock (10% for rounding in vendor tables); a CPU's recorded clock may be its nominal one, and
+# turbo runs up to 1.9x it (Xeon Platinum 8480+: 2.0 GHz base, 3.8 GHz max turbo).
+IMPLAUSIBLE_ABOVE = {"cuda": 1.1, "cpu": 2.0}
+# A compute-bound GPU GEMM of at least 2 x 4096^3 FLOPs below this fraction of its roofline is
+# flagged: half of the lowest published best-shape efficiency (mamf-finder, MI300X bf16: 51.4%).
+SLOW_BELOW = 0.25
+LARGE_GEMM_FLOPS = 2.0 * 4096**3
+
+# Bytes per element of each GEMM format's operands and output (FP8/FP4 GEMMs write bf16).
+OPERAND_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5}
+OUTPUT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp4": 2}
+# How each FP8 recipe scales (the registry name -> the kernels `cast_kernels` counts for it).
+SCALING = {
+    "fp8_tensorwise": "tensorwise", "fp8_rowwise": "rowwise", "fp8_rowwise_gw_hp": "rowwise_with_gw_hp",
+    "te_delayed": "delayed", "te_current": "current", "te_block": "block", "mxfp8": "mx", "nvfp4": "nvfp4",
+}
+EMULATED_EVERYWHERE = {"fp8_block": "fp8_block's GEMM runs in float32 on every device: no FP8 roofline"}
+# What a recipe needs of a GPU (compute capability), beyond having its format's peak.
+MIN_CC = {"tf32": 8.0, "bf16": 8.0, "fp8": 8.9, "te_block": 9.0, "mxfp8": 10.0, "nvfp4": 10.0}
+TE = ("te_delayed", "te_current", "te_block", "mxfp8", "nvfp4")
+
+
+@dataclass(frozen=True)
+class Device:
+    label: str
+    kind: str  # "cuda" or "cpu"
+    peaks: dict[str, float]  # TFLOP/s per format column
+    mem_tbs: float | None  # None: not known (a CPU's memory is not in its records)
+    cc: float | None = None
+    achievable_compute: float = 1.0
+    achievable_memory: float = 1.0
+    floor_s: float = 0.0
+
+
+def gpu_device(name: str | None) -> Device | None:
+    """The device of a GPU name in the peak table (or a short name: 'h100', 'b200'), else None."""
+    gpu = peaks.match_gpu(name)
+    if gpu is None:
+        return None
+    return Device(gpu.label, "cuda", dict(gpu.peaks), gpu.mem_tbs, gpu.cc,
+                  GPU_ACHIEVABLE_COMPUTE, GPU_ACHIEVABLE_MEMORY, GPU_KERNEL_FLOOR_S)
+
+
+def cpu_per_cycle(flags: set[str], native: bool) -> dict[str, int]:
+    """FLOPs per cycle per core of each format on a CPU with these /proc/cpuinfo flags; `native`
+    False when torch's dispatch is lowered below the CPU's ISA (bf16/fp16 then take the slow path)."""
+    fp32 = next((n for flag, n in CPU_FP32_FLOPS_PER_CYCLE if flag in flags), 16)  # SSE: 2 ports x 4 lanes x 2
+    out = {"fp32": fp32}
+    for fmt, options in CPU_HALF_FLOPS_PER_CYCLE.items():
+        out[fmt] = next((n for flag, n in options if flag in flags), fp32) if native else fp32
+    return out
+
+
+def cpu_device(threads, clock_mhz, flags, isa=None, isa_env=None, name: str = "CPU") -> Device | None:
+    """A CPU from what its records hold: threads x clock x FLOPs per cycle per format. None where
+    the clock or the thread count was not recorded."""
+    if _missing(threads) or _missing(clock_mhz) or not threads or not clock_mhz:
+        return None
+    have = set(str(flags).split()) if not _missing(flags) else set()
+    lowered = (bool(isa_env) and not _missing(isa_env)) or str(isa).upper() in ("AVX2", "DEFAULT", "NONE")
+    rate = float(threads) * float(clock_mhz) * 1e6 / 1e12
+    peaks_ = {fmt: rate * n for fmt, n in cpu_per_cycle(have, native=not lowered).items()}
+    return Device(name, "cpu", peaks_, None)
+
+
+def device_for(record: dict) -> Device | None:
+    """The device a record was measured on, as the model sees it (None where not modelled)."""
+    if record.get("device") == "cuda":
+        return gpu_device(record.get("device_name"))
+    if record.get("device") == "cpu":
+        return cpu_device(record.get("cpu_threads"), record.get("cpu_clock_mhz"), record.get("cpu_flags"),
+                          record.get("cpu_isa"), record.get("cpu_isa_env"), str(record.get("device_name") or "CPU"))
+    return None
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+# --- kernels ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kernel:
+    what: str  # "gemm", "cast" (FP8 scaling and casting) or "other" (norms, activations, autocast casts)
+    label: str
+    bytes: float
+    flops: float = 0.0
+    fmt: str | None = None  # the format a GEMM's math runs in (a peak column)
+
+
+def gemm(label: str, m: int, k: int, n: int, fmt: str, a_fmt: str | None = None) -> Kernel:
+    """C[M, N] = A[M, K] @ B[K, N] in `fmt`: operands read once, output written once."""
+    operand = OPERAND_BYTES[a_fmt or fmt]
+    return Kernel("gemm", label, operand * (m * k + k * n) + OUTPUT_BYTES[fmt] * m * n, 2.0 * m * k * n, fmt)
+
+
+def tiny(label: str, count: int = 1, what: str = "cast") -> list[Kernel]:
+    """Kernels over a handful of elements (a scale from an amax): each costs the launch floor."""
+    return [Kernel(what, label, 0.0) for _ in range(count)]
+
+
+def eager_cast(role: str, elements: float, source: int, pow2: bool) -> list[Kernel]:
+    """One dynamic FP8 cast as eager PyTorch runs it, one kernel per op (torchao float8_utils
+    tensor_to_amax / amax_to_scale / to_fp8_saturated and _ToFloat8ConstrFunc; fp8_numerics here):
+    abs, max (whole tensor or per row: the same bytes), the scale (to float64, clamp, divide, to
+    float32, and the reciprocal _scaled_mm takes; pow2: log2, floor, exp2), the upcast to float32
+    (none from float32), the multiply, the clamp and the cast. `source`: bytes per element."""
+    e = elements
+    out = [Kernel("cast", f"{role} abs", 2 * source * e), Kernel("cast", f"{role} amax", source * e)]
+    out += tiny(f"{role} scale", 5 + 3 * pow2)
+    if source != 4:
+        out.append(Kernel("cast", f"{role} to float32", (source + 4) * e))
+    out += [Kernel("cast", f"{role} scale multiply", 8 * e), Kernel("cast", f"{role} clamp", 8 * e),
+            Kernel("cast", f"{role} cast to fp8", 5 * e)]
+    return out
+
+
+def fused_cast(role: str, elements: float, source: int, scaling: str, fuse_prev: bool) -> list[Kernel]:
+    """An operand's casts in a training step as torch.compile (torchao) or Transformer Engine's own
+    kernels run them, bytes per kernel as torchao's roofline_utils counts them (the read of an
+    activation or gradient fused into the op before it where `fuse_prev`; a fused-away kernel
+    costs nothing here, where roofline_utils still charges it the floor). `role`: input, weight or
+    grad_output. Both layouts a step needs (row- and column-major) are written."""
+    e, s, weight = elements, source, role == "weight"
+    first = 0 if fuse_prev and not weight else s  # the read a producer op already did
+    if scaling in ("tensorwise", "current"):  # amax pass, scale, then cast to both layouts
+        amax = [] if first == 0 else [Kernel("cast", f"{role} amax", s * e)]
+        casts = [Kernel("cast", f"{role} cast", (s + 1) * e)] * 2 if weight and scaling == "tensorwise" \
+            else [Kernel("cast", f"{role} cast (both layouts)", (s + 2) * e)]
+        return amax + tiny(f"{role} scale") + casts
+    if scaling == "rowwise":  # per-row scales need the whole row: a bf16 transpose, then its cast
+        if weight:
+            return [Kernel("cast", "weight cast", (s + 1) * e), Kernel("cast", "weight transpose", (s + 2) * e),
+                    Kernel("cast", "weight transposed cast", 3 * e)]
+        return [Kernel("cast", f"{role} cast and transpose", (first + 3) * e),
+                Kernel("cast", f"{role} transposed cast", 3 * e)]
+    if scaling == "rowwise_with_gw_hp":  # the weight-gradient GEMM stays bf16: one layout
+        if weight:
+            return [Kernel("cast", "weight cast", (s + 1) * e), *tiny("weight tensorwise scale"),
+                    Kernel("cast", "weight transposed cast", (s + 1) * e)]
+        return [Kernel("cast", f"{role} cast", (first + 1) * e)]
+    if scaling in ("delayed", "block"):  # scale known (history) or local (block): one pass
+        return [Kernel("cast", f"{role} cast and transpose", (first + 2) * e)]
+    width = 0.5 if scaling == "nvfp4" else 1  # mx, nvfp4: 1x32 / 1x16 blocks, one kernel per layout
+    return [Kernel("cast", f"{role} cast", (first + width) * e), Kernel("cast", f"{role} transposed cast", (s + width) * e)]
+
+
+def gemm_case(precision: str, m: int, k: int, n: int, params: dict) -> list[Kernel]:
+    """The `gemm` workload: one GEMM; an FP8 recipe's operands quantized before timing (`pre`) or
+    in the timed call (`inline`, eager: A and the weight B^T, each from bf16)."""
+    fmt = registry.PRECISIONS[precision].peak
+    if precision not in SCALING:
+        return [gemm("GEMM", m, k, n, fmt)]
+    opts = (p.TEParams if precision in TE else p.FP8GemmParams).of(params)
+    scaling = SCALING[precision]
+    kernels = [gemm("FP8 GEMM", m, k, n, fmt)]
+    if scaling == "rowwise" and not opts.use_fast_accum:
+        # rowwise without fast accumulation (fp8._matmul here, as torchao's training path): the
+        # tensorwise kernel, then the outer product of the scales applied to its bf16 output
+        kernels += [Kernel("cast", "row x column scales", 4.0 * m * n),
+                    Kernel("cast", "output scaling", 10.0 * m * n), Kernel("cast", "output to bf16", 6.0 * m * n)]
+    if precision in TE:  # one te.Linear forward: TE's own cast kernels for the input and the weight
+        return kernels + fused_cast("input", m * k, 2, scaling, False) + fused_cast("weight", n * k, 2, scaling, False)
+    if opts.quantize == "inline":  # rowwise scales are powers of two (fp8.FP8_ROWWISE)
+        for role, elements in (("A", m * k), ("B", n * k)):
+            kernels += eager_cast(role, elements, 2, pow2=scaling != "tensorwise")
+    return kernels
+
+
+def layer_gemms(precision: str, m: int, k: int, n: int) -> list[Kernel]:
+    """A Linear's training step: output (M, K, N), input gradient (M, N, K), weight gradient (K, M, N)."""
+    fmt = registry.PRECISIONS[precision].peak
+    weight_fmt = "bf16" if precision == "fp8_rowwise_gw_hp" else fmt
+    return [gemm("output GEMM", m, k, n, fmt), gemm("input-gradient GEMM", m, n, k, fmt),
+            gemm("weight-gradient GEMM", k, m, n, weight_fmt)]
+
+
+def layer_casts(precision: str, m: int, k: int, n: int, compiled: bool, fuse_prev: bool, master: bool) -> list[Kernel]:
+    """An FP8 recipe's scaling and casting kernels in one training step of a Linear. Eager torchao
+    casts each operand once per GEMM that uses it (six casts; four for rowwise_with_gw_hp, whose
+    weight-gradient GEMM is bf16) and copies three FP8 operands into the layout _scaled_mm needs."""
+    scaling, w = SCALING[precision], 4 if master else 2
+    tensors = (("input", m * k, 2), ("weight", n * k, w), ("grad_output", m * n, 2))
+    if compiled or precision in TE:
+        return [c for role, e, s in tensors for c in fused_cast(role, e, s, scaling, fuse_prev)]
+    pow2 = scaling != "tensorwise"  # torchao's rowwise recipes round scales to powers of two
+    uses = {"input": 1, "weight": 2, "grad_output": 1} if scaling == "rowwise_with_gw_hp" else \
+        {"input": 2, "weight": 2, "grad_output": 2}
+    out = [c for role, e, s in tensors for _ in range(uses[role]) for c in eager_cast(role, e, s, pow2)]
+    copies = (("weight", n * k),) if scaling == "rowwise_with_gw_hp" else \
+        (("weight", n * k), ("grad_output", m * n), ("input", m * k))
+    return out + [Kernel("cast", f"{role} layout copy", 2.0 * e) for role, e in copies]
+
+
+def layer_case(workload: str, precision: str, m: int, k: int, n: int, params: dict, master: bool = True) -> list[Kernel]:
+    """`linear` (y = x W^T, forward and backward) or `ln_linear` (LayerNorm -> Linear -> Sigmoid).
+    `master`: fp32 master weights under autocast, as this suite's layers train (bf16/FP8 recipes
+    then also cast the weight down and its gradient up); False: bf16 weights (torchao's benchmark)."""
+    fmt = registry.PRECISIONS[precision].peak
+    compiled = p.CompileParams.of(params).compile
+    kernels = layer_gemms(precision, m, k, n)
+    if precision in SCALING:
+        kernels += layer_casts(precision, m, k, n, compiled, workload == "ln_linear" and compiled, master)
+    if master and fmt not in ("fp32", "tf32"):
+        if precision not in SCALING:  # autocast's weight cast (FP8 casts read the fp32 weight directly)
+            kernels.append(Kernel("other", "weight to bf16 (autocast)", 6.0 * n * k))
+        kernels.append(Kernel("other", "weight gradient to fp32", 6.0 * n * k))
+    if workload == "ln_linear":
+        act = OPERAND_BYTES["bf16" if fmt in ("fp8", "fp4") else fmt]
+        kernels += [Kernel("other", "LayerNorm", 2 * act * m * k), Kernel("other", "Sigmoid", 2 * act * m * n),
+                    Kernel("other", "Sigmoid backward", 3 * act * m * n), Kernel("other", "LayerNorm backward", 3 * act * m * k)]
+    return kernels
+
+
+GEMM_LIKE = ("gemm", "outlier", "fidelity")
+LAYERS = ("linear", "ln_linear")
+
+
+def case_kernels(workload: str, precision: str, m, k, n, params: dict | None = None) -> list[Kernel] | str:
+    """The kernels one timed call of a case runs, or why the model has none for it."""
+    if precision in EMULATED_EVERYWHERE:
+        return EMULATED_EVERYWHERE[precision]
+    if precision not in registry.PRECISIONS:
+        return f"unknown precision {precision!r}"
+    if workload not in GEMM_LIKE + LAYERS or _missing(m) or _missing(k) or _missing(n):
+        return f"the model covers shaped GEMM and Linear-layer cases, not {workload}"
+    m, k, n, params = int(m), int(k), int(n), params or {}
+    if workload in LAYERS:
+        return layer_case(workload, precision, m, k, n, params)
+    return gemm_case(precision, m, k, n, params)
+
+
+def unsupported(precision: str, device: Device) -> str | None:
+    """Why a device cannot run a precision's kernels at all (the model predicts nothing then)."""
+    fmt = registry.PRECISIONS[precision].peak
+    if fmt not in device.peaks:
+        return f"{device.label} has no {fmt} peak in the table"
+    need = max(MIN_CC.get(fmt, 0.0), MIN_CC.get(precision, 0.0))
+    if device.kind == "cuda" and device.cc is not None and device.cc < need:
+        return f"{precision} needs compute capability >= {need:g}; {device.label} is {device.cc:g}"
+    return None
+
+
+# --- prediction -----------------------------------------------------------------------------------
+
+
+def kernel_time(kernel: Kernel, device: Device) -> tuple[float, str]:
+    """(seconds, bound) of one kernel at the device's achievable rates and floor."""
+    compute = kernel.flops / (device.peaks[kernel.fmt] * 1e12 * device.achievable_compute) if kernel.flops else 0.0
+    memory = kernel.bytes / (device.mem_tbs * 1e12 * device.achievable_memory) if device.mem_tbs else 0.0
+    return max((compute, "compute"), (memory, "memory"), (device.floor_s, "overhead"))
+
+
+def roofline_time(kernel: Kernel, device: Device, cold: bool = True) -> float:
+    """The least time physics allows a kernel: its FLOPs at peak, its bytes at full bandwidth
+    (only where the cache was flushed before the call: warm operands may come from cache)."""
+    compute = kernel.flops / (device.peaks[kernel.fmt] * 1e12) if kernel.flops else 0.0
+    memory = kernel.bytes / (device.mem_tbs * 1e12) if device.mem_tbs and cold else 0.0
+    return max(compute, memory)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    seconds: float  # predicted time of one call
+    roofline_s: float  # the least physically possible time
+    bound: str  # compute, memory or overhead: the term that sets most of the time
+    gemm_s: float  # predicted time in GEMMs
+    cast_s: float  # predicted time scaling and casting (FP8), 0 otherwise
+    kernels: tuple[tuple[Kernel, float, str], ...]
+
+    @property
+    def compute_flops(self) -> float:
+        return sum(k.flops for k, _, _ in self.kernels)
+
+
+def predict(kernels: list[Kernel], device: Device, cold: bool = True) -> Prediction:
+    timed = [(k, *kernel_time(k, device)) for k in kernels]
+    by_bound: dict[str, float] = {}
+    for _, t, bound in timed:
+        by_bound[bound] = by_bound.get(bound, 0.0) + t
+    return Prediction(
+        seconds=sum(t for _, t, _ in timed),
+        roofline_s=sum(roofline_time(k, device, cold) for k in kernels),
+        bound=max(by_bound, key=by_bound.get),
+        gemm_s=sum(t for k, t, _ in timed if k.what == "gemm"),
+        cast_s=sum(t for k, t, _ in timed if k.what == "cast"),
+        kernels=tuple(timed),
+    )
+
+
+def predict_case(workload: str, precision: str, m, k, n, params: dict | None, device: Device,
+                 cold: bool = True) -> Prediction | str:
+    """The prediction of one case on a device, or why there is none."""
+    kernels = case_kernels(workload, precision, m, k, n, params)
+    if isinstance(kernels, str):
+        return kernels
+    return unsupported(precision, device) or predict(kernels, device, cold)
+
+
+# --- beside every measured record --------------------------------------------------------------
+
+
+def implausible(measured_s: float, pred: Prediction, device: Device) -> str | None:
+    """Why a measurement cannot be right, or None: faster than its roofline allows (beyond the
+    margin of `IMPLAUSIBLE_ABOVE`), or a large compute-bound GPU GEMM far below its roofline."""
+    fraction = pred.roofline_s / measured_s
+    if fraction > IMPLAUSIBLE_ABOVE[device.kind]:
+        return (f"faster than physically possible: {fraction:.3g}x its roofline on {device.label} "
+                "(missing synchronisation?)")
+    if (device.kind == "cuda" and pred.bound == "compute" and pred.compute_flops >= LARGE_GEMM_FLOPS
+            and fraction < SLOW_BELOW):
+        return (f"a large compute-bound case at {fraction:.1%} of its roofline on {device.label}, below "
+                f"{SLOW_BELOW:.0%}: throttled, another process on the GPU, or not on tensor cores?")
+    return None
+
+
+def record_columns(record: dict) -> dict:
+    """The model's columns beside a measured record (suite/results/columns.py, group "model");
+    {} for a record the model does not cover (not ok, emulated, unmodelled workload or device)."""
+    if record.get("status") != "ok" or record.get("emulated") or _missing(record.get("time_ms_median")):
+        return {}
+    device = device_for(record)
+    if device is None:
+        return {}
+    params = json.loads(record["params"]) if isinstance(record.get("params"), str) else record.get("params") or {}
+    shape = (record.get("workload"), record.get("m"), record.get("k"), record.get("n"), params)
+    cold = record.get("cache") != "warm"
+    pred = predict_case(shape[0], record["precision"], *shape[1:], device, cold)
+    if isinstance(pred, str):
+        return {}
+    measured_s = float(record["time_ms_median"]) / 1e3
+    baseline = record.get("baseline")
+    base = predict_case(shape[0], baseline, *shape[1:], device, cold) if baseline in registry.PRECISIONS else None
+    fmt = registry.PRECISIONS[record["precision"]].peak
+    return {
+        "predicted_ms": pred.seconds * 1e3,
+        "predicted_speedup": base.seconds / pred.seconds if isinstance(base, Prediction) else None,
+        "roofline_ms": pred.roofline_s * 1e3,
+        "roofline_fraction": pred.roofline_s / measured_s,
+        "roofline_tflops": device.peaks.get(fmt),
+        "bound": pred.bound,
+        "implausible": implausible(measured_s, pred, device),
+        "predicted_gemm_ms": pred.gemm_s * 1e3,
+        "predicted_cast_ms": pred.cast_s * 1e3 if record["precision"] in SCALING else None,
+    }
