@@ -10,9 +10,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.results import location
-from suite.text import Printable
+from suite.core.text import Printable
 
 
 def cmd_run(args) -> int:

@@ -40,7 +40,7 @@ from suite.measure import env, runner
 from suite.scenario import plan
 from suite.results import location, store
 from suite.results.atomic import remove_stale
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.fleet import shard as sharding
 from suite.scenario.spec import Scenario
 

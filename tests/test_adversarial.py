@@ -22,8 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from suite import cli, pipeline, report, text
+from suite import cli, pipeline, report
+from suite.core import text
 from suite.report import plots
+from suite.core import jsonl
 from suite.results import atomic, journal, store
 from suite.scenario import spec
 from tests.conftest import TINY_SCENARIO, quick_toml
@@ -371,7 +373,7 @@ def _spoil_record(change):
     def spoil(lines):
         line = json.loads(lines[1])
         change(line["record"])
-        return [lines[0], journal.encode(line)]
+        return [lines[0], jsonl.encode(line)]
     return spoil
 
 
@@ -379,7 +381,7 @@ def _spoil_header(change):
     def spoil(lines):
         head = json.loads(lines[0])
         change(head)
-        return [journal.encode(head), lines[1]]
+        return [jsonl.encode(head), lines[1]]
     return spoil
 
 
@@ -548,7 +550,7 @@ def test_10_a_huge_journal_is_refused_with_the_limit(tiny_run, tmp_path, capsys,
     write_records(records_of(tiny_run), folder, tiny_run.name)
     path = store.journal_path(tmp_path / "results", "tiny", "20991231T000000Z-000003")
     path.parent.mkdir()
-    path.write_bytes(journal.encode({"kind": "header", "format": 1, "run_id": path.name[:23], "scenario": "tiny"}))
+    path.write_bytes(jsonl.encode({"kind": "header", "format": 1, "run_id": path.name[:23], "scenario": "tiny"}))
     monkeypatch.setattr(journal, "MAX_BYTES", 1024)
     with open(path, "r+b") as f:
         f.truncate(2048)
@@ -602,9 +604,9 @@ def test_s1_report_refuses_a_journal_of_a_newer_schema(tiny_run, tmp_path, capsy
     path = store.journal_path(tmp_path / "results", "tiny", run_id)
     path.parent.mkdir()
     record = {**records_of(tiny_run)[0], "run_id": run_id, "started_at": None}
-    path.write_bytes(journal.encode({"kind": "header", "format": 1, "run_id": run_id, "scenario": "tiny",
+    path.write_bytes(jsonl.encode({"kind": "header", "format": 1, "run_id": run_id, "scenario": "tiny",
                                      "schema_version": store.SCHEMA_VERSION + 1})
-                     + journal.encode({"kind": "case", "record": record}))
+                     + jsonl.encode({"kind": "case", "record": record}))
     assert cli.main(["report", str(folder), "--out", str(tmp_path / "rep"), "--quiet"]) == 0
     err = capsys.readouterr().err
     assert f"left out {path}" in err and "newer" in err

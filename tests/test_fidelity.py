@@ -14,7 +14,7 @@ from suite.measure import runner
 from suite.precisions.floating import FP32
 from suite.measure.timing import CpuClock
 from suite.workloads import fidelity
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 
 CPU = torch.device("cpu")
 CUDA = torch.device("cuda")  # a device object only: nothing here touches a GPU

@@ -13,7 +13,7 @@ import types
 import pytest
 
 from suite import cli
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.fleet import ray_executor
 from suite.results import journal, store
 from tests.conftest import quick_toml

@@ -20,12 +20,12 @@ import torch
 from suite.precisions import fp8_numerics as q
 from suite import pipeline
 from suite.scenario import spec
-from suite.measure.accuracy import error_metrics
-from suite.errors import UserError
+from suite.core.accuracy import error_metrics
+from suite.core.errors import UserError
 from suite.precisions import fp8
 from suite.precisions.fp8 import FP8_BLOCK, FP8_ROWWISE, FP8_ROWWISE_GW_HP, FP8_TENSORWISE
 from suite.precisions.floating import BF16
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.workloads.gemm import random_operands
 
 CPU = torch.device("cpu")

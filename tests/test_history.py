@@ -11,7 +11,7 @@ import pytest
 from suite import cli
 from suite.analysis import history
 from suite.results import store
-from suite.errors import UserError
+from suite.core.errors import UserError
 from tests.recorded_runs import shared
 
 

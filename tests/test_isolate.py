@@ -45,10 +45,10 @@ if mode == "segv":  # a segfault inside the workload, after the case has started
     real = registry.workload
     registry.workload = lambda name: Segfault() if name == "segfault" else real(name)
 from suite.measure import isolate
-from suite.results import journal
+from suite.core import jsonl
 if mode == "abort_at_exit":  # the case is done and its record sent, then a library's teardown crashes
-    case = isolate.case_from_json(journal.decode(sys.stdin.buffer.read())["case"])
-    sys.stdout.buffer.write(journal.encode({"case_id": case.case_id, "status": "ok", "n_samples": 3}))
+    case = isolate.case_from_json(jsonl.decode(sys.stdin.buffer.read())["case"])
+    sys.stdout.buffer.write(jsonl.encode({"case_id": case.case_id, "status": "ok", "n_samples": 3}))
     sys.stdout.flush()
     os.abort()
 sys.exit(isolate.main())
@@ -162,7 +162,7 @@ class Sticky:
     poisoned = False
 
     def prepare(self, case, precision, device):
-        from suite.measure.accuracy import error_metrics
+        from suite.core.accuracy import error_metrics
         from suite.workloads.base import Prepared
 
         mode = case.params["mode"]

@@ -18,7 +18,7 @@ from suite import cli, pipeline
 from suite.scenario import plan, registry, spec
 from suite.measure import runner
 from suite.results import store
-from suite.measure.accuracy import error_metrics
+from suite.core.accuracy import error_metrics
 from suite.measure.timing import CpuClock, StopRule
 from suite.workloads.base import Prepared
 from tests.conftest import TINY_SCENARIO, quick_toml

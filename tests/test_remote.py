@@ -14,7 +14,7 @@ from suite import cli, pipeline
 from suite.analysis import compare, history
 from suite import report
 from suite.report import plots
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.results import journal, location, store
 from suite.scenario import plan, spec
 from tests.conftest import quick_toml

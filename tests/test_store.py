@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from suite.core import jsonl
 from suite.results import columns, journal, store
-from suite.errors import UserError
+from suite.core.errors import UserError
 
 RUN = "20260101T120000Z-abcdef"
 
@@ -47,7 +48,7 @@ def test_records_round_trip_exactly(tmp_path):
 
 def test_values_json_cannot_name_are_kept_as_text():
     # The journal and the --isolate child protocol share this encoder.
-    line = journal.encode({"case_id": "a", "path": Path("x"), "nested": {"t": (1, 2)}, "s": {3}})
+    line = jsonl.encode({"case_id": "a", "path": Path("x"), "nested": {"t": (1, 2)}, "s": {3}})
     assert json.loads(line) == {"case_id": "a", "path": "x", "nested": {"t": [1, 2]}, "s": [3]}
 
 

@@ -14,14 +14,14 @@ import torch
 
 from suite import pipeline
 from suite.scenario import spec
-from suite.measure.accuracy import error_metrics
-from suite.errors import UserError
+from suite.core.accuracy import error_metrics
+from suite.core.errors import UserError
 from suite.scenario.plan import Case
 from suite.precisions import te
 from suite.measure.timing import StopRule
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.workloads.gemm import random_operands
 from suite.workloads.linear import LINEAR
 

@@ -12,10 +12,10 @@ from suite.analysis import derived
 from suite.scenario import registry, spec
 from suite.measure import runner
 from suite.results import store
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.scenario.plan import Case
 from suite.measure.timing import CpuClock, StopRule
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.workloads.train_step import TRAIN_STEP, StepSpec, build_model, divergence, final_loss
 
 CPU = torch.device("cpu")

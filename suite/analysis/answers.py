@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis import derived
-from suite.errors import UserError
+from suite.core.errors import UserError
 
 
 @dataclass(frozen=True)

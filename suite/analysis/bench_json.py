@@ -29,12 +29,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite import files, names
+from suite.core import files, names
 from suite.analysis import derived
 from suite.scenario import plan
 from suite.results import store
 from suite.results.atomic import atomic_write_text
-from suite.errors import UserError
+from suite.core.errors import UserError
 
 IMPORTED_WORKLOAD = "pytest-benchmark"
 # pytest-benchmark keeps every round's time: 10,000 benchmarks of 1,000 rounds make about 200 MB of
@@ -342,7 +342,7 @@ def _records(doc: dict, scenario: str | None, label: str | None, source: str, di
 
 
 def _quantile(xs: list[float], q: float) -> float:
-    from suite.measure.timing import quantile
+    from suite.core.quantiles import quantile
 
     return quantile(sorted(xs), q)
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from suite.analysis import derived, stats
 from suite.results import select, store
-from suite.errors import UserError
+from suite.core.errors import UserError
 
 RUN_COLUMNS = ["run_id", "started_at", "torch_version", "torchao_version", "te_version", "cuda_version",
                "device_name", "git_sha"]

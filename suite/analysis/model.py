@@ -25,7 +25,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from suite.measure import peaks
+from suite.core import peaks
 from suite.scenario import params as p
 from suite.scenario import registry
 

@@ -33,7 +33,7 @@ import sys
 from collections import deque
 from typing import Iterator
 
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.fleet.shard import estimated_s, settings
 
 # More attempts of a case after the first whose worker died (a case that kills every worker it

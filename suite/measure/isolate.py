@@ -33,7 +33,7 @@ from collections import deque
 from datetime import datetime, timezone
 from pathlib import Path
 
-from suite.results import journal
+from suite.core import jsonl
 
 # The default per-case limit: generous, because it also covers the child's start-up (interpreter,
 # torch import, CUDA context) and a first torch.compile of a large model; it exists to turn a
@@ -116,7 +116,7 @@ class CaseProcess:
 
     def __call__(self, case) -> dict:
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        request = journal.encode({"case": case_to_json(case), "device": self.device, "run_meta": self.run_meta})
+        request = jsonl.encode({"case": case_to_json(case), "device": self.device, "run_meta": self.run_meta})
         proc = subprocess.Popen(
             self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=self.env, start_new_session=True,
@@ -132,7 +132,7 @@ class CaseProcess:
             raise
         log = err.decode(errors="replace")
         try:
-            record = journal.decode(out)
+            record = jsonl.decode(out)
         except ValueError:
             record = None
         if record is not None and record.get("case_id") == case.case_id:
@@ -312,7 +312,7 @@ class CaseWorker:
     def _send(self, case) -> bytes | None:
         """The worker's answer to `case` (one line; b"" when it died), or None when it ran past the limit."""
         limit = self.timeout_s if self.timeout_s is not None else case_timeout(case)
-        request = journal.encode({"case": case_to_json(case), "device": self.device, "run_meta": self.run_meta})
+        request = jsonl.encode({"case": case_to_json(case), "device": self.device, "run_meta": self.run_meta})
         try:
             self.proc.stdin.write(request)
             self.proc.stdin.flush()
@@ -380,7 +380,7 @@ def _decoded(line: bytes) -> dict | None:
     if not line:
         return None
     try:
-        return journal.decode(line)
+        return jsonl.decode(line)
     except ValueError:
         return None
 
@@ -408,7 +408,7 @@ def serve() -> int:
     from suite.measure.timing import clock_for
 
     for line in sys.stdin.buffer:
-        request = journal.decode(line)
+        request = jsonl.decode(line)
         _child_threads(request["run_meta"])
         case = case_from_json(request["case"])
         device = torch.device(request["device"])
@@ -416,7 +416,7 @@ def serve() -> int:
         bad = poisoned(record, device)
         sys.stderr.write(f"\n{CASE_END}{case.case_id}\n")  # what it wrote so far was this case's
         sys.stderr.flush()
-        channel.write(journal.encode({**record, "worker_poisoned": bad}))
+        channel.write(jsonl.encode({**record, "worker_poisoned": bad}))
         channel.flush()
         if bad:
             return 3
@@ -430,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.enable()  # a segfault prints the Python stack into the log before the process dies
     record_fd = os.dup(1)
     os.dup2(2, 1)  # from here on, anything written to stdout goes to the log
-    request = journal.decode(sys.stdin.buffer.read())
+    request = jsonl.decode(sys.stdin.buffer.read())
 
     import torch
 
@@ -442,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(request["device"])
     record = runner.run_case(case, device, clock_for(device), request["run_meta"])
     with os.fdopen(record_fd, "wb") as channel:
-        channel.write(journal.encode(record))
+        channel.write(jsonl.encode(record))
     return 0
 
 

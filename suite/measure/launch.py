@@ -29,9 +29,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.measure import isolate, runner
-from suite.results import journal
+from suite.core import jsonl
 from suite.scenario import registry
 
 # How long torchrun gets to stop its ranks after SIGTERM before everything is killed.
@@ -136,7 +136,7 @@ class Launch:
         """(rank 0's record columns or None, status, reason, log): ok, skipped (every rank found the
         case cannot run here: an Unsupported raised in `prepare`) or failed."""
         (self.folder / "case.json").write_bytes(
-            journal.encode({"case": isolate.case_to_json(self.case), "device": self.device.type}))
+            jsonl.encode({"case": isolate.case_to_json(self.case), "device": self.device.type}))
         proc = subprocess.Popen(
             torchrun_command(self.world_size, self.entry, self.folder), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True,

@@ -171,7 +171,7 @@ def main(argv: list[str]) -> int:
         return 0
     except BaseException as err:
         traceback.print_exc()
-        from suite.errors import TimingUnsupported, Unsupported
+        from suite.core.errors import TimingUnsupported, Unsupported
 
         skip = isinstance(err, (Unsupported, TimingUnsupported))  # found only in a rank: a skip, as in run_case
         text = str(err).strip() if skip else f"{type(err).__name__}: {err}".strip()

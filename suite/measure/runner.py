@@ -15,13 +15,14 @@ from typing import Callable, Iterable, Iterator, TextIO
 
 import torch
 
-from suite.measure import attribution, env, peaks, telemetry
+from suite.core import peaks
+from suite.measure import attribution, env, telemetry
 from suite.scenario import registry
-from suite.errors import NonFiniteOutput, TimingUnsupported, Unsupported
+from suite.core.errors import NonFiniteOutput, TimingUnsupported, Unsupported
 from suite.scenario.plan import Case
 from suite.precisions import flags
 from suite.measure.timing import clock_for, measure, time_once
-from suite.text import printable
+from suite.core.text import printable
 
 
 def base_record(case: Case, run_meta: dict) -> dict:
@@ -39,7 +40,7 @@ def base_record(case: Case, run_meta: dict) -> dict:
         "params": case.params_json(),
         "seed": case.seed,
         # vendor GPU peaks only: a CPU model name is never looked up in the GPU table
-        "peak_tflops": peaks.peak_tflops(run_meta.get("device_name"), case.precision)
+        "peak_tflops": peaks.peak_tflops(run_meta.get("device_name"), registry.peak_column(case.precision))
         if run_meta.get("device") == "cuda" else None,
         "status": "failed",
         "reason": None,

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from suite.precisions import fp8_numerics as q
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.scenario.params import FP8GemmParams, FP8TensorwiseParams
 from suite.precisions.base import Precision
 

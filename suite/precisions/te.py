@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from suite.precisions import fp8_numerics as q
-from suite.errors import Unsupported, UserError
+from suite.core.errors import Unsupported, UserError
 from suite.precisions.base import Precision
 from suite.precisions.fp8 import fp8_linears
 from suite.scenario.params import FP8GemmParams

@@ -49,7 +49,7 @@ def _missing(module: str, extra: str) -> str | None:
 
 
 def _compiler_missing(device: torch.device) -> str | None:
-    from suite.workloads.base import compile_unsupported  # lazy: workloads import precisions
+    from suite.core.toolchain import compile_unsupported
 
     reason = compile_unsupported(device)
     return f"torchao's optimizers torch.compile their step: {reason}" if reason else None

@@ -23,10 +23,10 @@ import jinja2
 import pandas as pd
 
 from suite.analysis import answers, crossover, derived, energy, fleet, update
-from suite import files, names, text
+from suite.core import files, names, text
 from suite.results import groups, location
 from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.scenario import registry
 
 ENV_COLUMNS = [
@@ -398,7 +398,7 @@ def markdown(view: dict) -> str:
 
 
 def md_image(title: str, file: str) -> str:
-    """An image line; the file is a slugged name (suite.names.slug), the title escaped text."""
+    """An image line; the file is a slugged name (suite.core.names.slug), the title escaped text."""
     return f"![{md_text(title)}]({names.slug(file)})"
 
 

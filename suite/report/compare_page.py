@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite import names  # noqa: E402
+from suite.core import names  # noqa: E402
 from suite.analysis import compare, stats  # noqa: E402
 from suite.report import md_image, md_table, md_text, fmt, publish, write_pages  # noqa: E402
 from suite.results import location  # noqa: E402

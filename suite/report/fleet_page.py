@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite import names  # noqa: E402
+from suite.core import names  # noqa: E402
 from suite.analysis import fleet  # noqa: E402
 from suite.report import _render_into, fmt, md_image, md_table, md_text, publish, write_pages  # noqa: E402
 from suite.report.plots import save_figure  # noqa: E402

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from suite.analysis import history  # noqa: E402
-from suite.names import slug  # noqa: E402
+from suite.core.names import slug  # noqa: E402
 from suite.report import md_table, fmt, publish, write_pages  # noqa: E402
 from suite.report.plots import save_figure  # noqa: E402
 

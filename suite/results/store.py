@@ -29,10 +29,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from suite import files, names
+from suite.core import files, names
 from suite.results import columns, groups, journal, location, validate
 from suite.results.atomic import atomic_write
-from suite.errors import JournalError, UserError
+from suite.core.errors import JournalError, UserError
 
 # 1: the first schema. 2: case ids from typed, normalised parameters (see `_typed_params`).
 # 3: every defined column in every file, in its declared type (`suite.results.columns`); a
@@ -390,7 +390,7 @@ def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) 
 @contextmanager
 def _source(path):
     """What pyarrow reads: a remote file's bytes, fetched once; a local file opened only if it is a
-    regular file (a FIFO named *.parquet would block its reader forever: `suite.files`)."""
+    regular file (a FIFO named *.parquet would block its reader forever: `suite.core.files`)."""
     if isinstance(path, location.Remote):
         try:
             data = path.read_bytes()

@@ -19,7 +19,7 @@ from suite.scenario import params as p
 class PrecisionRecord:
     target: str  # "module:attribute"; the attribute is a Precision instance
     params: type[p.Params] = p.NoParams
-    # the vendor-peak column its throughput is set against (suite/measure/peaks.py), or None
+    # the vendor-peak column its throughput is set against (suite/core/peaks.py), or None
     peak: str | None = None
 
 
@@ -103,6 +103,13 @@ WORKLOADS: dict[str, WorkloadRecord] = {
 def params_model(workload: str, precision: str) -> type[p.Params]:
     """The parameter model of one case: its workload's fields and its precision's."""
     return p.case_model(WORKLOADS[workload].params, PRECISIONS[precision].params)
+
+
+def peak_column(precision: str) -> str | None:
+    """The vendor-peak column a precision's throughput is set against (`suite.core.peaks`), or None
+    (FP8 recipes share the fp8 column)."""
+    record = PRECISIONS.get(precision)
+    return record.peak if record else None
 
 
 def load(target: str):

@@ -32,12 +32,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from suite.measure import peaks
+from suite.core import peaks
+from suite.scenario import registry
 from suite.models import corpus, flops
 from suite.precisions.floating import FP32
 from suite.scenario.params import DistTrainStepParams, TrainStepParams
 from suite.workloads import train_step as ts
-from suite.workloads.base import Prepared, compile_unsupported
+from suite.core.toolchain import compile_unsupported
+from suite.workloads.base import Prepared
 
 # the parameters this workload adds to train_step's (the rest go to StepSpec)
 DIST_FIELDS = tuple(sorted(set(DistTrainStepParams.model_fields) - set(TrainStepParams.model_fields)))
@@ -216,7 +218,7 @@ class DistTrainStep:
             return out
 
         peak = peaks.peak_tflops(torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-                                 precision.name)
+                                 registry.peak_column(precision.name))
 
         def derive(median_s: float) -> dict:
             """From the slowest rank's median step: the group's tokens/s and each GPU's MFU."""

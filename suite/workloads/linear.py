@@ -24,11 +24,12 @@ import weakref
 import torch
 from torch import nn
 
-from suite.measure.accuracy import error_metrics
+from suite.core.accuracy import error_metrics
 from suite.precisions import flags
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.scenario.params import CompileParams
-from suite.workloads.base import Prepared, Workload, compile_unsupported
+from suite.core.toolchain import compile_unsupported
+from suite.workloads.base import Prepared, Workload
 
 
 def build_layer(layernorm: bool, k: int, n: int, seed: int) -> nn.Module:

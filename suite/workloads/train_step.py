@@ -47,13 +47,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from suite.measure import peaks
-from suite.errors import UserError
+from suite.core import peaks
+from suite.scenario import registry
+from suite.core.errors import UserError
 from suite.models import corpus, flops, gpt2, llama
 from suite.scenario.params import TrainStepParams
 from suite.precisions.floating import FP32
-from suite.errors import Unsupported
-from suite.workloads.base import Prepared, Workload, compile_unsupported
+from suite.core.errors import Unsupported
+from suite.core.toolchain import compile_unsupported
+from suite.workloads.base import Prepared, Workload
 
 LR_SCHEDULES = ("constant", "cosine")
 MODELS = {"gpt2": (gpt2.GPT2, gpt2.config), "llama": (llama.Llama, llama.config)}
@@ -484,7 +486,7 @@ class TrainStep(Workload):
             )
             return out
 
-        peak = peaks.peak_tflops(_device_name(device), precision.name)
+        peak = peaks.peak_tflops(_device_name(device), registry.peak_column(precision.name))
 
         def derive(median_s: float) -> dict:
             tokens_per_s = tokens / median_s
