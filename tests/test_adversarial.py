@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from suite import cli, pipeline, report
 from suite.core import text
-from suite.report import plots
+from suite.report import pages, plots
 from suite.core import jsonl
 from suite.results import atomic, journal, store
 from suite.scenario import spec
@@ -362,7 +362,7 @@ def interrupted(write_scenario, tmp_path, monkeypatch) -> tuple[Path, Path, str]
     with monkeypatch.context() as patch:
         patch.setattr(store, "finish_run", stopped)
         with pytest.raises(pipeline.RunInterrupted) as stop:
-            pipeline.run_scenario(spec.load(scenario), results, None, progress=False)
+            pipeline.run(pipeline.RunRequest(spec.load(scenario), results, None, progress=False))
     path = stop.value.journal
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(lines[:2]))  # the header and the first case
@@ -480,7 +480,7 @@ def test_8_a_symlinked_report_folder_is_followed_and_the_link_kept(tiny_run, tmp
     for _ in range(2):  # into the empty target, then over the report now there
         assert cli.main(["report", str(tiny_run), "--out", str(link), "--quiet"]) == 0
         assert link.is_symlink() and link.resolve() == target.resolve()
-        assert (target / "index.html").exists() and (target / report.MARKER).exists()
+        assert (target / "index.html").exists() and (target / pages.MARKER).exists()
         assert [p.name for p in link.parent.iterdir()] == ["tiny"]
         assert [p.name for p in target.parent.iterdir()] == ["tiny"]
     dangling = tmp_path / "reports" / "gone"
@@ -617,7 +617,7 @@ def test_s1_report_refuses_a_journal_of_a_newer_schema(tiny_run, tmp_path, capsy
                                   "\u2069", "\u200e", "\u200f", "\u061c"])
 def test_s2_direction_overrides_are_filtered_for_the_terminal(char):
     assert text.printable(f"fp8{char}_rowwise") == "fp8_rowwise"
-    assert "\u202e" not in report.md_text("a\u202eb")
+    assert "\u202e" not in pages.md_text("a\u202eb")
 
 
 def test_s3_sighup_stops_a_run_with_the_resume_hint(write_scenario, tmp_path, monkeypatch, capsys):

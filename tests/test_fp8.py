@@ -240,8 +240,8 @@ def test_missing_torchao_is_a_skip_with_the_import_error(monkeypatch):
 @pytest.mark.slow
 def test_cpu_fp8_scenario_end_to_end(tmp_path):
     scenario = spec.load("scenarios/cpu_fp8.toml")
-    result = pipeline.run_scenario(scenario, tmp_path / "results", tmp_path / "reports", progress=False)
-    records = result.records
+    result = pipeline.run(pipeline.RunRequest(scenario, tmp_path / "results", tmp_path / "reports", progress=False))
+    records = result.records.to_dict("records")
     assert result.failed == 0 and result.path.exists()
     by = {}
     for r in records:

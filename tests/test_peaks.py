@@ -6,7 +6,7 @@ import pytest
 
 from suite.core import peaks
 from suite.scenario import registry
-from suite.measure import runner
+from suite.measure import record
 from suite.scenario.plan import Case
 from suite.measure.timing import StopRule
 
@@ -81,8 +81,8 @@ def test_peak_per_precision():
 
 def test_cpu_records_get_no_gpu_peak():
     case = Case("s", "gemm", "bf16", None, 8, 8, 8, {}, seed=0, timing=StopRule())
-    cpu = runner.base_record(case, {"device": "cpu", "device_name": "NVIDIA A100 lookalike CPU"})
-    gpu = runner.base_record(case, {"device": "cuda", "device_name": "NVIDIA A100-SXM4-80GB"})
+    cpu = record.base(case, {"device": "cpu", "device_name": "NVIDIA A100 lookalike CPU"})
+    gpu = record.base(case, {"device": "cuda", "device_name": "NVIDIA A100-SXM4-80GB"})
     assert cpu["peak_tflops"] is None and gpu["peak_tflops"] == 312.0
 
 

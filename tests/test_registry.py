@@ -79,8 +79,8 @@ def test_adding_a_precision_is_one_file_and_one_record(tmp_path, monkeypatch, wr
         mkn = [[32, 48, 16]]
         params = { scale = [1.0, 2.0] }
     """, baseline="fp32")))
-    result = pipeline.run_scenario(scenario, tmp_path / "results", tmp_path / "reports", "cpu", progress=False)
-    dummy = [r for r in result.records if r["precision"] == "dummy"]
+    result = pipeline.run(pipeline.RunRequest(scenario, tmp_path / "results", tmp_path / "reports", "cpu", progress=False))
+    dummy = [r for r in result.records.to_dict("records") if r["precision"] == "dummy"]
     assert [r["status"] for r in dummy] == ["ok", "ok"]
     by_params = {r["params"]: r for r in dummy}
     assert sorted(by_params) == ['{"scale": 2.0}', "{}"]  # scale = 1.0 is the default: left out

@@ -96,8 +96,8 @@ def test_a_scenario_records_te_cases_as_skipped(write_scenario, tmp_path):
         mkn = [[32, 32, 32]]
         params = { quantize = "inline" }
         """)
-    result = pipeline.run_scenario(spec.load(path), tmp_path / "results", None, progress=False)
-    by = {r["precision"]: r for r in result.records}
+    result = pipeline.run(pipeline.RunRequest(spec.load(path), tmp_path / "results", None, progress=False))
+    by = {r["precision"]: r for r in result.records.to_dict("records")}
     assert by["bf16"]["status"] == "ok"
     for name in ("te_delayed", "te_current", "te_block", "mxfp8", "nvfp4"):
         assert by[name]["status"] == "skipped" and by[name]["reason"] == TE_ERROR

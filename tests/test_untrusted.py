@@ -20,6 +20,7 @@ from markdown_it import MarkdownIt
 from suite import cli, pipeline, report
 from suite.report import plots
 from suite.analysis import bench_json
+from suite.measure import env
 from suite.core import jsonl
 from suite.results import atomic, journal, store
 from suite.scenario import plan, spec
@@ -132,7 +133,7 @@ def test_2_resume_refuses_a_scenario_changed_after_the_run_started(write_scenari
     results = tmp_path / "results"
     run = store.start_run(results, "two", store.new_run_id(), {
         "plan": [c.case_id for c in cases], **pipeline.scenario_spec(scenario, "cpu"),
-        "identity": {k: pipeline.run_meta(pipeline.env.resolve_device("cpu")).get(k) for k in pipeline.IDENTITY}})
+        "identity": {k: env.run_meta(env.resolve_device("cpu")).get(k) for k in pipeline.IDENTITY}})
     run_id = run.header["run_id"]
     run.close()
     path.write_text(edit(TWO), encoding="utf-8")

@@ -300,27 +300,33 @@ def vocab_padding(df: pd.DataFrame) -> pd.DataFrame:
                          "speedup": base_ms / float(r.time_ms_median), "lm_head_ms": head,
                          "lm_head_share": head / float(r.time_ms_median)})
     for (run, precision, t, d), g in steps.groupby(["run_id", "precision", "tokens_per_step", "d_model"], sort=False):
-        lo, hi = 0.9 * g["vocab"].min(), 1.1 * g["vocab"].max()
-        t, d = int(t), int(d)
-        vocabs = set()
-        for rn, pr, m, k, n in gemm_ms:
-            if rn == run and pr == precision:
-                # the vocabulary dimension of whichever of the three passes this shape would be
-                vocabs |= {v for v, shape in ((n, (t, d, n)), (k, (t, k, d)), (m, (m, t, d)))
-                           if (m, k, n) == shape and lo <= v <= hi}
-        per_pass = {name: {} for name in LM_HEAD_PASSES}
-        for v in sorted(vocabs):
-            for name, shape in lm_head_gemms(t, d, v).items():
-                if (run, precision, *shape) in gemm_ms:
-                    per_pass[name][v] = gemm_ms[(run, precision, *shape)]
-        total = {v: sum(per_pass[n][v] for n in LM_HEAD_PASSES) for v in vocabs
-                 if all(v in per_pass[n] for n in LM_HEAD_PASSES)}
-        for level, times in [*((f"gemm {n}", per_pass[n]) for n in LM_HEAD_PASSES), ("gemm total", total)]:
-            if not times:
-                continue
-            base_ms = times[min(times)]
-            for v, ms in sorted(times.items()):
-                rows.append({"run_id": run, "precision": precision, "level": level, "config": "",
-                             "tokens": t, "d_model": d, "vocab": v, "time_ms": ms, "speedup": base_ms / ms,
-                             "lm_head_ms": math.nan, "lm_head_share": math.nan})
+        rows += _gemm_level_rows(gemm_ms, run, precision, int(t), int(d), (0.9 * g["vocab"].min(), 1.1 * g["vocab"].max()))
     return pd.DataFrame(rows, columns=columns)
+
+
+def _gemm_level_rows(gemm_ms: dict, run: str, precision: str, t: int, d: int, within: tuple[float, float]) -> list[dict]:
+    """`vocab_padding`'s "gemm ..." rows of one run, precision and step shape (tokens `t`, `d`):
+    the lm_head's GEMMs measured at each vocabulary-sized N `within` the bounds."""
+    lo, hi = within
+    rows, vocabs = [], set()
+    for rn, pr, m, k, n in gemm_ms:
+        if rn == run and pr == precision:
+            # the vocabulary dimension of whichever of the three passes this shape would be
+            vocabs |= {v for v, shape in ((n, (t, d, n)), (k, (t, k, d)), (m, (m, t, d)))
+                       if (m, k, n) == shape and lo <= v <= hi}
+    per_pass = {name: {} for name in LM_HEAD_PASSES}
+    for v in sorted(vocabs):
+        for name, shape in lm_head_gemms(t, d, v).items():
+            if (run, precision, *shape) in gemm_ms:
+                per_pass[name][v] = gemm_ms[(run, precision, *shape)]
+    total = {v: sum(per_pass[n][v] for n in LM_HEAD_PASSES) for v in vocabs
+             if all(v in per_pass[n] for n in LM_HEAD_PASSES)}
+    for level, times in [*((f"gemm {n}", per_pass[n]) for n in LM_HEAD_PASSES), ("gemm total", total)]:
+        if not times:
+            continue
+        base_ms = times[min(times)]
+        for v, ms in sorted(times.items()):
+            rows.append({"run_id": run, "precision": precision, "level": level, "config": "",
+                         "tokens": t, "d_model": d, "vocab": v, "time_ms": ms, "speedup": base_ms / ms,
+                         "lm_head_ms": math.nan, "lm_head_share": math.nan})
+    return rows

@@ -14,7 +14,8 @@ import numpy as np  # noqa: E402
 
 from suite.analysis import history  # noqa: E402
 from suite.core.names import slug  # noqa: E402
-from suite.report import md_table, fmt, publish, write_pages  # noqa: E402
+from suite.core.text import fmt  # noqa: E402
+from suite.report.pages import md_table, publish, write_pages  # noqa: E402
 from suite.report.plots import save_figure  # noqa: E402
 
 RUN_TABLE = [("index", "#"), ("run_id", "run"), ("torch_version", "torch"), ("torchao_version", "torchao"),

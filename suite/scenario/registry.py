@@ -30,7 +30,7 @@ class WorkloadRecord:
     shaped: bool = False  # cases defined by (m, k, n); the others take their shape from params
     # workload-specific record columns the report shows in a table of their own: (column, title, format)
     detail_columns: tuple[tuple[str, str, str], ...] = ()
-    # each case is one torchrun launch of `world_size` ranks (suite.measure.launch), not a call here
+    # each case is one torchrun launch of `world_size` ranks (suite.measure.executors.torchrun), not a call here
     launched: bool = False
 
 
@@ -78,7 +78,7 @@ WORKLOADS: dict[str, WorkloadRecord] = {
         ("stuck_update_frac", "updates stuck", ".1%"), ("bytes_per_param", "B/param", ".3g"),
         ("textbook_bytes_per_param", "textbook B/param", ".3g"),
     )),
-    # FSDP2 over torchrun ranks (suite/measure/launch.py runs each case as one launch)
+    # FSDP2 over torchrun ranks (suite/measure/executors/torchrun.py runs each case as one launch)
     "dist_train_step": WorkloadRecord("suite.workloads.dist_train_step:DIST_TRAIN_STEP", p.DistTrainStepParams,
                                       detail_columns=(
         ("world_size", "ranks", ".0f"), ("fp8_all_gather", "FP8 all-gather", ""),
