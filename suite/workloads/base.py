@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -45,11 +44,3 @@ class Workload(Protocol):
         """Build inputs and the callable. Raise `Unsupported(reason)` for a case that cannot run
         here (it is recorded as skipped); any other exception records the case as failed."""
 
-
-def compile_unsupported(device: torch.device, backend: str = "inductor") -> str | None:
-    """Why torch.compile cannot run here, or None: inductor on a CPU generates C++ and needs a compiler."""
-    if backend == "inductor" and device.type == "cpu" and not any(
-        shutil.which(cc) for cc in ("g++", "c++", "clang++")
-    ):
-        return "torch.compile (inductor) on a CPU needs a C++ compiler; none found"
-    return None
