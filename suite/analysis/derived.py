@@ -290,43 +290,55 @@ def vocab_padding(df: pd.DataFrame, step_workload: str, gemm_workload: str) -> p
         (r.run_id, r.precision, int(r.m), int(r.k), int(r.n)): float(r.time_ms_median)
         for r in ok[ok["workload"] == gemm_workload].itertuples() if pd.notna(r.m)
     }
-    rows = []
     steps = steps.assign(config=[_params_without(p, "vocab") for p in steps["params"]])
     # Only configurations measured at two or more vocabularies say anything about padding.
     steps = steps[steps.groupby(["run_id", "precision", "config"])["vocab"].transform("nunique") > 1]
+    rows = _step_level(steps, gemm_ms, step_workload)
+    for (run, precision, t, d), g in steps.groupby(["run_id", "precision", "tokens_per_step", "d_model"], sort=False):
+        rows += _gemm_levels(gemm_ms, run, precision, int(t), int(d), g["vocab"], gemm_workload)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _step_level(steps: pd.DataFrame, gemm_ms: dict, level: str) -> list[dict]:
+    """`vocab_padding`'s rows for the steps themselves, with the lm_head GEMMs' share of each."""
+    rows = []
     for (run, precision, config), g in steps.groupby(["run_id", "precision", "config"], sort=False):
         base_ms = float(g.loc[g["vocab"].idxmin(), "time_ms_median"])
         for r in g.itertuples():
             t, d, v = int(r.tokens_per_step), int(r.d_model), int(r.vocab)
             times = [gemm_ms.get((run, precision, *s)) for s in lm_head_gemms(t, d, v).values()]
             head = sum(times) if all(x is not None for x in times) else math.nan
-            rows.append({"run_id": run, "precision": precision, "level": step_workload, "config": config,
+            rows.append({"run_id": run, "precision": precision, "level": level, "config": config,
                          "tokens": t, "d_model": d, "vocab": v, "time_ms": float(r.time_ms_median),
                          "speedup": base_ms / float(r.time_ms_median), "lm_head_ms": head,
                          "lm_head_share": head / float(r.time_ms_median)})
-    for (run, precision, t, d), g in steps.groupby(["run_id", "precision", "tokens_per_step", "d_model"], sort=False):
-        lo, hi = 0.9 * g["vocab"].min(), 1.1 * g["vocab"].max()
-        t, d = int(t), int(d)
-        vocabs = set()
-        for rn, pr, m, k, n in gemm_ms:
-            if rn == run and pr == precision:
-                # the vocabulary dimension of whichever of the three passes this shape would be
-                vocabs |= {v for v, shape in ((n, (t, d, n)), (k, (t, k, d)), (m, (m, t, d)))
-                           if (m, k, n) == shape and lo <= v <= hi}
-        per_pass = {name: {} for name in LM_HEAD_PASSES}
-        for v in sorted(vocabs):
-            for name, shape in lm_head_gemms(t, d, v).items():
-                if (run, precision, *shape) in gemm_ms:
-                    per_pass[name][v] = gemm_ms[(run, precision, *shape)]
-        total = {v: sum(per_pass[n][v] for n in LM_HEAD_PASSES) for v in vocabs
-                 if all(v in per_pass[n] for n in LM_HEAD_PASSES)}
-        for level, times in [*((f"{gemm_workload} {n}", per_pass[n]) for n in LM_HEAD_PASSES),
-                             (f"{gemm_workload} total", total)]:
-            if not times:
-                continue
-            base_ms = times[min(times)]
-            for v, ms in sorted(times.items()):
-                rows.append({"run_id": run, "precision": precision, "level": level, "config": "",
-                             "tokens": t, "d_model": d, "vocab": v, "time_ms": ms, "speedup": base_ms / ms,
-                             "lm_head_ms": math.nan, "lm_head_share": math.nan})
-    return pd.DataFrame(rows, columns=columns)
+    return rows
+
+
+def _gemm_levels(gemm_ms: dict, run: str, precision: str, t: int, d: int, step_vocabs: pd.Series,
+                 gemm_workload: str) -> list[dict]:
+    """`vocab_padding`'s rows for the GEMM cases shaped like the lm_head of steps of `t` tokens and
+    width `d`, at every vocabulary within 10% of the steps' (each pass, and their total)."""
+    lo, hi = 0.9 * step_vocabs.min(), 1.1 * step_vocabs.max()
+    vocabs = set()
+    for rn, pr, m, k, n in gemm_ms:
+        if rn == run and pr == precision:
+            # the vocabulary dimension of whichever of the three passes this shape would be
+            vocabs |= {v for v, shape in ((n, (t, d, n)), (k, (t, k, d)), (m, (m, t, d)))
+                       if (m, k, n) == shape and lo <= v <= hi}
+    per_pass = {name: {} for name in LM_HEAD_PASSES}
+    for v in sorted(vocabs):
+        for name, shape in lm_head_gemms(t, d, v).items():
+            if (run, precision, *shape) in gemm_ms:
+                per_pass[name][v] = gemm_ms[(run, precision, *shape)]
+    total = {v: sum(per_pass[n][v] for n in LM_HEAD_PASSES) for v in vocabs
+             if all(v in per_pass[n] for n in LM_HEAD_PASSES)}
+    rows = []
+    for level, times in [*((f"{gemm_workload} {n}", per_pass[n]) for n in LM_HEAD_PASSES),
+                         (f"{gemm_workload} total", total)]:
+        base_ms = times[min(times)] if times else None
+        for v, ms in sorted(times.items()):
+            rows.append({"run_id": run, "precision": precision, "level": level, "config": "",
+                         "tokens": t, "d_model": d, "vocab": v, "time_ms": ms, "speedup": base_ms / ms,
+                         "lm_head_ms": math.nan, "lm_head_share": math.nan})
+    return rows
