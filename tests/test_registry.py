@@ -73,3 +73,20 @@ def test_a_name_two_folders_declare_and_a_folder_that_declares_nothing_are_error
             sys.modules.pop(name, None)
         registry.discover()
     assert "gemm" in registry.WORKLOADS and "twice" not in sys.modules
+
+
+def test_a_declared_column_must_not_redefine_a_core_one_or_another_folders(monkeypatch):
+    from suite.results import columns
+
+    own = declare.columns("mine", ("out_mean", "float", "", "the output's mean"))
+    monkeypatch.setitem(registry.WORKLOADS, "a", registry.WorkloadRecord("x:A", columns=own))
+    monkeypatch.setitem(registry.WORKLOADS, "b", registry.WorkloadRecord("x:B", columns=own))  # alike: fine
+    assert columns.BY_NAME["out_mean"] == own[0] and columns.arrow_schema().names[-1] == "out_mean"
+    other = declare.columns("mine", ("out_mean", "int", "", "the output's mean"))
+    monkeypatch.setitem(registry.WORKLOADS, "c", registry.WorkloadRecord("x:C", columns=other))
+    with pytest.raises(ValueError, match="column 'out_mean': workload 'c' declares it otherwise"):
+        columns.all_columns()
+    core = declare.columns("mine", ("time_ms_median", "float", "ms", "mine"))
+    monkeypatch.setitem(registry.WORKLOADS, "c", registry.WorkloadRecord("x:C", columns=core))
+    with pytest.raises(ValueError, match="'time_ms_median' is a core column"):
+        columns.all_columns()
