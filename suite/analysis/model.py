@@ -14,7 +14,8 @@ and the model against published measurements.
 
 Kernels (`case_kernels`): a GEMM moves its operands once and writes its output once; an FP8
 recipe adds the kernels that scale and cast its operands, counted per scaling (its folder declares
-how it scales: `suite.scenario.declare.PrecisionRecord`) from the bytes they move: as torch.compile fuses them (torchao's benchmarks/float8/float8_roofline.py, via
+how it scales: `suite.scenario.declare.PrecisionRecord`) from the bytes they move: as
+torch.compile fuses them (torchao's benchmarks/float8/float8_roofline.py, via
 torchao/testing/training/roofline_utils.py) or as eager mode runs them (one kernel per op of
 torchao's float8_utils / float8_training_tensor; this suite's fp8 numerics run the same ops). What
 one call of a workload is to the model (`KERNELS`) is its folder's declaration too.
@@ -162,7 +163,8 @@ def eager_cast(role: str, elements: float, source: int, pow2: bool) -> list[Kern
     return out
 
 
-def fused_cast(role: str, elements: float, source: int, scaling: str, fuse_prev: bool, width: float = 1) -> list[Kernel]:
+def fused_cast(role: str, elements: float, source: int, scaling: str, fuse_prev: bool,
+               width: float = 1) -> list[Kernel]:
     """An operand's casts in a training step as torch.compile (torchao) or Transformer Engine's own
     kernels run them, bytes per kernel as torchao's roofline_utils counts them (the read of an
     activation or gradient fused into the op before it where `fuse_prev`; a fused-away kernel
@@ -235,7 +237,8 @@ def layer_casts(precision: str, m: int, k: int, n: int, compiled: bool, fuse_pre
     scaling, w = recipe.scaling, 4 if master else 2
     tensors = (("input", m * k, 2), ("weight", n * k, w), ("grad_output", m * n, 2))
     if compiled or recipe.fused_casts:
-        return [c for role, e, s in tensors for c in fused_cast(role, e, s, scaling, fuse_prev, OPERAND_BYTES[recipe.peak])]
+        width = OPERAND_BYTES[recipe.peak]
+        return [c for role, e, s in tensors for c in fused_cast(role, e, s, scaling, fuse_prev, width)]
     pow2 = scaling != "tensorwise"  # torchao's rowwise recipes round scales to powers of two
     uses = {"input": 1, "weight": 2, "grad_output": 1} if scaling == "rowwise_with_gw_hp" else \
         {"input": 2, "weight": 2, "grad_output": 2}

@@ -223,7 +223,8 @@ def all_columns() -> list[Column]:
     core = {c.name for c in CORE}
     clash = [c.name for c in declared if c.name in core]
     if clash:
-        raise ValueError(f"column {clash[0]!r} is a core column (suite/results/columns.py): a workload cannot declare it")
+        raise ValueError(f"column {clash[0]!r} is a core column (suite/results/columns.py): a workload cannot "
+                         "declare it")
     return CORE + declared
 
 

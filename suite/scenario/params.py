@@ -2,12 +2,13 @@
 
 The generic machinery: each workload and each precision declares its own model, derived from
 `Params`, in its folder's torch-free `__init__.py`, and its record (`suite.scenario.declare`) names
-it. A case's parameters are the union of its workload's and its precision's fields: strict types (TOML's `true` is no 1, "64" is no 64),
-unknown keys refused, every field documented. They are checked when the scenario loads
-(`suite.scenario.spec`), so a typo is a one-line error with exit status 2 before anything runs,
-and normalised when it is planned (`normalise`): only non-default values of keys that the case's
-own workload or precision knows are kept, so `{}` and the explicit defaults are one case (one
-`case_id`), and a key meant for another precision of the sweep does not split a bf16 case in two.
+it. A case's parameters are the union of its workload's and its precision's fields: strict types
+(TOML's `true` is no 1, "64" is no 64), unknown keys refused, every field documented. They are
+checked when the scenario loads (`suite.scenario.spec`), so a typo is a one-line error with exit
+status 2 before anything runs, and normalised when it is planned (`normalise`): only non-default
+values of keys that the case's own workload or precision knows are kept, so `{}` and the explicit
+defaults are one case (one `case_id`), and a key meant for another precision of the sweep does not
+split a bf16 case in two.
 """
 
 from __future__ import annotations

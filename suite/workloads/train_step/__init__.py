@@ -91,7 +91,8 @@ COLUMNS = columns(
 ) + columns(
     "update precision (train_step)",
     ("stuck_update_frac", "float", "fraction", "parameter entries an optimizer step left unchanged, over the "
-                                               "last fifth of the check's steps (updates swamped by the weights' format)"),
+                                               "last fifth of the check's steps (updates swamped by the weights' "
+                                               "format)"),
     ("fp32_stuck_update_frac", "float", "fraction", "the same for the fp32 reference"),
     ("bytes_per_param", "float", "B", "weights, master copy, gradients and optimizer state per parameter, "
                                       "read off the live tensors at the check's last step"),
