@@ -41,16 +41,18 @@ def tmpl() -> pd.DataFrame:
     return calibrate.template()
 
 
-def two_groups(tmpl, noise: str, each: int, factor: float, seed: int) -> tuple[pd.DataFrame, list[str]]:
-    """`each` runs, then `each` more in which the planted cases are `factor` slower; the run ids."""
+def calls(tmpl, noise: str, each: int, factor: float, seed: int) -> list[tuple[history.CaseSeries, str]]:
+    """`each` runs, then `each` more in which the planted cases are `factor` slower: every series of
+    their history, with compare's verdict of its case and metric between the two groups."""
     rng = np.random.default_rng(seed)
     slow = {c: factor for c in calibrate.planted_cases(tmpl)}
     df = calibrate.synthetic_history(tmpl, calibrate.HISTORY_BY_NAME[noise], 2 * each, rng, slow, each)
-    return df, sorted(df["run_id"].unique())
-
-
-def by_case(h: history.History, metric: str) -> dict[str, list[history.ChangePoint]]:
-    return {s.case_id: s.change_points for s in h.series if s.metric == metric}
+    runs = sorted(df["run_id"].unique())
+    base, cand = (compare.Side(role, role, df[df["run_id"].isin(ids)])
+                  for role, ids in (("baseline", runs[:each]), ("candidate", runs[each:])))
+    cases = compare.compare(base, cand).cases.set_index("case_id")
+    column = {"speedup": "verdict", "time": "time_verdict"}
+    return [(s, cases.loc[s.case_id, column[s.metric]]) for s in history.analyse(df, "cpu").series]
 
 
 # Effects around what 3 runs per side can tell (about 4% under 3% run shifts, 45% under iid 20%), so
@@ -63,20 +65,13 @@ GRID = [("run shifts 3%", 1.03), ("run shifts 3%", 1.06), ("run shifts 10%", 1.1
 def test_on_three_runs_a_side_history_and_compare_make_the_same_calls(tmpl, noise, factor):
     """With 3 + 3 runs there is one split to try (3 runs on each side): its test is compare's between
     the two groups at the same confidence, so every case gets the same call, speedup and time."""
-    calls = {"moved": 0, "not": 0}
+    found = {True: 0, False: 0}
     for seed in range(4):
-        df, runs = two_groups(tmpl, noise, 3, factor, seed)
-        h = history.analyse(df, "cpu")
-        base, cand = (compare.Side(role, role, df[df["run_id"].isin(ids)])
-                      for role, ids in (("baseline", runs[:3]), ("candidate", runs[3:])))
-        cases = compare.compare(base, cand).cases.set_index("case_id")
-        for metric, column in (("speedup", "verdict"), ("time", "time_verdict")):
-            for case_id, points in by_case(h, metric).items():
-                expected = cases.loc[case_id, column]
-                assert [cp.verdict for cp in points] == ([expected] if expected in MOVED else []), (case_id, metric)
-                assert all(cp.index == 3 and cp.confidence == 0.99 for cp in points)
-                calls["moved" if points else "not"] += 1
-    assert calls["moved"] and calls["not"]  # the grid exercises both decisions
+        for s, expected in calls(tmpl, noise, 3, factor, seed):
+            assert [cp.verdict for cp in s.change_points] == ([expected] if expected in MOVED else []), s.label
+            assert all(cp.index == 3 and cp.confidence == 0.99 for cp in s.change_points)
+            found[bool(s.change_points)] += 1
+    assert found[True] and found[False]  # the grid exercises both decisions
 
 
 @pytest.mark.parametrize("noise, factor", GRID)
@@ -84,16 +79,10 @@ def test_on_longer_groups_history_never_finds_a_change_compare_calls_noise(tmpl,
     """With 6 + 6 runs history tries 7 splits, each at 99% / 7: a change point at the groups' boundary
     is one compare calls regressed, improved or baseline-changed at 99% on those groups."""
     for seed in range(3):
-        df, runs = two_groups(tmpl, noise, 6, factor, seed)
-        h = history.analyse(df, "cpu")
-        base, cand = (compare.Side(role, role, df[df["run_id"].isin(ids)])
-                      for role, ids in (("baseline", runs[:6]), ("candidate", runs[6:])))
-        cases = compare.compare(base, cand).cases.set_index("case_id")
-        for metric, column in (("speedup", "verdict"), ("time", "time_verdict")):
-            for case_id, points in by_case(h, metric).items():
-                at_boundary = [cp for cp in points if cp.index == 6 and cp.runs_before == cp.runs_after == 6]
-                if at_boundary:
-                    assert cases.loc[case_id, column] in MOVED and at_boundary[0].confidence == 1 - 0.01 / 7
+        for s, expected in calls(tmpl, noise, 6, factor, seed):
+            for cp in s.change_points:
+                if cp.index == 6 and cp.runs_before == cp.runs_after == 6:
+                    assert expected in MOVED and cp.confidence == pytest.approx(1 - 0.01 / 7), s.label
 
 
 @pytest.fixture(scope="module")

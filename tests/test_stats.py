@@ -135,6 +135,19 @@ def test_detectable_change_is_the_typical_half_width():
     assert stats.detectable(spread, 5, 5, 0.99) < stats.detectable(spread, 3, 3, 0.99)
 
 
+def test_a_fit_is_the_comparison_split_in_two_steps():
+    """history tests many splits with one fit per pair of run sets: `fit` then `Fit.change` is
+    exactly `run_changes`, and `Fit.test` is the change's estimate, standard error, df and p."""
+    r = rng(24)
+    base, cand = runs_of(r.normal(0, 0.03, (3, 12)), "b"), runs_of(r.normal(0.1, 0.03, (4, 12)), "c")
+    spread, changes = stats.run_changes(base, cand, 0.95)
+    both = stats.fit(base, cand)
+    assert both.spread == spread and both.cases == set(changes)
+    for case, ch in changes.items():
+        assert both.change(case, 0.95) == ch
+        assert both.test(case) == (ch.estimate, ch.se, ch.df, ch.p)
+
+
 def _change(estimate, low, high, runs=3):
     side = stats.SideMean(0.0, 0.0, runs)
     return stats.Change(estimate, low, high, (high - low) / 4, 10.0, 0.01, side, side)

@@ -138,6 +138,14 @@ class EnvDiff:
         out += [f"{c.label}: {d.text}" for c in self.cases for d in c.differences]
         return out
 
+    def summary(self) -> list[str]:
+        """The run-level lines, then one line per per-case column: in how many cases it changed."""
+        changed: dict[str, int] = {}
+        for c in self.cases:
+            for d in c.differences:
+                changed[d.title] = changed.get(d.title, 0) + 1
+        return [d.text for d in self.differences] + [f"{t} changed in {n} case(s)" for t, n in changed.items()]
+
     def as_json(self) -> dict:
         """The typed object as JSON-ready data: each Difference with its title and its line of text."""
         def one(d: Difference) -> dict:

@@ -32,7 +32,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from suite.analysis import compare, derived, envdiff, stats

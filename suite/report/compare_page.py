@@ -180,7 +180,7 @@ def build_view(cmp: compare.Comparison) -> dict:
         "counts": ordered,
         "headline": "; ".join([*drift, ", ".join(f"{n} {v}" for v, n in ordered)]),
         "drift": [d.detail for d in cmp.drift],
-        "differences": cmp.environment.lines(),
+        "differences": cmp.environment.summary(),
         "gate": _gate_text(cmp),
         "reach": [_reach_text(r, cmp) for r in cmp.reach.values() if r.compared],
         "method": (
@@ -373,8 +373,10 @@ def text_summary(cmp: compare.Comparison, failing: pd.DataFrame) -> str:
         *view["drift"],
         "what differs: " + ("; ".join(view["differences"]) or "nothing recorded"),
     ]
-    for row in case_rows(failing):
+    per_case = {c.case_id: c.differences for c in cmp.environment.cases}  # the kernel that ran, ...
+    for row, case_id in zip(case_rows(failing), failing["case_id"]):
         change = row["speedup_change"] or row["time_change"]
         tag = row["verdict"] + (f", time {row['time_verdict']}" if row["time_verdict"] else "")
-        lines.append(f"  {tag:<28} {row['workload']} {row['precision']} {row['shape']}  {change}  {row['detail']}".rstrip())
+        lines.append(f"  {tag:<28} {row['workload']} {row['precision']} {row['shape']}  {change}  {row['detail']}"
+                     .rstrip() + "".join(f"; {d.text}" for d in per_case.get(case_id, ())))
     return "\n".join(lines)

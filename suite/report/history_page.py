@@ -41,19 +41,23 @@ def _step(cp: history.ChangePoint) -> str:
     return f"{fmt(100 * (cp.ratio - 1), '+.0f', '%')} at #{cp.index}"
 
 
-# Tick values on a log axis narrower than a decade: 1-2-5 alone leaves one label or none.
-NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0)
+# Tick mantissas on a log axis, finest first: the finest set that gives at most MAX_TICKS ticks is
+# used, so a narrow axis (a time within +-20% of its median) gets labels where 1-2-5 gives one.
+NICE = ((1.0, 1.1, 1.2, 1.3, 1.5, 1.7, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0),
+        (1.0, 1.2, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0), (1.0, 2.0, 5.0), (1.0,))
 MAX_TICKS = 8
 
 
 def _log_ticks(ax) -> None:
-    """Plain-number ticks on the log y axis, at most MAX_TICKS of the NICE values in its range."""
+    """Plain-number ticks on the log y axis (0.8, 1, 1.2 ...), at most MAX_TICKS of them."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
     lo, hi = ax.get_ylim()
-    ticks = [m * 10.0**e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) for m in NICE]
-    ticks = [t for t in ticks if lo <= t <= hi]
-    ticks = ticks[::math.ceil(len(ticks) / MAX_TICKS)] if ticks else ticks
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    for mantissas in NICE:
+        ticks = [m * 10.0**e for e in decades for m in mantissas if lo <= m * 10.0**e <= hi]
+        if len(ticks) <= MAX_TICKS:
+            break
     ax.yaxis.set_major_locator(FixedLocator(ticks))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(NullFormatter())
@@ -116,12 +120,18 @@ def _change_rows(h: history.History) -> list[dict]:
     return rows
 
 
+def _reach(h: history.History) -> str:
+    """What the runs can show: per metric, the run-to-run spread and the smallest step it lets show."""
+    o = h.options
+    return " ".join(
+        f"{metric.capitalize()}s: run-to-run sd ±{spread.relative:.1%} of one run's value (the median of "
+        f"{spread.case_sides} series, change points included), so a step with {o.min_runs} runs on each side must exceed about "
+        f"±{h.detectable[metric]:.0%} to be found (more runs on each side find smaller ones)."
+        for metric, spread in h.spread.items() if spread.observable)
+
+
 def _method(h: history.History) -> str:
     o = h.options
-    noise = "; ".join(
-        f"{metric}: run-to-run sd ±{spread.relative:.1%} of one run's value ({spread.source}), so a step with "
-        f"{o.min_runs} runs on each side must exceed about ±{h.detectable[metric]:.0%} to be found"
-        for metric, spread in h.spread.items() if spread.observable)
     return (
         f"Each point is a case's value in one run, the value compare compares: its speedup over the in-run "
         f"baseline precision (median times), or its median time. Change points come from binary segmentation "
@@ -130,8 +140,7 @@ def _method(h: history.History) -> str:
         f"replication, run-to-run spread pooled over all cases, Student-t interval) at {o.confidence:.0%} divided "
         f"among the splits tried (Bonferroni), and the change is at least {o.min_effect:.0%}; every change point "
         f"is re-tested between its neighbours. A speedup change whose case's own time did not move while its "
-        f"baseline's did is baseline-changed. False change points and power: docs/calibration.md. "
-        f"{noise}.")
+        f"baseline's did is baseline-changed. False change points and power: docs/calibration.md.")
 
 
 def build_view(h: history.History) -> dict:
@@ -143,13 +152,15 @@ def build_view(h: history.History) -> dict:
         "summary": (f"{len(h.runs)} runs; {counts[history.SPEEDUP]} speedup and {counts[history.TIME]} time series; "
                     f"{len(h.change_points())} change point(s)."),
         "changes": _change_rows(h),
+        "reach": _reach(h),
         "method": _method(h),
         "plots": [],
     }
 
 
 def markdown(view: dict) -> str:
-    lines = [f"# mpsuite history: {md_text(view['scenario'])}", "", md_text(view["summary"]), ""]
+    lines = [f"# mpsuite history: {md_text(view['scenario'])}", "", md_text(view["summary"]), "",
+             md_text(view["reach"]), ""]
     if view["changes"]:
         lines += ["## Change points", "", md_table(view["changes"], CHANGE_TABLE), ""]
     lines += [md_image(p["title"], p["file"]) for p in view["plots"]]
@@ -184,7 +195,8 @@ def _render_into(h: history.History, out: Path) -> list[Path]:
 
 
 def text_summary(h: history.History) -> str:
-    lines = [f"{h.scenario}: {build_view(h)['summary']}"]
+    view = build_view(h)
+    lines = [f"{h.scenario}: {view['summary']}", view["reach"]]
     for s, cp in h.change_points():
         unit = UNITS[cp.metric]
         why = "; ".join([*([cp.cause] if cp.cause else []), *cp.explanation]) or "nothing recorded differs"
