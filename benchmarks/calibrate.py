@@ -236,7 +236,11 @@ HISTORY_MODELS = (
 )
 HISTORY_BY_NAME = {m.name: m for m in HISTORY_MODELS}
 HISTORY_LENGTHS = (6, 10, 20, 30)
-HISTORY_CLEAN, HISTORY_PLANTED = 200, 40
+# Clean histories per cell: this many runs' worth (1000 histories of 6 runs, 200 of 30), so that every
+# cell costs about the same and the short series, whose one split is tested at the full confidence,
+# get the most histories: false change points cluster (a history's series share its run shifts), and
+# 200 histories of 6 runs put a true 0.8% anywhere between 0.6% and 1.1%.
+HISTORY_CLEAN_RUNS, HISTORY_PLANTED = 6000, 40
 STEP, STEP_MARGIN = 0.20, 5  # the planted step, and the fewest runs on each side of it
 
 
@@ -276,11 +280,12 @@ class HistoryCell:
         }
 
 
-def run_history_cell(tmpl: pd.DataFrame, noise: Noise, runs: int, clean: int, planted: int, seed: int,
+def run_history_cell(tmpl: pd.DataFrame, noise: Noise, runs: int, clean: int | None, planted: int, seed: int,
                      options: history.Options = history.Options()) -> HistoryCell:
-    """`clean` histories without a change and `planted` with a 20% step, drawn from the model."""
+    """`clean` histories without a change (None: HISTORY_CLEAN_RUNS // runs) and `planted` with a 20%
+    step, drawn from the model."""
     cell = HistoryCell(noise.name, runs)
-    for i in range(clean):
+    for i in range(HISTORY_CLEAN_RUNS // runs if clean is None else clean):
         h = history.analyse(synthetic_history(tmpl, noise, runs, _rng(seed, "history", noise.name, runs, i)),
                             "synthetic", options)
         for s in h.series:
@@ -305,8 +310,11 @@ def run_history_cell(tmpl: pd.DataFrame, noise: Noise, runs: int, clean: int, pl
     return cell
 
 
-def history_page(text: str, command: str, seed: int, clean: int, planted: int) -> str:
-    return HISTORY_PAGE.format(table=text, command=command, seed=seed, clean=clean, planted=planted,
+def history_page(text: str, command: str, seed: int, clean: int | None, planted: int) -> str:
+    count = (f"{HISTORY_CLEAN_RUNS} runs' worth per cell: {HISTORY_CLEAN_RUNS // min(HISTORY_LENGTHS)} histories of "
+             f"{min(HISTORY_LENGTHS)} runs down to {HISTORY_CLEAN_RUNS // max(HISTORY_LENGTHS)} of "
+             f"{max(HISTORY_LENGTHS)}" if clean is None else f"{clean} per cell")
+    return HISTORY_PAGE.format(table=text, command=command, seed=seed, clean=count, planted=planted,
                                step=f"{STEP:.0%}", margin=STEP_MARGIN, planted_cases=PLANTED,
                                min_runs=history.Options().min_runs)
 
@@ -323,8 +331,8 @@ same noise models, plus run shifts of 5%). Default settings: confidence 99%, min
 {command}
 ```
 
-A clean history draws every run from the model ({clean} per cell: 20 speedup and 30 time series
-each); a planted one slows {planted_cases} speedup cases by {step} from a run drawn at random with at
+A clean history draws every run from the model ({clean}; each has 20 speedup and 30 time
+series); a planted one slows {planted_cases} speedup cases by {step} from a run drawn at random with at
 least {margin} runs on each side ({planted} histories per cell; none for 6 runs, which cannot have
 {margin} on each side).
 
@@ -336,8 +344,10 @@ least {margin} runs on each side ({planted} histories per cell; none for 6 runs,
   of the step; **at the step**: exactly at it; **time power**: the same for the planted cases'
   times (whole-run shifts do not cancel in a time as they do in a speedup).
 
-With bursts (10% of run-case pairs 2x slow) a burst run inflates its segment's spread, as in
-compare; {min_runs} consecutive bursts at an end of a series look like a step and are one.
+With bursts (10% of run-case pairs 2x slow) a burst run inflates its segment's spread, as it does a
+side's in compare, so false change points stay rare ({min_runs} consecutive bursts at an end of a
+series look like a step, and are one), but a step is found only where neither segment has a burst in
+it: rarely in a long series. Drop or rerun runs caught by bursts of load.
 
 {table}
 """
@@ -351,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", help="compare: runs per side, comma-separated (default: "
                    f"{','.join(map(str, RUN_COUNTS))}); --history: runs per series "
                    f"(default: {','.join(map(str, HISTORY_LENGTHS))})")
-    p.add_argument("--clean", type=int, help=f"clean comparisons (histories) per cell (default {CLEAN} ({HISTORY_CLEAN}))")
+    p.add_argument("--clean", type=int, help=f"clean comparisons per cell (default {CLEAN}); --history: clean "
+                   f"histories per cell (default: {HISTORY_CLEAN_RUNS} runs' worth, i.e. {HISTORY_CLEAN_RUNS} / runs)")
     p.add_argument("--planted", type=int, help=f"comparisons per planted effect and cell (histories with a step per "
                    f"cell) (default {PLANTED_COMPARISONS} ({HISTORY_PLANTED}))")
     p.add_argument("--seed", type=int, default=SEED, help=f"seed (default {SEED})")
@@ -362,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     catalogue = HISTORY_BY_NAME if args.history else BY_NAME
     models = [catalogue[name.strip()] for name in (args.models or ",".join(catalogue)).split(",") if name.strip()]
     counts = [int(r) for r in (args.runs or ",".join(map(str, HISTORY_LENGTHS if args.history else RUN_COUNTS))).split(",")]
-    clean = args.clean if args.clean is not None else (HISTORY_CLEAN if args.history else CLEAN)
+    clean = args.clean if args.clean is not None or args.history else CLEAN  # history: None = by length
     planted = args.planted if args.planted is not None else (HISTORY_PLANTED if args.history else PLANTED_COMPARISONS)
     tmpl = template()
     started = time.monotonic()
@@ -408,11 +419,12 @@ def page(text: str, command: str, seed: int, clean: int, planted: int, tmpl: pd.
 
 
 PAGE = """\
-# Calibration of the comparison's verdicts
+# Calibration of the comparison's verdicts and of history's change points
 
 How often `python -m suite compare` calls an unchanged case regressed or improved, how often a clean
 comparison exits 1, and how often it finds a planted slowdown, measured on synthetic runs with
-known noise. Produced by `benchmarks/calibrate.py` (`nox -s calibrate`), seed {seed}:
+known noise; the same for `python -m suite history` [below](#history-change-points-over-series-of-runs).
+Produced by `benchmarks/calibrate.py` (`nox -s calibrate`), seed {seed}:
 
 ```bash
 {command}

@@ -163,7 +163,7 @@ def _best_split(tester: _Tester, case: str, runs: list[str], lo: int, hi: int, m
     return best
 
 
-def segment(tester: _Tester, case: str, runs: list[str], opts: Options) -> list[int]:
+def _segment(tester: _Tester, case: str, runs: list[str], opts: Options) -> list[int]:
     """Change points (positions in `runs` of the first run at a new level) of one case's series."""
     m, found, stack = opts.min_runs, [], [(0, len(runs))]
     while stack:
@@ -194,7 +194,6 @@ def _prune(tester: _Tester, case: str, runs: list[str], found: list[int], opts: 
 class _Context:
     """What building change points needs besides the series: the testers, run facts, devices."""
 
-    runs: list[str]  # run ids, oldest first
     speedup: _Tester
     times: dict[str, _Tester]  # device model -> its runs' times
     device_of: dict[str, str]  # run id -> device model
@@ -286,11 +285,11 @@ def analyse(records: pd.DataFrame, scenario: str, options: Options = Options()) 
         sign = 1.0 if s.metric == SPEEDUP else -1.0
         logs.setdefault((s.metric, s.device), {})[s.case_id] = {r: sign * math.log(v) for r, v in values.items()}
     testers = {key: _Tester(values, options.noise) for key, values in logs.items()}
-    ctx = _Context(ids, testers[(SPEEDUP, "")], {d: t for (m, d), t in testers.items() if m == TIME}, device_of,
+    ctx = _Context(testers[(SPEEDUP, "")], {d: t for (m, d), t in testers.items() if m == TIME}, device_of,
                    envdiff.RunFacts(records), options)
     for s, values in series:
         own_runs = [ids[i] for i in s.run_index]
-        found = segment(testers[(s.metric, s.device)], s.case_id, own_runs, options)
+        found = _segment(testers[(s.metric, s.device)], s.case_id, own_runs, options)
         s.change_points = _change_points(s, own_runs, found, ctx)
     spread, detectable = {}, {}
     for metric in (SPEEDUP, TIME):
