@@ -311,9 +311,9 @@ def run_history_cell(tmpl: pd.DataFrame, noise: Noise, runs: int, clean: int | N
 
 
 def history_page(text: str, command: str, seed: int, clean: int | None, planted: int) -> str:
-    count = (f"{HISTORY_CLEAN_RUNS} runs' worth per cell: {HISTORY_CLEAN_RUNS // min(HISTORY_LENGTHS)} histories of "
+    count = (f"{HISTORY_CLEAN_RUNS} runs' worth of them: {HISTORY_CLEAN_RUNS // min(HISTORY_LENGTHS)} histories of "
              f"{min(HISTORY_LENGTHS)} runs down to {HISTORY_CLEAN_RUNS // max(HISTORY_LENGTHS)} of "
-             f"{max(HISTORY_LENGTHS)}" if clean is None else f"{clean} per cell")
+             f"{max(HISTORY_LENGTHS)}" if clean is None else f"{clean} of them")
     return HISTORY_PAGE.format(table=text, command=command, seed=seed, clean=count, planted=planted,
                                step=f"{STEP:.0%}", margin=STEP_MARGIN, planted_cases=PLANTED,
                                min_runs=history.Options().min_runs)
@@ -331,8 +331,9 @@ same noise models, plus run shifts of 5%). Default settings: confidence 99%, min
 {command}
 ```
 
-A clean history draws every run from the model ({clean}; each has 20 speedup and 30 time
-series); a planted one slows {planted_cases} speedup cases by {step} from a run drawn at random with at
+A clean history draws every run from the model and has 20 speedup and 30 time series; a cell has
+{clean}.
+A planted history slows {planted_cases} speedup cases by {step} from a run drawn at random with at
 least {margin} runs on each side ({planted} histories per cell; none for 6 runs, which cannot have
 {margin} on each side).
 
