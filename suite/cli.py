@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import os
@@ -298,6 +299,8 @@ def cmd_compare(args) -> int:
                   for role, side in zip(("baseline", "candidate"), view["sides"])},
                "gate": view["gate"], "headline": view["headline"], "counts": result.counts(),
                "failing": list(failing["case_id"]), "report": str(out),
+               "drift": [{**dataclasses.asdict(d), "sentence": d.sentence} for d in result.drift],
+               "differences": result.environment.as_json()["differences"],
                "cases": json.loads(result.cases.drop(columns=["effect"], errors="ignore").to_json(orient="records"))})
     else:
         print(compare_page.text_summary(result, failing))
@@ -347,12 +350,39 @@ def cmd_history(args) -> int:
     from suite.analysis import history
     from suite.report import history_page
 
-    series = history.build(args.scenario, args.results, last=args.last, min_effect=args.min_effect,
-                           confidence=args.confidence)
+    options = history.Options(min_effect=args.min_effect, confidence=args.confidence, min_runs=args.min_runs,
+                              noise=args.noise)
+    result = history.build(args.scenario, args.results, last=args.last, options=options)
     out = location.where(args.out or location.where(args.reports) / "history" / args.scenario)
-    written = history_page.render(series, out)
-    print(history_page.text_summary(series))
+    written = history_page.render(result, out)
+    if args.json:
+        _json({**history_page.json_view(result), "report": str(out)})
+    else:
+        print(history_page.text_summary(result))
     _info(args, f"history report in {out}/ ({', '.join(p.name for p in written)})")
+    return 0
+
+
+def cmd_env_diff(args) -> int:
+    from suite.analysis import derived, envdiff
+    from suite.results import select
+
+    sides = [select.select(text, args.results, role=role) for text, role in ((args.a, "A"), (args.b, "B"))]
+    shared = set(sides[0]["run_id"]) & set(sides[1]["run_id"])
+    if shared:
+        raise UserError(f"A and B both select run(s) {', '.join(sorted(shared))}; a run has no difference with itself")
+    both = sides[0].drop_duplicates("case_id")
+    labels = dict(zip(both["case_id"], both["workload"] + " " + both["precision"] + " " + derived.shape_labels(both)))
+    result = envdiff.diff(*sides, labels)
+    runs = [sorted(side["run_id"].unique()) for side in sides]
+    if args.json:
+        _json({"a": {"selector": args.a, "runs": runs[0]}, "b": {"selector": args.b, "runs": runs[1]},
+               **result.as_json(), "lines": result.lines()})
+        return 0
+    print(f"A {args.a}: {', '.join(runs[0])}")
+    print(f"B {args.b}: {', '.join(runs[1])}")
+    for line in result.lines() or ["nothing recorded differs"]:
+        print(f"  {line}")
     return 0
 
 
@@ -436,9 +466,11 @@ examples:
 """
 
 # compare's defaults, spelled out so that building the parser imports no pandas (tests/test_compare.py
-# checks they are suite.analysis.compare.DEFAULT_FAIL_ON and suite.analysis.stats.DEFAULT_MIN_RUNS).
+# checks they are suite.analysis.compare.DEFAULT_FAIL_ON and suite.analysis.stats.DEFAULT_MIN_RUNS; tests/test_history.py
+# that the history default is suite.analysis.history.Options().min_runs).
 DEFAULT_FAIL_ON = ("regressed", "time:regressed", "new-failure", "new-skip")
 DEFAULT_MIN_RUNS = 2
+DEFAULT_HISTORY_MIN_RUNS = 3
 
 
 def parser() -> argparse.ArgumentParser:
@@ -573,11 +605,28 @@ def parser() -> argparse.ArgumentParser:
     co.add_argument("--out", help="report folder (default: reports/compare/<scenario>/<baseline>_vs_<candidate>)")
     co.set_defaults(func=cmd_compare)
 
-    hi = sub.add_parser("history", parents=[stat], help="each case's speedup over the stored runs, change points marked")
+    hi = sub.add_parser("history", parents=[stat, as_json],
+                        help="each case's speedup and time over the stored runs, change points marked")
     hi.add_argument("scenario", help="scenario name (its runs are in <results>/<scenario>/)")
     hi.add_argument("--last", type=int, help="only the newest N runs")
+    hi.add_argument("--min-runs", type=_min_runs, default=DEFAULT_HISTORY_MIN_RUNS,
+                    help=f"runs a change point needs on each side (default: {DEFAULT_HISTORY_MIN_RUNS})")
+    hi.add_argument("--noise", type=_fraction, default=None,
+                    help="a known run-to-run sd of one run's value, relative (0.03 = 3%%), a floor under the estimate")
     hi.add_argument("--out", help="report folder (default: reports/history/<scenario>)")
     hi.set_defaults(func=cmd_history)
+
+    ed = sub.add_parser("env-diff", parents=[common, as_json],
+                        help="what differs between two sets of runs: versions, device, clocks, code, kernels",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        description="What differs between the records of two run selectors: every environment "
+                        "column (torch, torchao, Transformer Engine, CUDA, driver, Python, device, clocks and power "
+                        "limit, code hash, threads, ...) over the runs, and per case the kernel that ran, where "
+                        "recorded.", epilog=SELECTOR_HELP)
+    ed.add_argument("a", help="selector of the first runs (e.g. torch=2.13.0,runs=3)")
+    ed.add_argument("b", help="selector of the second runs (e.g. torch=2.14.1,runs=3)")
+    ed.add_argument("--results", default="results", help=f"results folder selectors look in (default: results){URL_HELP}")
+    ed.set_defaults(func=cmd_env_diff)
 
     ex = sub.add_parser("export", parents=[common], help="write runs as pytest-benchmark JSON (for `pytest-benchmark compare`)")
     ex.add_argument("selector", help="which runs (selector, as for compare; runs=all for several)")
