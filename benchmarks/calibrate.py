@@ -1,8 +1,9 @@
-"""How often `compare` raises a false alarm, and how often it finds a real slowdown.
+"""How often `compare` and `history` raise a false alarm, and how often they find a real slowdown.
 
-    python -m benchmarks.calibrate                        # the table in docs/calibration.md
+    python -m benchmarks.calibrate                        # compare's table in docs/calibration.md
     python -m benchmarks.calibrate --out docs/calibration.md
     python -m benchmarks.calibrate --models "bursts 10%" --runs 3 --clean 20 --planted 5
+    python -m benchmarks.calibrate --history --out docs/calibration.md   # history's table
 
 Synthetic runs are built from one real record (`TEMPLATE`, a committed run of scenarios/cpu.toml):
 its cases give the structure of every synthetic run (workloads, precisions, shapes, which case is the
@@ -25,6 +26,14 @@ regressed or improved when nothing changed), P(exit 1) of the default gate on a 
 and power: the share of planted cases called regressed, and the share that fail the gate.
 Everything is seeded: a cell's comparisons depend on the seed, the model, the run count and the
 comparison's index only.
+
+`--history` calibrates `suite.analysis.history` the same way, on series of 6 to 30 synthetic runs
+(`HISTORY_LENGTHS`): a clean history draws every run from the model; a planted one slows `PLANTED`
+speedup cases by 20% from a run drawn at random with at least `STEP_MARGIN` runs on each side.
+Counted per cell (model x runs): false change points per series (speedup, and time), and power: the
+share of planted series with a change point within one run of the step (and exactly at it).
+`--out` replaces its own section of the page (between `<!-- begin NAME -->` and `<!-- end NAME -->`),
+so each table is regenerated on its own.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from suite.analysis import compare, stats
+from suite.analysis import compare, history, stats
 from suite.results import store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,52 +227,205 @@ def table(cells: list[Cell]) -> str:
     return "\n".join(lines)
 
 
+# --- history: change points over series of runs --------------------------------------------------------
+
+HISTORY_MODELS = (
+    Noise("iid 1%", iid=0.01), Noise("iid 5%", iid=0.05), Noise("iid 20%", iid=0.20),
+    Noise("run shifts 3%", shift=0.03), Noise("run shifts 5%", shift=0.05), Noise("run shifts 10%", shift=0.10),
+    Noise("bursts 10%", burst=0.10),
+)
+HISTORY_BY_NAME = {m.name: m for m in HISTORY_MODELS}
+HISTORY_LENGTHS = (6, 10, 20, 30)
+# Clean histories per cell: this many runs' worth (1000 histories of 6 runs, 200 of 30), so that every
+# cell costs about the same and the short series, whose one split is tested at the full confidence,
+# get the most histories: false change points cluster (a history's series share its run shifts), and
+# 200 histories of 6 runs put a true 0.8% anywhere between 0.6% and 1.1%.
+HISTORY_CLEAN_RUNS, HISTORY_PLANTED = 6000, 40
+STEP, STEP_MARGIN = 0.20, 5  # the planted step, and the fewest runs on each side of it
+
+
+def synthetic_history(tmpl: pd.DataFrame, noise: Noise, runs: int, rng: np.random.Generator,
+                      slow: dict[str, float] | None = None, step: int | None = None) -> pd.DataFrame:
+    """`runs` synthetic runs, oldest first; `slow` ({case_id: factor}) applies from run `step` on."""
+    out = []
+    for i in range(runs):
+        run_id = f"20000101T{i // 60:02d}{i % 60:02d}00Z-{rng.integers(1 << 24):06x}"
+        out.append(synthetic_run(tmpl, noise, rng, run_id, slow if step is not None and i >= step else None))
+    return pd.concat(out, ignore_index=True)
+
+
+@dataclass
+class HistoryCell:
+    """Counts of one model x series length."""
+
+    model: str
+    runs: int
+    speedup_series: int = 0
+    speedup_false: int = 0  # change points in clean speedup series
+    time_series: int = 0
+    time_false: int = 0
+    planted: int = 0  # planted speedup series (and as many time series)
+    near: int = 0  # planted speedup series with a change point within one run of the step
+    exact: int = 0  # ... at the step itself
+    time_near: int = 0
+
+    def row(self) -> dict[str, str]:
+        return {
+            "noise": self.model, "runs": str(self.runs),
+            "false CPs/series speedup": _share(self.speedup_false, self.speedup_series, 2),
+            "false CPs/series time": _share(self.time_false, self.time_series, 2),
+            f"power {STEP:.0%} (±1 run)": _share(self.near, self.planted, 0),
+            "at the step": _share(self.exact, self.planted, 0),
+            f"time power {STEP:.0%} (±1 run)": _share(self.time_near, self.planted, 0),
+        }
+
+
+def run_history_cell(tmpl: pd.DataFrame, noise: Noise, runs: int, clean: int | None, planted: int, seed: int,
+                     options: history.Options = history.Options()) -> HistoryCell:
+    """`clean` histories without a change (None: HISTORY_CLEAN_RUNS // runs) and `planted` with a 20%
+    step, drawn from the model."""
+    cell = HistoryCell(noise.name, runs)
+    for i in range(HISTORY_CLEAN_RUNS // runs if clean is None else clean):
+        h = history.analyse(synthetic_history(tmpl, noise, runs, _rng(seed, "history", noise.name, runs, i)),
+                            "synthetic", options)
+        for s in h.series:
+            if s.metric == history.SPEEDUP:
+                cell.speedup_series, cell.speedup_false = cell.speedup_series + 1, cell.speedup_false + len(s.change_points)
+            else:
+                cell.time_series, cell.time_false = cell.time_series + 1, cell.time_false + len(s.change_points)
+    targets = planted_cases(tmpl)
+    for i in range(planted if runs >= 2 * STEP_MARGIN else 0):
+        rng = _rng(seed, "history step", noise.name, runs, i)
+        step = int(rng.integers(STEP_MARGIN, runs - STEP_MARGIN + 1))
+        h = history.analyse(synthetic_history(tmpl, noise, runs, rng, {c: 1.0 + STEP for c in targets}, step),
+                            "synthetic", options)
+        for s in (s for s in h.series if s.case_id in targets):
+            where = [abs(cp.index - step) for cp in s.change_points]
+            if s.metric == history.SPEEDUP:
+                cell.planted += 1
+                cell.near += any(d <= 1 for d in where)
+                cell.exact += 0 in where
+            else:
+                cell.time_near += any(d <= 1 for d in where)
+    return cell
+
+
+def history_page(text: str, command: str, seed: int, clean: int | None, planted: int) -> str:
+    count = (f"{HISTORY_CLEAN_RUNS} runs' worth of them: {HISTORY_CLEAN_RUNS // min(HISTORY_LENGTHS)} histories of "
+             f"{min(HISTORY_LENGTHS)} runs down to {HISTORY_CLEAN_RUNS // max(HISTORY_LENGTHS)} of "
+             f"{max(HISTORY_LENGTHS)}" if clean is None else f"{clean} of them")
+    return HISTORY_PAGE.format(table=text, command=command, seed=seed, clean=count, planted=planted,
+                               step=f"{STEP:.0%}", margin=STEP_MARGIN, planted_cases=PLANTED,
+                               min_runs=history.Options().min_runs)
+
+
+HISTORY_PAGE = """\
+## History: change points over series of runs
+
+How often `python -m suite history` marks a change point where nothing changed, and how often it
+finds a planted step and where, on series of synthetic runs built as above (the same template, the
+same noise models, plus run shifts of 5%). Default settings: confidence 99%, minimum effect 5%,
+{min_runs} runs on each side of a change point. Produced by `benchmarks/calibrate.py`, seed {seed}:
+
+```bash
+{command}
+```
+
+A clean history draws every run from the model and has 20 speedup and 30 time series; a cell has
+{clean}.
+A planted history slows {planted_cases} speedup cases by {step} from a run drawn at random with at
+least {margin} runs on each side ({planted} histories per cell; none for 6 runs, which cannot have
+{margin} on each side).
+
+**Columns.**
+
+- **false CPs/series speedup**, **time**: change points per clean series (a series with two counts
+  twice), in the speedup series and in the time series.
+- **power {step} (±1 run)**: the share of planted speedup series with a change point within one run
+  of the step; **at the step**: exactly at it; **time power**: the same for the planted cases'
+  times (whole-run shifts do not cancel in a time as they do in a speedup).
+
+With bursts (10% of run-case pairs 2x slow) a burst run inflates its segment's spread, as it does a
+side's in compare, so false change points stay rare ({min_runs} consecutive bursts at an end of a
+series look like a step, and are one), but a step is found only where neither segment has a burst in
+it: rarely in a long series. Drop or rerun runs caught by bursts of load.
+
+{table}
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.calibrate", description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default=",".join(m.name for m in MODELS),
-                   help="noise models, comma-separated (default: all): " + ", ".join(BY_NAME).replace("%", "%%"))
-    p.add_argument("--runs", default=",".join(map(str, RUN_COUNTS)), help="runs per side, comma-separated")
-    p.add_argument("--clean", type=int, default=CLEAN, help=f"clean comparisons per cell (default {CLEAN})")
-    p.add_argument("--planted", type=int, default=PLANTED_COMPARISONS,
-                   help=f"comparisons per planted effect and cell (default {PLANTED_COMPARISONS})")
+    p.add_argument("--history", action="store_true", help="calibrate history's change points instead of compare")
+    p.add_argument("--models", help="noise models, comma-separated (default: all of the mode's): "
+                   + ", ".join(BY_NAME | HISTORY_BY_NAME).replace("%", "%%"))
+    p.add_argument("--runs", help="compare: runs per side, comma-separated (default: "
+                   f"{','.join(map(str, RUN_COUNTS))}); --history: runs per series "
+                   f"(default: {','.join(map(str, HISTORY_LENGTHS))})")
+    p.add_argument("--clean", type=int, help=f"clean comparisons per cell (default {CLEAN}); --history: clean "
+                   f"histories per cell (default: {HISTORY_CLEAN_RUNS} runs' worth, i.e. {HISTORY_CLEAN_RUNS} / runs)")
+    p.add_argument("--planted", type=int, help=f"comparisons per planted effect and cell (histories with a step per "
+                   f"cell) (default {PLANTED_COMPARISONS} ({HISTORY_PLANTED}))")
     p.add_argument("--seed", type=int, default=SEED, help=f"seed (default {SEED})")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="cells computed in parallel (default: one per CPU)")
-    p.add_argument("--out", help="write the Markdown page here (docs/calibration.md) as well as printing the table")
+    p.add_argument("--out", help="write the mode's section of the Markdown page here (docs/calibration.md) as well as "
+                   "printing the table")
     args = p.parse_args(argv)
-    models = [BY_NAME[name.strip()] for name in args.models.split(",") if name.strip()]
-    run_counts = [int(r) for r in args.runs.split(",")]
+    catalogue = HISTORY_BY_NAME if args.history else BY_NAME
+    models = [catalogue[name.strip()] for name in (args.models or ",".join(catalogue)).split(",") if name.strip()]
+    counts = [int(r) for r in (args.runs or ",".join(map(str, HISTORY_LENGTHS if args.history else RUN_COUNTS))).split(",")]
+    clean = args.clean if args.clean is not None or args.history else CLEAN  # history: None = by length
+    planted = args.planted if args.planted is not None else (HISTORY_PLANTED if args.history else PLANTED_COMPARISONS)
     tmpl = template()
     started = time.monotonic()
-    grid = [(noise, runs) for noise in models for runs in run_counts]
+    grid = [(noise, runs) for noise in models for runs in counts]
+    cell = run_history_cell if args.history else run_cell
     # Cells are independent and seeded by their own keys, so the order they finish in changes nothing.
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(run_cell, tmpl, noise, runs, args.clean, args.planted, args.seed) for noise, runs in grid]
+        futures = [pool.submit(cell, tmpl, noise, runs, clean, planted, args.seed) for noise, runs in grid]
         cells = []
         for (noise, runs), future in zip(grid, futures):
             cells.append(future.result())
-            print(f"  {noise.name}, {runs} run(s) per side ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+            print(f"  {noise.name}, {runs} run(s) ({time.monotonic() - started:.0f} s)", file=sys.stderr)
     text = table(cells)
     print(text)
     if args.out:
         given = list(sys.argv[1:] if argv is None else argv)
         command = shlex.join(["python", "-m", "benchmarks.calibrate", *given])
-        Path(args.out).write_text(page(text, command, args, tmpl), encoding="utf-8")
+        if args.history:
+            write_section(Path(args.out), "history", history_page(text, command, args.seed, clean, planted))
+        else:
+            write_section(Path(args.out), "compare", page(text, command, args.seed, clean, planted, tmpl))
     return 0
 
 
-def page(text: str, command: str, args, tmpl: pd.DataFrame) -> str:
+def write_section(path: Path, name: str, text: str) -> None:
+    """Put `text` between `<!-- begin name -->` and `<!-- end name -->` in the page at path: in place
+    of that section where the page has it, else after the page's other sections."""
+    begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"
+    block = f"{begin}\n{text.strip()}\n{end}\n"
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    if begin in old and end in old:
+        new = old[:old.index(begin)] + block + old[old.index(end) + len(end):].lstrip("\n")
+    else:
+        new = (old.rstrip("\n") + "\n\n" if "<!-- end " in old else "") + block
+    path.write_text(new, encoding="utf-8")
+
+
+def page(text: str, command: str, seed: int, clean: int, planted: int, tmpl: pd.DataFrame) -> str:
     speedups = int((tmpl["case_id"] != tmpl["baseline_case_id"]).sum())
-    return PAGE.format(table=text, command=command, seed=args.seed, clean=args.clean, planted=args.planted,
+    return PAGE.format(table=text, command=command, seed=seed, clean=clean, planted=planted,
                        template=TEMPLATE.relative_to(ROOT), speedups=speedups, cases=len(tmpl), samples=SAMPLES,
                        planted_cases=PLANTED)
 
 
 PAGE = """\
-# Calibration of the comparison's verdicts
+# Calibration of the comparison's verdicts and of history's change points
 
 How often `python -m suite compare` calls an unchanged case regressed or improved, how often a clean
 comparison exits 1, and how often it finds a planted slowdown, measured on synthetic runs with
-known noise. Produced by `benchmarks/calibrate.py` (`nox -s calibrate`), seed {seed}:
+known noise; the same for `python -m suite history` [below](#history-change-points-over-series-of-runs).
+Produced by `benchmarks/calibrate.py` (`nox -s calibrate`), seed {seed}:
 
 ```bash
 {command}

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from suite.measure.executors import rank
-from suite.workloads import train_step
+from suite.workloads.train_step import workload as train_step
 
 DIE_AT_STEP = 3
 

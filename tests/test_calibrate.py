@@ -137,3 +137,67 @@ def test_the_committed_table_meets_the_targets():
     assert cells[("iid 5%", 3)]["power 20%"] >= 0.8
     assert cells[("run shifts 3%", 3)]["power 20%"] >= 0.8
     assert cells[("run shifts 10%", 3)]["power 50%"] >= 0.8
+
+
+# --- history: change points over series of runs -----------------------------------------------------------
+
+def test_history_keeps_false_change_points_rare_and_finds_and_places_a_step(tmpl):
+    """A small seeded cell of the history calibration: 10-run series under 5% run shifts."""
+    cell = calibrate.run_history_cell(tmpl, calibrate.HISTORY_BY_NAME["run shifts 5%"], 10, clean=5, planted=4, seed=SEED)
+    assert cell.speedup_series == 100 and cell.time_series == 150
+    assert cell.speedup_false <= most_alarms(100) and cell.time_false <= most_alarms(150)
+    assert cell.planted == 20 and cell.near >= 16 and cell.exact >= 12  # 80% within one run of the step
+
+
+def test_history_page_section_is_written_in_place(tmp_path):
+    page = tmp_path / "calibration.md"
+    calibrate.write_section(page, "compare", "# Calibration\n\ncompare table")
+    calibrate.write_section(page, "history", "## History\n\nold table")
+    calibrate.write_section(page, "history", "## History\n\nnew table")
+    calibrate.write_section(page, "compare", "# Calibration\n\ncompare table, again")
+    text = page.read_text()
+    assert text.index("compare table, again") < text.index("new table") and "old table" not in text
+    assert text.count("<!-- begin history -->") == text.count("<!-- end compare -->") == 1
+
+
+def test_the_harness_command_line_for_history(capsys, tmp_path):
+    argv = ["--history", "--models", "iid 5%", "--runs", "10", "--clean", "1", "--planted", "1", "--jobs", "1",
+            "--out", str(tmp_path / "c.md")]
+    assert calibrate.main(argv) == 0
+    assert capsys.readouterr().out.startswith("| noise | runs | false CPs/series speedup |")
+    text = (tmp_path / "c.md").read_text()
+    assert "<!-- begin history -->" in text and "| iid 5% | 10 | 0.00% (0/20) | 0.00% (0/30) |" in text
+
+
+def _history_cells(text: str) -> dict[tuple[str, int], dict[str, str]]:
+    section = text[text.index("<!-- begin history -->"):text.index("<!-- end history -->")]
+    lines = section.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| noise | runs |"))
+    header = [h.strip() for h in lines[start].strip("|").split("|")]
+    rows = [dict(zip(header, (v.strip() for v in ln.strip("|").split("|")))) for ln in lines[start + 2:]
+            if ln.startswith("|")]
+    return {(r["noise"], int(r["runs"])): r for r in rows}
+
+
+def _share(cell: str) -> tuple[int, int]:
+    k, n = re.search(r"\((\d+)/(\d+)\)", cell).groups()
+    return int(k), int(n)
+
+
+def test_the_committed_history_table_meets_the_targets():
+    """The issue's targets: false change points at most 1% per series at the default setting, for
+    series of 6 to 30 runs under iid noise, run shifts and bursts; power at least 80% for a 20% step
+    under 5% noise with at least 5 runs on each side, the step placed within one run."""
+    text = (ROOT / "docs" / "calibration.md").read_text()
+    cells = _history_cells(text)
+    assert {m for m, _ in cells} == set(calibrate.HISTORY_BY_NAME)
+    assert {r for _, r in cells} == set(calibrate.HISTORY_LENGTHS) and min(calibrate.HISTORY_LENGTHS) == 6
+    assert max(calibrate.HISTORY_LENGTHS) == 30
+    for (model, runs), row in cells.items():
+        for column in ("false CPs/series speedup", "false CPs/series time"):
+            k, n = _share(row[column])
+            assert n >= 2000 and k <= 0.01 * n, (model, runs, column)
+        if runs >= 2 * calibrate.STEP_MARGIN and model in ("iid 5%", "run shifts 5%"):
+            k, n = _share(row["power 20% (±1 run)"])
+            assert n >= 100 and k >= 0.8 * n, (model, runs)
+    assert "python -m benchmarks.calibrate --history" in text

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -243,12 +245,16 @@ def test_default_gate_exit_status(synthetic, tmp_path, monkeypatch, capsys, row)
     assert rc == 1 and "fail the gate" in err
     fp32 = cases[cases["precision"] == "fp32"]
     if row == "baseline precision 1.5x slower":
-        # Every speedup is 1.5x better, which never fails the gate; the baseline's own time does.
-        assert set(speedup["verdict"]) == {"improved"}
+        # Every speedup is 1.5x better because fp32 got slower: baseline-changed where the case's own
+        # time did not move (one noisy case may have moved too: improved), which never fails the gate;
+        # the baseline's own time does.
+        assert set(speedup["verdict"]) <= {"baseline-changed", "improved"}
+        assert (speedup["verdict"] == "baseline-changed").mean() > 0.5
+        assert [d.sentence for d in result.drift] == ["speedups over fp32 rose because fp32 got 1.49x slower"]
         assert set(failing["precision"]) == {"fp32"} and (failing["time_verdict"] == "regressed").all()
         assert (fp32["verdict"] == "n/a").all() and (fp32["time_verdict"] == "regressed").all()
         assert result.failing(("regressed", "new-failure")).empty
-        assert set(result.failing(("improved",))["verdict"]) == {"improved"}  # only when asked for
+        assert set(result.failing(("baseline-changed",))["verdict"]) == {"baseline-changed"}  # only when asked for
     elif row == "every precision 2x slower":
         assert set(speedup["verdict"]) <= {"unchanged", "noisy"}  # speedups cannot see it ...
         assert set(failing["time_verdict"]) == {"regressed"} and len(failing) == len(cases[cases["time_verdict"] != ""])
@@ -432,3 +438,93 @@ def test_noise_is_a_floor_under_the_estimate(four):
     speedup = floored.cases[floored.cases["metric"] == "speedup"]
     assert (speedup["verdict"] == "noisy").all()  # +-50% per run: nothing can be told at 2 runs
     assert (speedup["speedup_ratio_high"] > 1.5).all() and np.isfinite(speedup["speedup_ratio_high"]).all()
+
+
+# --- a slower baseline precision (issue: "speedups rose because fp32 got 1.5x slower") -------------------
+
+REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
+CPU_RUN = REFERENCE / "cpu_amx" / "cpu" / "20261201T091332Z-cb2509.parquet"
+
+
+def drifted(seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Three runs per side built from a real `cpu` run: each run's times shifted by a lognormal level
+    of 10% sd shared by the whole run, 5% noise on every sample; the candidate's fp32 samples x1.5."""
+    real = store.read_file(CPU_RUN)
+    rng = np.random.default_rng(seed)
+    ok, fp32 = (real["status"] == "ok").to_numpy(), (real["precision"] == "fp32").to_numpy()
+
+    def run(i: int, slow: bool) -> pd.DataFrame:
+        df = real.copy()
+        df["run_id"] = f"2026010{i + 1}T000000Z-{seed:03d}{i:03d}"
+        factor = math.exp(math.log1p(0.10) * rng.standard_normal()) * np.where(fp32 & slow, 1.5, 1.0)
+        df["samples_ms"] = [m * f * np.exp(math.log1p(0.05) * rng.standard_normal(len(s))) if o else None
+                            for s, m, f, o in zip(df["samples_ms"], df["time_ms_median"], factor, ok)]
+        df["time_ms_median"] = [float(np.median(s)) if s is not None else math.nan for s in df["samples_ms"]]
+        return df
+
+    return (pd.concat([run(i, False) for i in range(3)], ignore_index=True),
+            pd.concat([run(i, True) for i in range(3, 6)], ignore_index=True))
+
+
+def test_a_slower_baseline_is_baseline_changed_named_in_the_headline_and_fails_the_gate(tmp_path, capsys):
+    """The issue's case: every fp32 time regressed, yet the gate passed and the headline read
+    "12 improved". Now: 12 baseline-changed, the headline names fp32, exit 1 on fp32's time."""
+    base, cand = drifted(0)
+    direct = compare.compare(side("baseline", base), side("candidate", cand))
+    fp32 = direct.cases[direct.cases["precision"] == "fp32"]
+    assert len(fp32) == 6 and (fp32["time_verdict"] == "regressed").all()  # the issue's condition
+    for df, folder in ((base, "b"), (cand, "c")):
+        for _, run in df.groupby("run_id"):
+            write(run, tmp_path / folder)
+    selectors = [f"{tmp_path / folder}/cpu,runs=all" for folder in ("b", "c")]
+    assert cli.main(["compare", *selectors, "--out", str(tmp_path / "out")]) == 1
+    printed = capsys.readouterr()
+    assert "speedups over fp32 rose because fp32 got 1.5x slower; 12 baseline-changed, 6 skipped, 6 n/a" in printed.out
+    assert "Gate (--fail-on regressed,time:regressed,new-failure,new-skip): fails, 6 case(s)" in printed.out
+    assert cli.main(["compare", *selectors, "--out", str(tmp_path / "out"), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["counts"]["baseline-changed"] == 12 and doc["headline"].startswith("speedups over fp32 rose because")
+    assert sorted(doc["failing"]) == sorted(fp32["case_id"])
+    (drift,) = doc["drift"]
+    assert drift["baseline"] == "fp32" and drift["attributed"] and drift["speedup_ratio"] == pytest.approx(1.5, rel=0.03)
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "speedups over fp32 rose because fp32 got 1.5x slower" in report and "| baseline-changed |" in report
+
+
+def test_when_absolute_times_cannot_tell_which_moved_the_headline_says_so():
+    """Under 10% whole-run shifts and 3 runs per side, fp32's own time is not always significant; the
+    speedups against it still moved 1.5x together. Then no case is blamed and the gate passes (too
+    few runs to say which precision moved), but the headline names fp32 and says the times cannot tell."""
+    seen = set()
+    for seed in range(6):
+        result = compare.compare(*(side(r, df) for r, df in zip(("baseline", "candidate"), drifted(seed))))
+        fp32 = result.cases[result.cases["precision"] == "fp32"]
+        (drift,) = result.drift
+        if (fp32["time_verdict"] == "regressed").all():
+            assert drift.attributed and drift.sentence.startswith("speedups over fp32 rose because fp32 got 1.")
+            assert not result.failing().empty
+        elif not (fp32["time_verdict"] == "regressed").any():
+            assert not drift.attributed and result.failing().empty
+            assert "fp32 got slower or the others faster, absolute times cannot tell" in drift.sentence
+        seen.add(drift.attributed)
+    assert seen == {True, False}
+
+
+def test_every_verdict_that_is_not_the_same_lists_what_differs():
+    base, cand = (select.select(s, REFERENCE / "cpu-torch-2.13.0-vs-2.14.1") for s in
+                  ("torch=2.13.0,runs=all", "torch=2.14.1,runs=all"))
+    cand = cand.copy()
+    bf16 = cand["precision"] == "bf16"
+    base = base.assign(kernel="onednn:brgemm:avx512_core_amx")
+    cand["kernel"] = np.where(bf16, "onednn:ref:any", "onednn:brgemm:avx512_core_amx")
+    result = compare.compare(side("baseline", base), side("candidate", cand))
+    cases = result.cases
+    same = cases["verdict"].isin(["unchanged", "skipped", "failed"]) | (
+        (cases["verdict"] == "n/a") & cases["time_verdict"].isin(["", "unchanged"]))
+    assert same.any() and (~same).any()
+    assert (cases.loc[same, "explanation"].map(len) == 0).all()
+    for _, row in cases[~same].iterrows():
+        assert "torch 2.13.0+cpu -> 2.14.1+cu130" in row["explanation"] and "CUDA none -> 13.0" in row["explanation"]
+        kernel = "kernel changed: onednn:brgemm:avx512_core_amx -> onednn:ref:any"
+        assert (kernel in row["explanation"]) == (row["precision"] == "bf16")
+    assert "torch 2.13.0+cpu -> 2.14.1+cu130" in result.environment.lines()

@@ -11,9 +11,9 @@ import torch
 
 from suite.scenario import plan, spec
 from suite.measure import inprocess
-from suite.precisions.floating import FP32
+from suite.precisions.floating.recipes import FP32
 from suite.measure.timing import CpuClock
-from suite.workloads import fidelity
+from suite.workloads.fidelity import workload as fidelity
 from suite.core.errors import Unsupported
 
 CPU = torch.device("cpu")

@@ -7,9 +7,9 @@ import torch
 
 from suite.models import flops, gpt2, llama
 from suite.scenario.plan import Case
-from suite.precisions.floating import BF16
+from suite.precisions.floating.recipes import BF16
 from suite.measure.timing import StopRule
-from suite.workloads.train_step import TRAIN_STEP
+from suite.workloads.train_step.workload import TRAIN_STEP
 
 
 def tiny_gpt2() -> gpt2.GPT2:

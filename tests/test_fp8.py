@@ -17,16 +17,16 @@ import sys
 import pytest
 import torch
 
-from suite.precisions import fp8_numerics as q
+from suite.precisions.fp8 import numerics as q
 from suite import pipeline
 from suite.scenario import spec
 from suite.core.accuracy import error_metrics
 from suite.core.errors import UserError
-from suite.precisions import fp8
-from suite.precisions.fp8 import FP8_BLOCK, FP8_ROWWISE, FP8_ROWWISE_GW_HP, FP8_TENSORWISE
-from suite.precisions.floating import BF16
+from suite.precisions.fp8 import recipes as fp8
+from suite.precisions.fp8.recipes import FP8_BLOCK, FP8_ROWWISE, FP8_ROWWISE_GW_HP, FP8_TENSORWISE
+from suite.precisions.floating.recipes import BF16
 from suite.core.errors import Unsupported
-from suite.workloads.gemm import random_operands
+from suite.workloads.gemm.workload import random_operands
 
 CPU = torch.device("cpu")
 FP8_BAND = (25.0, 32.0)  # dB, FP8 GEMM on random normal operands (derivation in the module doc)
@@ -277,10 +277,10 @@ def test_cpu_fp8_scenario_end_to_end(tmp_path):
 
 
 def test_fp8_training_cases_with_unaligned_token_counts_are_skipped_before_touching_the_gpu():
-    from suite.precisions import te
+    from suite.precisions.te import recipes as te
     from suite.scenario.plan import Case
     from suite.scenario.stop_rule import StopRule
-    from suite.workloads.linear import LINEAR
+    from suite.workloads.linear.workload import LINEAR
 
     cuda = torch.device("cuda")  # a device object only: the check comes before any tensor
     for recipe in (FP8_TENSORWISE, FP8_ROWWISE):

@@ -1,48 +1,94 @@
-"""suite.analysis.history and `python -m suite history`: speedups over runs, change points."""
+"""suite.analysis.history and `python -m suite history`: per-run series, change points by compare's own
+test, agreement with compare, baseline drift, what differs; the history page."""
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
+import jsonschema
 import numpy as np
+import pandas as pd
 import pytest
 
+from benchmarks import calibrate
 from suite import cli
-from suite.analysis import history
-from suite.results import store
+from suite.analysis import compare, history, stats
 from suite.core.errors import UserError
+from suite.report import history_page
+from suite.results import store
 from tests.recorded_runs import shared
 
-
-def test_segment_finds_a_step_where_it_is():
-    y = np.log([2.0] * 5 + [1.6] * 5)  # the speedup fell by 20% from the sixth run on
-    found = history.segment(y, np.full(10, 0.02**2), min_effect=0.05, confidence=0.99)
-    assert [k for k, _ in found] == [5]
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "results" / "reference" / "cpu-torch-2.13.0-vs-2.14.1"
+MOVED = ("regressed", "improved", "baseline-changed")
 
 
-def test_segment_finds_two_steps_and_ignores_noise():
-    r = np.random.default_rng(0)
-    y = np.log([2.0] * 6 + [1.5] * 6 + [2.2] * 6) + r.normal(0, 0.02, 18)
-    assert [k for k, _ in history.segment(y, np.full(18, 0.02**2), 0.05, 0.99)] == [6, 12]
-    flat = r.normal(0, 0.02, 18)  # noise exactly as large as the variance says: no change point
-    assert history.segment(flat, np.full(18, 0.02**2), 0.05, 0.99) == []
+def test_the_cross_version_reference_has_no_change_point_and_compare_agrees():
+    """The issue's case: six runs alternating torch 2.13.0 and 2.14.1, where compare finds 12 noisy
+    speedups and nothing regressed; history used to report 10 change points there."""
+    h = history.build("cpu", REFERENCE)
+    assert len(h.runs) == 6 and h.change_points() == []
+    assert {s.metric for s in h.series} == {"speedup", "time"} and len(h.series) == 12 + 18
+    result = compare.compare(*compare.load_sides("torch=2.13.0,runs=all", "torch=2.14.1,runs=all", REFERENCE))
+    assert result.counts()["noisy"] == 12 and not result.cases["verdict"].isin(MOVED).any()
 
 
-def test_segment_respects_the_minimum_effect():
-    y = np.log([2.0] * 8 + [1.96] * 8)  # a real but 2% change, measured very precisely
-    assert history.segment(y, np.full(16, 1e-6), min_effect=0.05, confidence=0.99) == []
-    assert [k for k, _ in history.segment(y, np.full(16, 1e-6), min_effect=0.01, confidence=0.99)] == [8]
+@pytest.fixture(scope="module")
+def tmpl() -> pd.DataFrame:
+    return calibrate.template()
 
 
-def test_threshold_grows_with_the_splits_tried():
-    assert history.split_threshold(1, 0.99) == pytest.approx(2.5758, abs=1e-3)  # two-sided 99%
-    assert history.split_threshold(20, 0.99) > history.split_threshold(5, 0.99)
+def calls(tmpl, noise: str, each: int, factor: float, seed: int) -> list[tuple[history.CaseSeries, str]]:
+    """`each` runs, then `each` more in which the planted cases are `factor` slower: every series of
+    their history, with compare's verdict of its case and metric between the two groups."""
+    rng = np.random.default_rng(seed)
+    slow = {c: factor for c in calibrate.planted_cases(tmpl)}
+    df = calibrate.synthetic_history(tmpl, calibrate.HISTORY_BY_NAME[noise], 2 * each, rng, slow, each)
+    runs = sorted(df["run_id"].unique())
+    base, cand = (compare.Side(role, role, df[df["run_id"].isin(ids)])
+                  for role, ids in (("baseline", runs[:each]), ("candidate", runs[each:])))
+    cases = compare.compare(base, cand).cases.set_index("case_id")
+    column = {"speedup": "verdict", "time": "time_verdict"}
+    return [(s, cases.loc[s.case_id, column[s.metric]]) for s in history.analyse(df, "cpu").series]
+
+
+# Effects around what 3 runs per side can tell (about 4% under 3% run shifts, 45% under iid 20%), so
+# that both sides of each decision are exercised.
+GRID = [("run shifts 3%", 1.03), ("run shifts 3%", 1.06), ("run shifts 10%", 1.15), ("iid 20%", 1.1),
+        ("bursts 10%", 1.2)]
+
+
+@pytest.mark.parametrize("noise, factor", GRID)
+def test_on_three_runs_a_side_history_and_compare_make_the_same_calls(tmpl, noise, factor):
+    """With 3 + 3 runs there is one split to try (3 runs on each side): its test is compare's between
+    the two groups at the same confidence, so every case gets the same call, speedup and time."""
+    found = {True: 0, False: 0}
+    for seed in range(4):
+        for s, expected in calls(tmpl, noise, 3, factor, seed):
+            assert [cp.verdict for cp in s.change_points] == ([expected] if expected in MOVED else []), s.label
+            assert all(cp.index == 3 and cp.confidence == 0.99 for cp in s.change_points)
+            found[bool(s.change_points)] += 1
+    assert found[True] and found[False]  # the grid exercises both decisions
+
+
+@pytest.mark.parametrize("noise, factor", GRID)
+def test_on_longer_groups_history_never_finds_a_change_compare_calls_noise(tmpl, noise, factor):
+    """With 6 + 6 runs history tries 7 splits, each at 99% / 7: a change point at the groups' boundary
+    is one compare calls regressed, improved or baseline-changed at 99% on those groups."""
+    for seed in range(3):
+        for s, expected in calls(tmpl, noise, 6, factor, seed):
+            for cp in s.change_points:
+                if cp.index == 6 and cp.runs_before == cp.runs_after == 6:
+                    assert expected in MOVED and cp.confidence == pytest.approx(1 - 0.01 / 7), s.label
 
 
 @pytest.fixture(scope="module")
 def store_with_a_step(tmp_path_factory):
-    """Six runs built from one real run: the last three have one case slowed by 1.3x."""
+    """Six copies of one real run: in the last three one bf16 case is 1.3x slower, and (per case)
+    the recorded `kernel` and the torch version change with it."""
     _, paths = shared(tmp_path_factory, runs=2)
     real = store.read_file(paths[0])
     target = real[(real["precision"] == "bf16") & (real["status"] == "ok")].sort_values("rel_ci").iloc[0]["case_id"]
@@ -55,6 +101,7 @@ def store_with_a_step(tmp_path_factory):
             rec = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in rec.items()}
             rec["run_id"] = run_id
             rec["started_at"] = start + timedelta(days=i)  # each run measured on its own day
+            rec["torch_version"] = "2.13.0+cpu" if i < 3 else "2.14.1+cpu"
             if rec.get("samples_ms") is not None:
                 factor = 1.3 if (i >= 3 and rec["case_id"] == target) else 1.0
                 rec["samples_ms"] = [float(x) * factor for x in rec["samples_ms"]]
@@ -67,31 +114,118 @@ def store_with_a_step(tmp_path_factory):
 def test_history_marks_the_change_point_of_the_slowed_case_only(store_with_a_step):
     results, target = store_with_a_step
     h = history.build("cmp", results)
-    assert len(h.runs) == 6 and len(h.series) == 10
-    points = h.change_points()
-    assert [(s.case_id, cp.index) for s, cp in points] == [(target, 3)]
-    cp = points[0][1]
-    assert cp.ratio == pytest.approx(1 / 1.3, rel=1e-9)
-    series = next(s for s in h.series if s.case_id == target)
-    assert series.run_index == list(range(6))
-    assert all(lo <= v <= hi for v, lo, hi in zip(series.speedup, series.low, series.high))
-    # only the newest three runs: the level is flat there
-    assert history.build("cmp", results, last=3).change_points() == []
+    assert len(h.runs) == 6 and len(h.series) == 10 + 15  # speedups of bf16 and fp16; times of all three
+    points = [(s.case_id, s.metric, cp.index) for s, cp in h.change_points()]
+    assert points == [(target, "speedup", 3), (target, "time", 3)]
+    (_, speedup), (_, time) = h.change_points()
+    assert speedup.ratio == pytest.approx(1 / 1.3, rel=1e-9) and speedup.verdict == "regressed"
+    assert time.ratio == pytest.approx(1.3, rel=1e-9) and time.verdict == "regressed"  # slower
+    assert speedup.runs_before == speedup.runs_after == 3
+    assert speedup.explanation == ("torch 2.13.0+cpu -> 2.14.1+cpu",)
+    assert history.build("cmp", results, last=3).change_points() == []  # the newest three: flat
 
 
-def test_history_command_writes_a_report(store_with_a_step, tmp_path, capsys):
+def test_a_slower_baseline_is_named_in_history_too(tmpl):
+    """Three runs, then three in which fp32 is 1.5x slower: every speedup rose, and history says
+    fp32 did it, as compare does (baseline-changed), with fp32's own time change points."""
+    rng = np.random.default_rng(3)
+    fp32 = {c for c, p in zip(tmpl["case_id"], tmpl["precision"]) if p == "fp32"}
+    df = calibrate.synthetic_history(tmpl, calibrate.HISTORY_BY_NAME["run shifts 3%"], 6, rng,
+                                     {c: 1.5 for c in fp32}, 3)
+    h = history.analyse(df, "cpu")
+    speedup = [cp for s in h.series if s.metric == "speedup" for cp in s.change_points]
+    assert len(speedup) >= 15 and {cp.verdict for cp in speedup} <= {"baseline-changed", "improved"}
+    blamed = [cp for cp in speedup if cp.verdict == "baseline-changed"]
+    assert len(blamed) >= 15 and all(cp.cause.startswith("fp32 got 1.") and " slower" in cp.cause for cp in blamed)
+    timed = {s.case_id for s in h.series if s.metric == "time" and s.change_points}
+    assert fp32 <= timed
+
+
+def test_a_kernel_change_is_listed_where_it_happened(tmpl):
+    rng = np.random.default_rng(4)
+    target = calibrate.planted_cases(tmpl)[0]
+    df = calibrate.synthetic_history(tmpl, calibrate.HISTORY_BY_NAME["iid 1%"], 6, rng, {target: 1.4}, 3)
+    late = df["run_id"].isin(sorted(df["run_id"].unique())[3:])
+    df["kernel"] = "onednn:brgemm:avx512_core_amx"
+    df.loc[late & (df["case_id"] == target), "kernel"] = "onednn:ref:any"
+    (s, cp), = [(s, cp) for s, cp in history.analyse(df, "cpu").change_points() if s.metric == "speedup"]
+    assert s.case_id == target and cp.explanation == ("kernel changed: onednn:brgemm:avx512_core_amx -> onednn:ref:any",)
+
+
+HISTORY_SCHEMA = {
+    "type": "object",
+    "required": ["scenario", "options", "runs", "spread", "series", "change_points", "report"],
+    "properties": {
+        "runs": {"type": "array", "items": {"type": "object", "required": ["index", "run_id", "facts"]}},
+        "series": {"type": "array", "items": {
+            "type": "object",
+            "required": ["case_id", "metric", "shape", "run_index", "values", "change_points"],
+            "properties": {
+                "metric": {"enum": ["speedup", "time"]},
+                "values": {"type": "array", "items": {"type": "number"}},
+                "change_points": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["index", "before", "after", "ratio", "low", "high", "p", "verdict", "explanation"],
+                    "properties": {"verdict": {"enum": ["regressed", "improved", "baseline-changed"]},
+                                   "explanation": {"type": "array", "items": {"type": "string"}}}}}}}},
+        "change_points": {"type": "integer"},
+    },
+}
+
+
+def test_history_command_writes_a_report_and_json(store_with_a_step, tmp_path, capsys):
     results, _ = store_with_a_step
     out = tmp_path / "h"
     assert cli.main(["history", "cmp", "--results", str(results), "--out", str(out)]) == 0
-    assert "1 change point(s)" in capsys.readouterr().out
-    assert {"history_gemm_bf16.png", "history_gemm_fp16.png", "report.md", "index.html"} <= {p.name for p in out.iterdir()}
-    md = (out / "report.md").read_text()
+    printed = capsys.readouterr().out
+    assert "2 change point(s)" in printed and "torch 2.13.0+cpu -> 2.14.1+cpu" in printed
+    names = {p.name for p in out.iterdir()}
+    assert {"history_gemm_bf16_speedup.png", "history_gemm_fp16_speedup.png", "history_gemm_fp32_time.png",
+            "report.md", "index.html"} <= names
+    md, page = (out / "report.md").read_text(), (out / "index.html").read_text()
     assert "## Change points" in md and "-23.1%" in md  # 1/1.3 - 1
+    assert "nan" not in md.lower() and "nan" not in page.lower()  # no "CUDA nan" for a CPU build
+    assert cli.main(["history", "cmp", "--results", str(results), "--out", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, HISTORY_SCHEMA)
+    assert doc["change_points"] == 2 and doc["options"]["min_runs"] == 3
 
 
-def test_history_needs_runs(tmp_path, store_with_a_step):
+def test_the_plot_has_no_text_inside_its_axes(store_with_a_step, tmp_path, monkeypatch):
+    """Step sizes go to the legend (beside the axes) and the table, never onto the data: nothing can
+    overlap however many change points there are."""
+    results, _ = store_with_a_step
+    drawn = []
+    real = history_page.save_figure
+
+    def keep(fig, path):
+        drawn.append([(t.get_text(), ax.get_legend() is not None) for ax in fig.axes for t in ax.texts])
+        drawn.append([t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()])
+        return real(fig, path)
+
+    monkeypatch.setattr(history_page, "save_figure", keep)
+    history_page.render(history.build("cmp", results), tmp_path / "p")
+    texts, legends = drawn[0::2], drawn[1::2]
+    assert all(t == [] for t in texts)
+    assert any("-23% at #3" in label for labels in legends for label in labels)
+
+
+def test_history_needs_runs_and_valid_options(tmp_path, store_with_a_step):
     with pytest.raises(UserError, match="does not exist"):
         history.build("nope", tmp_path)
     results, _ = store_with_a_step
     with pytest.raises(UserError, match="at least 2 runs"):
         history.build("cmp", results, last=1)
+    with pytest.raises(UserError, match="--min-runs 0"):
+        history.Options(min_runs=0)
+
+
+def test_cli_defaults_are_the_library_defaults():
+    parsed = cli.parser().parse_args(["history", "cpu"])
+    assert parsed.min_runs == cli.commands.DEFAULT_HISTORY_MIN_RUNS == history.Options().min_runs == stats.RECOMMENDED_RUNS
+    assert parsed.confidence == history.Options().confidence and parsed.noise is None
+
+
+def test_split_confidence_is_bonferroni_over_the_splits_a_segment_allows():
+    assert history.split_confidence(0.99, 6, 3) == pytest.approx(0.99)  # one split: compare's own level
+    assert history.split_confidence(0.99, 30, 3) == pytest.approx(1 - 0.01 / 25)

@@ -48,7 +48,7 @@ def test_flags_are_the_same_after_a_run(tiny_scenario):
 
 
 def test_a_failing_case_is_recorded_and_the_run_goes_on(tiny_scenario, monkeypatch):
-    from suite.precisions.floating import Half
+    from suite.precisions.floating.recipes import Half
 
     original = Half.gemm
 
@@ -66,7 +66,7 @@ def test_a_failing_case_is_recorded_and_the_run_goes_on(tiny_scenario, monkeypat
 
 
 def test_non_finite_output_fails_the_case(tiny_scenario, monkeypatch):
-    from suite.precisions.floating import Half
+    from suite.precisions.floating.recipes import Half
 
     monkeypatch.setattr(Half, "gemm", lambda self, a, b, params: (lambda: torch.full((a.shape[0], b.shape[1]), float("inf"))))
     records = run_all(tiny_scenario)

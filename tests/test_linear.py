@@ -16,13 +16,13 @@ import torch
 from suite.core.errors import UserError
 from suite.scenario.plan import Case
 from suite.precisions import flags
-from suite.precisions.floating import BF16, FP32
-from suite.precisions.fp8 import FP8_BLOCK, FP8_ROWWISE, FP8_ROWWISE_GW_HP, FP8_TENSORWISE
+from suite.precisions.floating.recipes import BF16, FP32
+from suite.precisions.fp8.recipes import FP8_BLOCK, FP8_ROWWISE, FP8_ROWWISE_GW_HP, FP8_TENSORWISE
 from suite.measure.timing import StopRule
 from suite.core.errors import Unsupported
 from suite.measure import inprocess
 from suite.measure.timing import clock_for
-from suite.workloads.linear import LINEAR, LN_LINEAR
+from suite.workloads.linear.workload import LINEAR, LN_LINEAR
 
 CPU = torch.device("cpu")
 E4M3_BAND = (25.0, 32.0)

@@ -54,7 +54,7 @@ def test_fp8_casts_cost_more_eager_than_compiled_and_ln_fusion_saves_reads():
     h100 = model.gpu_device("h100")
     cast = {}
     for workload, compiled in (("linear", False), ("linear", True), ("ln_linear", True)):
-        kernels = model.layer_case(workload, "fp8_tensorwise", 4096, 4096, 4096, {"compile": compiled})
+        kernels = model.case_kernels(workload, "fp8_tensorwise", 4096, 4096, 4096, {"compile": compiled})
         cast[(workload, compiled)] = model.predict(kernels, h100).cast_s
     assert cast[("linear", False)] > 3 * cast[("linear", True)] > 3 * 0.9 * cast[("ln_linear", True)]
     assert cast[("ln_linear", True)] < cast[("linear", True)]
@@ -75,8 +75,13 @@ def test_recipes_a_device_cannot_run_are_not_predicted():
 def test_every_fp8_recipe_in_the_registry_has_a_scaling_model():
     from suite.scenario import registry
 
-    fp8 = {name for name, record in registry.PRECISIONS.items() if record.peak in ("fp8", "fp4")}
-    assert fp8 == set(model.SCALING) | set(model.EMULATED_EVERYWHERE)
+    for name, record in registry.PRECISIONS.items():
+        low = record.peak in ("fp8", "fp4")
+        assert low == (record.scaling is not None or record.no_roofline is not None), name
+        if record.scaling is not None:  # every scaling has its cast kernels
+            assert record.scaling in model.SCALINGS, name
+            for workload in ("linear", "gemm"):
+                assert model.case_kernels(workload, name, 64, 64, 64, {}), (workload, name)
 
 
 # --- CPUs: an FMA peak per format from the records' facts ---------------------------------------

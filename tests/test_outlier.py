@@ -17,10 +17,10 @@ import torch
 
 from suite.core.errors import UserError
 from suite.scenario.plan import Case
-from suite.precisions.floating import BF16
-from suite.precisions.fp8 import FP8_BLOCK, FP8_ROWWISE, FP8_TENSORWISE
+from suite.precisions.floating.recipes import BF16
+from suite.precisions.fp8.recipes import FP8_BLOCK, FP8_ROWWISE, FP8_TENSORWISE
 from suite.measure.timing import StopRule
-from suite.workloads.outlier import OUTLIER
+from suite.workloads.outlier.workload import OUTLIER
 
 CPU = torch.device("cpu")
 MAGNITUDES = [1e2, 1e3, 1e4, 3e4, 1e5, 3e5, 1e6]

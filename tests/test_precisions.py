@@ -7,7 +7,7 @@ import torch
 
 from suite.scenario import registry
 from suite.precisions import flags
-from suite.precisions.floating import BF16, FP16, FP32, TF32
+from suite.precisions.floating.recipes import BF16, FP16, FP32, TF32
 
 CPU = torch.device("cpu")
 

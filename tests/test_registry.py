@@ -1,13 +1,14 @@
-"""Every precision and workload has one complete registry record, and adding one is one file plus
-one record: a dummy precision written to a file of its own runs through spec, plan, run and report."""
+"""Every precision and workload folder declares complete records, and the registry finds them
+(tests/test_plugins.py adds a folder of each and runs them through plan, run and report)."""
 
 from __future__ import annotations
 
-import textwrap
+import subprocess
+import sys
 
 import pytest
 
-from suite.scenario import params, registry
+from suite.scenario import declare, params, registry
 
 PEAK_COLUMNS = {"fp32", "tf32", "bf16", "fp16", "fp8", "fp4"}
 
@@ -18,7 +19,7 @@ def test_every_precision_record_is_complete(name):
 
     record = registry.PRECISIONS[name]
     recipe = registry.precision(name)
-    assert isinstance(recipe, Precision) and recipe.name == name and recipe.description
+    assert isinstance(recipe, Precision) and recipe.name == name and record.description
     assert issubclass(record.params, params.Params)
     assert record.peak in PEAK_COLUMNS and registry.peak_column(name) == record.peak
     for field, info in record.params.model_fields.items():
@@ -27,71 +28,64 @@ def test_every_precision_record_is_complete(name):
 
 @pytest.mark.parametrize("name", sorted(registry.WORKLOADS))
 def test_every_workload_record_is_complete(name):
+    from suite.results import columns
+
     record = registry.WORKLOADS[name]
-    assert registry.workload(name).name == name
+    assert registry.workload(name).name == name and record.description
     assert issubclass(record.params, params.Params) and isinstance(record.shaped, bool)
+    for column in record.columns:
+        assert column.type in declare.COLUMN_TYPES and column.description and column.group and not column.contract
+        assert columns.BY_NAME[column.name] == column
+    for plot in record.plots:
+        assert callable(registry.load(plot.draw)) and plot.name
     for column, title, fmt in record.detail_columns:
         assert column and title and (fmt == "" or format(0.5, fmt))
     for field, info in record.params.model_fields.items():
         assert info.description, f"{name}: params.{field} has no description"
 
 
-DUMMY = '''
-"""A dummy precision for the registry test: bf16 operands, float32 output."""
-import torch
-
-from suite.precisions.base import Precision
-from suite.scenario.params import Params
-from pydantic import Field
-
-
-class ScaleParams(Params):
-    scale: float = Field(1.0, description="multiplies A before the GEMM")
+def test_the_registry_finds_the_folders_without_importing_torch():
+    code = ("import sys; from suite.scenario import registry, spec; from suite.results import columns; "
+            "columns.arrow_schema(); registry.parameters_markdown(); "
+            "print(len(registry.PRECISIONS), len(registry.WORKLOADS), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == [str(len(registry.PRECISIONS)), str(len(registry.WORKLOADS)), "False"]
 
 
-class Dummy(Precision):
-    def gemm(self, a, b, params):
-        a = (a * params.get("scale", 1.0)).to(torch.bfloat16)
-        b = b.to(torch.bfloat16)
-        return lambda: torch.matmul(a, b).float()
+def test_a_name_two_folders_declare_and_a_folder_that_declares_nothing_are_errors(tmp_path, monkeypatch):
+    import suite.workloads
+
+    for folder, text in (("twice", "from suite.workloads.gemm import WORKLOADS\n"), ("empty", '"""nothing"""\n')):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text(text)
+    monkeypatch.setattr(suite.workloads, "__path__", [*suite.workloads.__path__, str(tmp_path)])
+    try:
+        with pytest.raises(ValueError, match="suite.workloads.empty: a folder of suite.workloads declares"):
+            registry.discover()
+        (tmp_path / "empty" / "__init__.py").unlink()
+        (tmp_path / "empty").rmdir()
+        with pytest.raises(ValueError, match="workload 'gemm' is declared twice"):
+            registry.discover()
+    finally:
+        monkeypatch.undo()
+        for name in ("suite.workloads.twice", "suite.workloads.empty"):
+            sys.modules.pop(name, None)
+        registry.discover()
+    assert "gemm" in registry.WORKLOADS and "twice" not in sys.modules
 
 
-DUMMY = Dummy("dummy", "bf16 operands, float32 output (test)", torch.bfloat16)
-'''
+def test_a_declared_column_must_not_redefine_a_core_one_or_another_folders(monkeypatch):
+    from suite.results import columns
 
-
-def test_adding_a_precision_is_one_file_and_one_record(tmp_path, monkeypatch, write_scenario):
-    (tmp_path / "dummy_precision.py").write_text(textwrap.dedent(DUMMY))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import dummy_precision
-
-    # the one record:
-    monkeypatch.setitem(registry.PRECISIONS, "dummy",
-                        registry.PrecisionRecord("dummy_precision:DUMMY", dummy_precision.ScaleParams, "bf16"))
-    from suite import pipeline
-    from suite.scenario import spec
-    from tests.conftest import quick_toml
-
-    scenario = spec.load(write_scenario(quick_toml("dummy", """
-        [[sweep]]
-        workload = "gemm"
-        precisions = ["fp32", "dummy"]
-        mkn = [[32, 48, 16]]
-        params = { scale = [1.0, 2.0] }
-    """, baseline="fp32")))
-    result = pipeline.run(pipeline.RunRequest(scenario, tmp_path / "results", tmp_path / "reports", "cpu", progress=False))
-    dummy = [r for r in result.records.to_dict("records") if r["precision"] == "dummy"]
-    assert [r["status"] for r in dummy] == ["ok", "ok"]
-    by_params = {r["params"]: r for r in dummy}
-    assert sorted(by_params) == ['{"scale": 2.0}', "{}"]  # scale = 1.0 is the default: left out
-    assert by_params["{}"]["rel_err"] < 1e-2  # bf16 operands: about 2^-8
-    assert abs(by_params['{"scale": 2.0}']["rel_err"] - 1.0) < 1e-2  # 2AB against AB: the parameter took effect
-    assert "dummy" in (tmp_path / "reports" / "dummy" / "report.md").read_text()
-    with pytest.raises(spec.ScenarioError, match="params.scale: 'big' is not valid for 'dummy'"):
-        spec.load(write_scenario(quick_toml("dummy2", """
-            [[sweep]]
-            workload = "gemm"
-            precisions = ["dummy"]
-            mkn = [[32, 48, 16]]
-            params = { scale = "big" }
-        """), "d2.toml"))
+    own = declare.columns("mine", ("out_mean", "float", "", "the output's mean"))
+    monkeypatch.setitem(registry.WORKLOADS, "a", registry.WorkloadRecord("x:A", columns=own))
+    monkeypatch.setitem(registry.WORKLOADS, "b", registry.WorkloadRecord("x:B", columns=own))  # alike: fine
+    assert columns.BY_NAME["out_mean"] == own[0] and columns.arrow_schema().names[-1] == "out_mean"
+    other = declare.columns("mine", ("out_mean", "int", "", "the output's mean"))
+    monkeypatch.setitem(registry.WORKLOADS, "c", registry.WorkloadRecord("x:C", columns=other))
+    with pytest.raises(ValueError, match="column 'out_mean': workload 'c' declares it otherwise"):
+        columns.all_columns()
+    core = declare.columns("mine", ("time_ms_median", "float", "ms", "mine"))
+    monkeypatch.setitem(registry.WORKLOADS, "c", registry.WorkloadRecord("x:C", columns=core))
+    with pytest.raises(ValueError, match="'time_ms_median' is a core column"):
+        columns.all_columns()

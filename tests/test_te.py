@@ -17,13 +17,13 @@ from suite.scenario import spec
 from suite.core.accuracy import error_metrics
 from suite.core.errors import UserError
 from suite.scenario.plan import Case
-from suite.precisions import te
+from suite.precisions.te import recipes as te
 from suite.measure.timing import StopRule
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 from suite.core.errors import Unsupported
-from suite.workloads.gemm import random_operands
-from suite.workloads.linear import LINEAR
+from suite.workloads.gemm.workload import random_operands
+from suite.workloads.linear.workload import LINEAR
 
 TE_ERROR = te.import_error()
 ALL = [te.TE_DELAYED, te.TE_CURRENT, te.TE_BLOCK, te.TE_MXFP8, te.TE_NVFP4]

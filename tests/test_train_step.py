@@ -16,7 +16,7 @@ from suite.core.errors import UserError
 from suite.scenario.plan import Case
 from suite.measure.timing import CpuClock, StopRule
 from suite.core.errors import Unsupported
-from suite.workloads.train_step import TRAIN_STEP, StepSpec, build_model, divergence, final_loss
+from suite.workloads.train_step.workload import TRAIN_STEP, StepSpec, build_model, divergence, final_loss
 
 CPU = torch.device("cpu")
 FAST = StopRule(warmup_s=0.0, warmup_max_s=0.0, min_warmup=1, min_samples=2, budget_s=0.01)
@@ -116,7 +116,7 @@ def test_bad_parameters_are_one_line_errors(params, message):
 
 
 def test_a_model_too_large_for_the_machine_is_skipped_before_allocating(monkeypatch):
-    import suite.workloads.train_step as ts
+    import suite.workloads.train_step.workload as ts
 
     monkeypatch.setattr(ts, "available_bytes", lambda device: 2**30)  # pretend 1 GiB is free
     c = Case("t", "train_step", "bf16", None, None, None, None,
@@ -179,7 +179,7 @@ def test_vocab_scenario_records_both_levels_of_the_padding_effect(write_scenario
     assert sorted(steps["vocab"].unique()) == [250, 256]
     assert (steps["tokens_per_s"] > 0).all() and steps["mfu"].isna().all()  # no CPU peak: no MFU
     assert all(len(c) == 3 for c in steps["loss_curve"])
-    table = derived.vocab_padding(df)
+    table = derived.vocab_padding(df, "train_step", "gemm")
     step_rows = table[table["level"] == "train_step"]
     assert len(step_rows) == 4  # 2 precisions x 2 vocabularies
     assert (step_rows["lm_head_share"] > 0).all()  # all three lm_head GEMMs were measured

@@ -121,7 +121,7 @@ def test_quantized_state_is_counted_by_what_it_stores():
     recipe = registry.precision("bf16_adamw8bit")
     if recipe.unsupported(CPU):
         pytest.skip(recipe.unsupported(CPU))
-    from suite.workloads.train_step import tensor_bytes
+    from suite.workloads.train_step.workload import tensor_bytes
 
     from torchao.optim.subclass_8bit import OptimState8bit
 

@@ -7,6 +7,7 @@ gives every case one verdict:
 |-------------------|---------|
 | regressed         | the speedup over the in-run baseline precision fell by at least the minimum effect, its interval excludes no change, and each side has at least `min_runs` runs of the case |
 | improved          | the same, upwards |
+| baseline-changed  | the speedup changed (as for regressed/improved) while the case's own time did not and its baseline precision's time did, the other way: the baseline moved, not this precision (`Comparison.drift` says by how much) |
 | unchanged         | the interval lies within +-minimum effect, or the change is significant but smaller than it |
 | noisy             | the interval straddles no change and reaches past the minimum effect: the data cannot tell |
 | insufficient-runs | a side has fewer runs of the case than `min_runs` (default 2), or no case has 2 runs on a side: run-to-run noise is not observable, so no call is made (record 3 runs per side) |
@@ -17,6 +18,11 @@ gives every case one verdict:
 | skipped           | skipped on both sides |
 | failed            | failed on both sides |
 | n/a               | measured on both sides but has no speedup to compare (it is the baseline precision, its baseline case was not measured, or its timing is emulated); its `time_verdict` still applies |
+
+Every case whose verdict is not "same" (not unchanged, skipped or failed on both sides, nor n/a with
+an unchanged time) lists in `explanation` what differs between the two sides' runs of it: versions,
+device, clocks, code hash, threads, and per case the kernel that ran where records hold one
+(`suite.analysis.envdiff`).
 
 The headline verdict is about the speedup (a ratio inside one run, so it survives a different card,
 clock or machine). Absolute times get the same treatment in `time_verdict` (regressed = slower),
@@ -30,7 +36,11 @@ step-down over the speedup tests, and the time tests when a `time:` verdict is n
 comparison of many unchanged cases fails by chance at most 1 - confidence of the time. The default
 gate is `DEFAULT_FAIL_ON`: a slower speedup, a slower absolute time on the same device (which is
 also how the baseline precision getting slower shows: its speedup is 1 by definition), a new
-failure, a new skip; `improved` never fails it.
+failure, a new skip; `improved` never fails it. A baseline precision's time regression also fails a
+`time:regressed` gate when speedups measured against it are baseline-changed at the family-wise
+level: the speedup, a ratio inside one run, is immune to the whole-run shifts that leave an absolute
+time test with few degrees of freedom, and the case's own unchanged time puts the change on the
+baseline (`gate`).
 """
 
 from __future__ import annotations
@@ -43,20 +53,24 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from suite.analysis import derived, stats
+from suite.analysis import derived, envdiff, stats
 from suite.core.errors import UserError
 
 MISSING, NEW_SKIP, NEW_FAILURE = "missing", "new-skip", "new-failure"
 RECOVERED, SKIPPED, FAILED, NOT_APPLICABLE = "recovered", "skipped", "failed", "n/a"
+BASELINE_CHANGED = "baseline-changed"
 INSUFFICIENT_RUNS = stats.INSUFFICIENT
 VERDICTS = (
-    stats.REGRESSED, NEW_FAILURE, NEW_SKIP, MISSING, stats.NOISY, INSUFFICIENT_RUNS, stats.IMPROVED, RECOVERED,
-    stats.UNCHANGED, SKIPPED, FAILED, NOT_APPLICABLE,
+    stats.REGRESSED, NEW_FAILURE, NEW_SKIP, BASELINE_CHANGED, MISSING, stats.NOISY, INSUFFICIENT_RUNS,
+    stats.IMPROVED, RECOVERED, stats.UNCHANGED, SKIPPED, FAILED, NOT_APPLICABLE,
 )
+# Verdicts that say a case is the same on both sides: it needs no explanation.
+SAME = (stats.UNCHANGED, SKIPPED, FAILED)
 TIME_PREFIX = "time:"
 DEFAULT_FAIL_ON = (stats.REGRESSED, TIME_PREFIX + stats.REGRESSED, NEW_FAILURE, NEW_SKIP)
 # Verdicts that are statistical decisions: the gate holds them to the family-wise level.
-TESTED = (stats.REGRESSED, stats.IMPROVED)
+TESTED = (stats.REGRESSED, stats.IMPROVED, BASELINE_CHANGED)
+MOVED = (stats.REGRESSED, stats.IMPROVED)
 METRICS = ("speedup", "time")
 
 
@@ -78,23 +92,20 @@ def _check_fail_on(names) -> None:
 
 
 @dataclass(frozen=True)
-class Options:
-    """How a comparison decides; invalid values are a UserError (the CLI's one-line error).
+class Decision:
+    """How a change is decided, in compare and in history; invalid values are a UserError (the
+    CLI's one-line error).
 
     - min_effect: the smallest change worth a regressed/improved verdict (0.05 = 5%).
-    - confidence: each case's interval confidence, and the gate's family-wise confidence.
+    - confidence: each case's interval confidence (compare's gate holds it family-wise).
     - min_runs: runs per side a case needs for a regressed/improved verdict (fewer: insufficient-runs).
     - noise: a known relative run-to-run sd of one run's value, a floor under the estimate (None: none).
-    - fail_on: the verdicts that fail the gate (`parse_fail_on`); () never fails.
-    - any_scenario: join on case_id even when the sides' scenarios differ.
     """
 
     min_effect: float = stats.DEFAULT_MIN_EFFECT
     confidence: float = stats.DEFAULT_CONFIDENCE
     min_runs: int = stats.DEFAULT_MIN_RUNS
     noise: float | None = None
-    fail_on: tuple[str, ...] = DEFAULT_FAIL_ON
-    any_scenario: bool = False
 
     def __post_init__(self):
         if not 0 < self.min_effect < 1:
@@ -103,9 +114,24 @@ class Options:
             raise UserError(f"--confidence {self.confidence}: expected a value in [0.5, 1), e.g. 0.99")
         if isinstance(self.min_runs, bool) or not isinstance(self.min_runs, int) or self.min_runs < 1:
             raise UserError(f"--min-runs {self.min_runs}: expected a whole number of runs >= 1 (default "
-                            f"{stats.DEFAULT_MIN_RUNS})")
+                            f"{type(self).min_runs})")
         if self.noise is not None and not 0 <= self.noise < 1:
             raise UserError(f"--noise {self.noise}: expected a relative sd in [0, 1) (0.03 = 3%)")
+
+
+@dataclass(frozen=True)
+class Options(Decision):
+    """How a comparison decides (`Decision`) and gates.
+
+    - fail_on: the verdicts that fail the gate (`parse_fail_on`); () never fails.
+    - any_scenario: join on case_id even when the sides' scenarios differ.
+    """
+
+    fail_on: tuple[str, ...] = DEFAULT_FAIL_ON
+    any_scenario: bool = False
+
+    def __post_init__(self):
+        super().__post_init__()
         _check_fail_on(self.fail_on)
 
 
@@ -150,6 +176,45 @@ class Reach:
     worst: float  # the least favourable end of any tested case's interval, as a ratio (speedup: lowest; time: highest); NaN if none
 
 
+@dataclass(frozen=True)
+class BaselineDrift:
+    """Speedups against one baseline precision that moved together, one way, with the baseline's own
+    time moving the matching way. `attributed`: they are baseline-changed (the baseline's time change
+    is significant, theirs is not); otherwise the times are too uncertain to say which side moved
+    (whole-run shifts blur absolute times far more than in-run speedups), and the report says so."""
+
+    baseline: str  # the baseline precision, e.g. fp32
+    speedup_ratio: float  # geometric mean of the moved speedups' change (candidate / baseline speedup)
+    time_ratio: float  # geometric mean of the baseline cases' own time change (candidate / baseline time)
+    cases: int  # the speedup cases that moved
+    baseline_cases: int  # the baseline-precision cases behind them
+    attributed: bool
+
+    @property
+    def slower(self) -> bool:
+        return self.speedup_ratio > 1
+
+    @property
+    def sentence(self) -> str:
+        """"speedups over fp32 rose because fp32 got 1.5x slower": the factor is how much the speedups
+        moved, i.e. the baseline's change relative to the precisions measured against it."""
+        factor = self.speedup_ratio if self.slower else 1 / self.speedup_ratio
+        moved = "rose" if self.slower else "fell"
+        if self.attributed:
+            return (f"speedups over {self.baseline} {moved} because {self.baseline} got {factor:.3g}x "
+                    f"{'slower' if self.slower else 'faster'}")
+        return (f"speedups over {self.baseline} {moved} {factor:.3g}x on {self.cases} cases: {self.baseline} "
+                f"got {'slower' if self.slower else 'faster'} or the others {'faster' if self.slower else 'slower'}, "
+                f"absolute times cannot tell ({self.baseline}'s own time {self.time_ratio:.3g}x, not significant)")
+
+    @property
+    def detail(self) -> str:
+        return (f"{self.cases} speedup(s) over {self.baseline} moved {self.speedup_ratio:.3g}x"
+                + (" while their own times did not" if self.attributed else "")
+                + f"; {self.baseline}'s own time changed {self.time_ratio:.3g}x (geometric mean over "
+                f"{self.baseline_cases} case(s), candidate / baseline)")
+
+
 @dataclass
 class Comparison:
     """The result of `compare`: one row per case, and what the comparison as a whole can tell.
@@ -167,11 +232,15 @@ class Comparison:
       speedup_verdict; base_time_ms / cand_time_ms (geometric mean over runs of the median time);
       time_ratio (candidate / baseline time: > 1 is slower) with _low/_high, time_p, time_verdict;
       verdict (the headline verdict), metric ("speedup" where the verdict is about the speedup),
-      detail, base_rel_err / cand_rel_err, effect (|log change|, for sorting), gate (the case
-      fails `options.fail_on`).
+      detail, base_rel_err / cand_rel_err, effect (|log change|, for sorting), explanation (what
+      differs between the sides' runs of the case, one line each; empty for a "same" verdict),
+      gate (the case fails `options.fail_on`).
     - spread: metric -> `stats.Spread`, the pooled run-to-run spread ("time" only when compared).
     - reach: metric -> `Reach`, what that metric's data can and cannot show.
     - time_compared: both sides ran on the same device model, so absolute times were compared.
+    - drift: one `BaselineDrift` per baseline precision whose own time change moved speedups.
+    - environment: what differs between the sides' runs (`envdiff.EnvDiff`); each case's own list is
+      its `explanation` column.
     - warnings: notes for the reader (different suite code, uncommitted changes, failures, devices).
     """
 
@@ -182,6 +251,8 @@ class Comparison:
     spread: dict[str, stats.Spread]
     reach: dict[str, Reach]
     time_compared: bool
+    drift: list[BaselineDrift] = field(default_factory=list)
+    environment: envdiff.EnvDiff = envdiff.EnvDiff((), ())
     warnings: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
@@ -201,12 +272,13 @@ def _split(fail_on: tuple[str, ...]) -> tuple[set[str], set[str]]:
 
 def _family(cases: pd.DataFrame, fail_on: tuple[str, ...]) -> dict[str, np.ndarray]:
     """metric -> p-values of the tests the gate looks at (NaN where a case has no test): speedup
-    tests when fail_on names regressed or improved, time tests when it names time:regressed or
-    time:improved. A case with too few runs is no test."""
+    tests when fail_on names a tested verdict, or a time verdict a baseline-changed speedup can
+    corroborate; time tests when it names time:regressed or time:improved. A case with too few runs
+    is no test."""
     plain, timed = _split(fail_on)
     out = {}
     for metric, names in (("speedup", plain), ("time", timed)):
-        if names & set(TESTED):
+        if names & set(TESTED) or (metric == "speedup" and timed & set(MOVED)):
             tested = cases[f"{metric}_verdict"].isin([stats.REGRESSED, stats.IMPROVED, stats.UNCHANGED, stats.NOISY])
             out[metric] = cases[f"{metric}_p"].where(tested, np.nan).to_numpy(float)
     return out
@@ -218,8 +290,10 @@ def family_size(cases: pd.DataFrame, fail_on: tuple[str, ...]) -> int:
 
 
 def gate(cases: pd.DataFrame, fail_on: tuple[str, ...], confidence: float) -> pd.Series:
-    """Which cases fail `fail_on`: a listed verdict, and for regressed/improved a change that is
-    still significant after Holm's adjustment over every test the gate looks at."""
+    """Which cases fail `fail_on`: a listed verdict, and for a tested verdict a change that is still
+    significant after Holm's adjustment over every test the gate looks at. A baseline-precision case
+    whose time verdict is listed also fails when a speedup against it is baseline-changed at that
+    level (the change is its own: see the module docstring)."""
     plain, timed = _split(fail_on)
     family = _family(cases, fail_on)
     adjusted = stats.holm(np.concatenate(list(family.values()))) if family else np.empty(0)
@@ -230,6 +304,9 @@ def gate(cases: pd.DataFrame, fail_on: tuple[str, ...], confidence: float) -> pd
         hit |= cases[column].isin(names - set(TESTED))
         if metric in significant:
             hit |= cases[column].isin(names & set(TESTED)) & significant[metric]
+    if "speedup" in significant and timed & set(MOVED):
+        blamed = cases["verdict"].eq(BASELINE_CHANGED) & significant["speedup"]
+        hit |= cases["case_id"].isin(set(cases.loc[blamed, "baseline_case_id"])) & cases["time_verdict"].isin(timed)
     return hit
 
 
@@ -248,7 +325,7 @@ def _side_status(rows: list[dict]) -> tuple[str, str]:
 
 
 @dataclass
-class _Measured:
+class Measured:
     """What one side measured of one case, run by run."""
 
     speedups: dict[str, float] = field(default_factory=dict)  # run_id -> in-run speedup
@@ -272,14 +349,14 @@ USED_COLUMNS = ("run_id", "case_id", "baseline_case_id", "workload", "precision"
 
 
 @dataclass(frozen=True)
-class _SideRecords:
+class SideRecords:
     """One side's records as plain dicts of the columns a comparison reads, indexed by case."""
 
     by_case: dict[str, list[dict]]
     times: dict[tuple[str, str], float]  # (run_id, case_id) -> median time of a measured record
 
     @classmethod
-    def of(cls, records: pd.DataFrame) -> "_SideRecords":
+    def of(cls, records: pd.DataFrame) -> "SideRecords":
         rows = records[[c for c in USED_COLUMNS if c in records]].to_dict("records")
         by_case: dict[str, list[dict]] = {}
         times = {}
@@ -291,13 +368,13 @@ class _SideRecords:
         return cls(by_case, times)
 
 
-def _measure(rows: list[dict], side: _SideRecords) -> _Measured:
+def measure(rows: list[dict], side: SideRecords) -> Measured:
     """A run's value of a case is its median time (robust to a bimodal run); its speedup is the
     in-run baseline precision's median over it."""
     ok = [r for r in rows if r["status"] == "ok"]
     case_id, base_id = rows[0]["case_id"], rows[0].get("baseline_case_id")
     errors = [float(r["rel_err"]) for r in ok if not _missing(r.get("rel_err"))]
-    m = _Measured(emulated=any(not _missing(r.get("emulated")) and bool(r["emulated"]) for r in ok),
+    m = Measured(emulated=any(not _missing(r.get("emulated")) and bool(r["emulated"]) for r in ok),
                   rel_err=float(np.median(errors)) if errors else math.nan)
     m.times = {r["run_id"]: side.times[(r["run_id"], case_id)] for r in ok if (r["run_id"], case_id) in side.times}
     if not isinstance(base_id, str) or not base_id:
@@ -318,8 +395,10 @@ class _Case:
     """One case while it is being compared: its row of `Comparison.cases` and both sides' runs."""
 
     row: dict
-    base: _Measured
-    cand: _Measured
+    base: Measured
+    cand: Measured
+    base_runs: frozenset = frozenset()  # the runs of each side that hold the case
+    cand_runs: frozenset = frozenset()
 
     @property
     def measured(self) -> bool:
@@ -498,6 +577,89 @@ def _reach(metric: str, cases: pd.DataFrame, spread: stats.Spread, changes: dict
                  if compared else math.nan, worst)
 
 
+def _baseline_changes(work: list[_Case]) -> None:
+    """A speedup that moved while the case's own time did not, and its baseline precision's time
+    moved the other way (slower baseline: speedups rise), is baseline-changed."""
+    rows = {c.row["case_id"]: c.row for c in work}
+    moved: dict[str, int] = {}
+    for c in work:
+        row = c.row
+        base = rows.get(row["baseline_case_id"])
+        if row["verdict"] not in MOVED or base is None or row["time_verdict"] in MOVED:
+            continue
+        expected = stats.REGRESSED if row["verdict"] == stats.IMPROVED else stats.IMPROVED
+        if base["time_verdict"] != expected:
+            continue
+        row["verdict"] = BASELINE_CHANGED
+        row["detail"] = (f"{base['precision']}'s time changed {base['time_ratio']:.3g}x ({expected}); this case's own "
+                         f"time {row['time_ratio']:.3g}x ({row['time_verdict'] or 'not compared'})")
+        moved[base["case_id"]] = moved.get(base["case_id"], 0) + 1
+    for case_id, n in moved.items():
+        rows[case_id]["detail"] += f"; its time change moved {n} speedup(s) against it (baseline-changed)"
+
+
+def _drift(cases: pd.DataFrame, min_effect: float) -> list[BaselineDrift]:
+    """One BaselineDrift per baseline precision and direction: its baseline-changed speedups, or else
+    two or more speedups that moved one way while its time moved the matching way by at least the
+    minimum effect, without significance (attribution left open)."""
+    moved = cases[cases["verdict"].isin([*MOVED, BASELINE_CHANGED])]
+    by_id = cases.set_index("case_id")
+    out = []
+    for (baseline, up), group in moved.groupby([moved["baseline"], moved["speedup_ratio"] > 1], sort=True):
+        blamed = group[group["verdict"] == BASELINE_CHANGED]
+        bases = by_id.loc[sorted(set((blamed if len(blamed) else group)["baseline_case_id"]) & set(by_id.index))]
+        time_ratio = derived.geomean(bases["time_ratio"])
+        matching = time_ratio >= 1 + min_effect if up else time_ratio <= 1 / (1 + min_effect)
+        if len(blamed) or (len(group) >= 2 and matching):
+            chosen = blamed if len(blamed) else group
+            out.append(BaselineDrift(str(baseline), derived.geomean(chosen["speedup_ratio"]), time_ratio,
+                                     len(chosen), len(bases), bool(len(blamed))))
+    return out
+
+
+def _explain(work: list[_Case], base: Side, cand: Side) -> envdiff.EnvDiff:
+    """Each case's `explanation`: what differs between the runs of each side that hold it (its
+    kernel too, where recorded), for every verdict that is not "same". Returns the sides' whole diff."""
+    b, c = envdiff.RunFacts(base.records), envdiff.RunFacts(cand.records)
+    run_level: dict[tuple[frozenset, frozenset], tuple[envdiff.Difference, ...]] = {}
+    labels = {}
+    for case in work:
+        row = case.row
+        labels[row["case_id"]] = f"{row['workload']} {row['precision']} {row['shape']}"
+        same = row["verdict"] in SAME or (row["verdict"] == NOT_APPLICABLE
+                                          and row["time_verdict"] in ("", stats.UNCHANGED))
+        if same:
+            row["explanation"] = []
+            continue
+        key = (case.base_runs, case.cand_runs)
+        if key not in run_level:
+            run_level[key] = envdiff.between(b, c, *key)
+        own = envdiff.case_between(b, c, *key, row["case_id"])
+        row["explanation"] = [d.text for d in (*run_level[key], *own)]
+    return envdiff.diff(base.records, cand.records, labels)
+
+
+def _start(case_id: str, b_rows: list[dict] | None, c_rows: list[dict] | None, b_side: SideRecords,
+           c_side: SideRecords) -> _Case:
+    """A case's row from the statuses alone, and what each side measured of it."""
+    row = _identity(b_rows if b_rows is not None else c_rows)
+    b_status, b_reason = _side_status(b_rows) if b_rows is not None else (None, "")
+    c_status, c_reason = _side_status(c_rows) if c_rows is not None else (None, "")
+    row.update(base_status=b_status, cand_status=c_status, base_reason=b_reason, cand_reason=c_reason)
+    row["verdict"] = _transition(b_status, c_status)
+    row["detail"] = ""
+    if b_status is None or c_status is None:
+        row["detail"] = "candidate only" if b_status is None else "baseline only"
+    elif row["verdict"] in (NEW_FAILURE, FAILED, NEW_SKIP, SKIPPED):
+        row["detail"] = c_reason
+    elif row["verdict"] == RECOVERED:
+        row["detail"] = f"was {b_status}: {b_reason}"
+    b = measure(b_rows, b_side) if b_status == "ok" else Measured()
+    c = measure(c_rows, c_side) if c_status == "ok" else Measured()
+    runs = [frozenset(r["run_id"] for r in rows or []) for rows in (b_rows, c_rows)]
+    return _Case(row, b, c, *runs)
+
+
 def compare(baseline: Side, candidate: Side, options: Options = Options()) -> Comparison:
     """Join both sides on case_id and give each case a verdict (see the module docstring and
     `Comparison` for what the result holds)."""
@@ -512,27 +674,10 @@ def compare(baseline: Side, candidate: Side, options: Options = Options()) -> Co
             f"candidate {len(c_cases)} of {candidate.scenario!r}, none with the same case_id "
             "(same workload, precision, shape and parameters)"
         )
-    b_side, c_side = _SideRecords.of(baseline.records), _SideRecords.of(candidate.records)
+    b_side, c_side = SideRecords.of(baseline.records), SideRecords.of(candidate.records)
     order = list(dict.fromkeys([*baseline.records["case_id"], *candidate.records["case_id"]]))
-
-    work: list[_Case] = []
-    for case_id in order:
-        b_rows, c_rows = b_side.by_case.get(case_id), c_side.by_case.get(case_id)
-        row = _identity(b_rows if b_rows is not None else c_rows)
-        b_status, b_reason = _side_status(b_rows) if b_rows is not None else (None, "")
-        c_status, c_reason = _side_status(c_rows) if c_rows is not None else (None, "")
-        row.update(base_status=b_status, cand_status=c_status, base_reason=b_reason, cand_reason=c_reason)
-        row["verdict"] = _transition(b_status, c_status)
-        row["detail"] = ""
-        if b_status is None or c_status is None:
-            row["detail"] = "candidate only" if b_status is None else "baseline only"
-        elif row["verdict"] in (NEW_FAILURE, FAILED, NEW_SKIP, SKIPPED):
-            row["detail"] = c_reason
-        elif row["verdict"] == RECOVERED:
-            row["detail"] = f"was {b_status}: {b_reason}"
-        b = _measure(b_rows, b_side) if b_status == "ok" else _Measured()
-        c = _measure(c_rows, c_side) if c_status == "ok" else _Measured()
-        work.append(_Case(row, b, c))
+    work = [_start(case_id, b_side.by_case.get(case_id), c_side.by_case.get(case_id), b_side, c_side)
+            for case_id in order]
 
     warnings += _failure_notes([c.row for c in work])
     spread, changes = {}, {}
@@ -541,6 +686,8 @@ def compare(baseline: Side, candidate: Side, options: Options = Options()) -> Co
                                                              options.noise)
     for c in work:
         _finish(c, changes, spread, options)
+    _baseline_changes(work)
+    environment = _explain(work, baseline, candidate)
     cases = pd.DataFrame([c.row for c in work])
     cases["priority"] = cases["verdict"].map({v: i for i, v in enumerate(VERDICTS)})
     cases = cases.sort_values(["priority", "effect"], ascending=[True, False], na_position="last")
@@ -548,7 +695,8 @@ def compare(baseline: Side, candidate: Side, options: Options = Options()) -> Co
     cases["gate"] = gate(cases, options.fail_on, options.confidence)
     metrics = [m for m in METRICS if m != "time" or time_ok]
     reach = {m: _reach(m, cases, spread[m], changes[m], options) for m in metrics}
-    return Comparison(baseline, candidate, options, cases, {m: spread[m] for m in metrics}, reach, time_ok, warnings)
+    return Comparison(baseline, candidate, options, cases, {m: spread[m] for m in metrics}, reach, time_ok,
+                      _drift(cases, options.min_effect), environment, warnings)
 
 
 def load_sides(baseline: str, candidate: str, results_dir) -> tuple[Side, Side]:

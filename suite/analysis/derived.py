@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from suite.results import columns
+from suite.scenario import registry
 
 
 def rows(df: pd.DataFrame, keep) -> pd.DataFrame:
@@ -151,8 +152,10 @@ def _first(g: pd.DataFrame, column: str):
 
 
 def _compute_dtype(precision: str | None) -> str | None:
-    precision = precision or ""
-    return "bf16" if precision.startswith("bf16") else "fp16" if precision.startswith("fp16") else None
+    """The half format a precision's GEMMs run in (its declared peak column), where a CPU may lack
+    native kernels for it; None for the others."""
+    record = registry.PRECISIONS.get(precision or "")
+    return record.peak if record is not None and record.peak in NATIVE_FLAGS else None
 
 
 def slow_path_cause(precision: str, device: str | None, isa, flags, isa_env, baseline: str | None = None) -> str:
@@ -260,55 +263,64 @@ def _params_without(params: str, key: str) -> str:
     return json.dumps(p, sort_keys=True)
 
 
-def vocab_padding(df: pd.DataFrame) -> pd.DataFrame:
-    """The effect of the vocabulary size, measured, at two levels (only ok, non-emulated rows).
+def vocab_padding(df: pd.DataFrame, step_workload: str, gemm_workload: str) -> pd.DataFrame:
+    """The effect of the vocabulary size, measured, at two levels (only ok, non-emulated rows), from
+    the cases of a training-step workload and of a GEMM workload (the step workload's declaration
+    names the GEMM one: suite/workloads/train_step/__init__.py).
 
-    - level "train_step": train_step cases of one run and precision that differ only in `vocab`
-      (a configuration measured at one vocabulary only is left out); `speedup` = step time at the smallest vocabulary of the group (the unpadded 50257) / step
-      time at this one. `lm_head_share` = the lm_head's three GEMMs (measured by `gemm` cases of
-      the same run and precision at the step's (tokens, d_model, vocab)) / the step time: the
-      GEMMs are timed in isolation, so the share leaves out the softmax/cross-entropy and any
-      overlap, and it is missing where a GEMM was not measured.
-    - levels "gemm forward" / "gemm input grad" / "gemm weight grad" / "gemm total": the `gemm`
-      cases shaped like a step's lm_head (see `lm_head_gemms`) at every vocabulary-sized N measured
-      (within 10% of a step's vocabulary: the 50260 and 50432 controls count); `speedup` as above,
-      over the smallest N; "gemm total" sums the three passes where all three were measured.
+    - level `step_workload`: its cases of one run and precision that differ only in `vocab` (a
+      configuration measured at one vocabulary only is left out); `speedup` = step time at the
+      smallest vocabulary of the group (the unpadded 50257) / step time at this one. `lm_head_share`
+      = the lm_head's three GEMMs (measured by `gemm_workload` cases of the same run and precision
+      at the step's (tokens, d_model, vocab)) / the step time: the GEMMs are timed in isolation, so
+      the share leaves out the softmax/cross-entropy and any overlap, and it is missing where a
+      GEMM was not measured.
+    - levels "<gemm_workload> forward" / "... input grad" / "... weight grad" / "... total": the
+      GEMM cases shaped like a step's lm_head (see `lm_head_gemms`) at every vocabulary-sized N
+      measured (within 10% of a step's vocabulary: the 50260 and 50432 controls count); `speedup`
+      as above, over the smallest N; "... total" sums the three passes where all three were measured.
     """
     columns = ["run_id", "precision", "level", "config", "tokens", "d_model", "vocab", "time_ms",
                "speedup", "lm_head_ms", "lm_head_share"]
     ok = df[(df["status"] == "ok") & ~is_emulated(df)]
-    steps = ok[ok["workload"] == "train_step"]
+    steps = ok[ok["workload"] == step_workload]
     if steps.empty or not {"tokens_per_step", "d_model", "vocab"} <= set(steps.columns):
         return pd.DataFrame(columns=columns)
-    gemms = ok[ok["workload"] == "gemm"]
     gemm_ms = {
         (r.run_id, r.precision, int(r.m), int(r.k), int(r.n)): float(r.time_ms_median)
-        for r in gemms.itertuples() if pd.notna(r.m)
+        for r in ok[ok["workload"] == gemm_workload].itertuples() if pd.notna(r.m)
     }
-    rows = []
     steps = steps.assign(config=[_params_without(p, "vocab") for p in steps["params"]])
     # Only configurations measured at two or more vocabularies say anything about padding.
     steps = steps[steps.groupby(["run_id", "precision", "config"])["vocab"].transform("nunique") > 1]
+    rows = _step_level(steps, gemm_ms, step_workload)
+    for (run, precision, t, d), g in steps.groupby(["run_id", "precision", "tokens_per_step", "d_model"], sort=False):
+        rows += _gemm_levels(gemm_ms, run, precision, int(t), int(d), g["vocab"], gemm_workload)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _step_level(steps: pd.DataFrame, gemm_ms: dict, level: str) -> list[dict]:
+    """`vocab_padding`'s rows for the steps themselves, with the lm_head GEMMs' share of each."""
+    rows = []
     for (run, precision, config), g in steps.groupby(["run_id", "precision", "config"], sort=False):
         base_ms = float(g.loc[g["vocab"].idxmin(), "time_ms_median"])
         for r in g.itertuples():
             t, d, v = int(r.tokens_per_step), int(r.d_model), int(r.vocab)
             times = [gemm_ms.get((run, precision, *s)) for s in lm_head_gemms(t, d, v).values()]
             head = sum(times) if all(x is not None for x in times) else math.nan
-            rows.append({"run_id": run, "precision": precision, "level": "train_step", "config": config,
+            rows.append({"run_id": run, "precision": precision, "level": level, "config": config,
                          "tokens": t, "d_model": d, "vocab": v, "time_ms": float(r.time_ms_median),
                          "speedup": base_ms / float(r.time_ms_median), "lm_head_ms": head,
                          "lm_head_share": head / float(r.time_ms_median)})
-    for (run, precision, t, d), g in steps.groupby(["run_id", "precision", "tokens_per_step", "d_model"], sort=False):
-        rows += _gemm_level_rows(gemm_ms, run, precision, int(t), int(d), (0.9 * g["vocab"].min(), 1.1 * g["vocab"].max()))
-    return pd.DataFrame(rows, columns=columns)
+    return rows
 
 
-def _gemm_level_rows(gemm_ms: dict, run: str, precision: str, t: int, d: int, within: tuple[float, float]) -> list[dict]:
-    """`vocab_padding`'s "gemm ..." rows of one run, precision and step shape (tokens `t`, `d`):
-    the lm_head's GEMMs measured at each vocabulary-sized N `within` the bounds."""
-    lo, hi = within
-    rows, vocabs = [], set()
+def _gemm_levels(gemm_ms: dict, run: str, precision: str, t: int, d: int, step_vocabs: pd.Series,
+                 gemm_workload: str) -> list[dict]:
+    """`vocab_padding`'s rows for the GEMM cases shaped like the lm_head of steps of `t` tokens and
+    width `d`, at every vocabulary within 10% of the steps' (each pass, and their total)."""
+    lo, hi = 0.9 * step_vocabs.min(), 1.1 * step_vocabs.max()
+    vocabs = set()
     for rn, pr, m, k, n in gemm_ms:
         if rn == run and pr == precision:
             # the vocabulary dimension of whichever of the three passes this shape would be
@@ -321,10 +333,10 @@ def _gemm_level_rows(gemm_ms: dict, run: str, precision: str, t: int, d: int, wi
                 per_pass[name][v] = gemm_ms[(run, precision, *shape)]
     total = {v: sum(per_pass[n][v] for n in LM_HEAD_PASSES) for v in vocabs
              if all(v in per_pass[n] for n in LM_HEAD_PASSES)}
-    for level, times in [*((f"gemm {n}", per_pass[n]) for n in LM_HEAD_PASSES), ("gemm total", total)]:
-        if not times:
-            continue
-        base_ms = times[min(times)]
+    rows = []
+    for level, times in [*((f"{gemm_workload} {n}", per_pass[n]) for n in LM_HEAD_PASSES),
+                         (f"{gemm_workload} total", total)]:
+        base_ms = times[min(times)] if times else None
         for v, ms in sorted(times.items()):
             rows.append({"run_id": run, "precision": precision, "level": level, "config": "",
                          "tokens": t, "d_model": d, "vocab": v, "time_ms": ms, "speedup": base_ms / ms,

@@ -1,4 +1,5 @@
-"""Energy per unit of work: each FP8 (or FP4) recipe's joules per TFLOP against its bf16 baseline's.
+"""Energy per unit of work: each FP8 (or FP4) recipe's joules per TFLOP against its baseline's,
+where that baseline's GEMMs run in bf16.
 
 From the records' `joules_per_tflop` (NVML's energy counter around the timed samples,
 `suite.measure.telemetry`). Only cases where it was measured appear; a baseline without it leaves
@@ -12,14 +13,15 @@ import pandas as pd
 from suite.analysis import derived
 from suite.scenario import registry
 
-# The vendor-peak classes (registry) of the recipes set against bf16.
+# The formats (vendor-peak columns a recipe declares) of the recipes set against a baseline in BASE.
 LOW_PRECISION = ("fp8", "fp4")
+BASE = "bf16"
 COLUMNS = ("case", "precision", "j_per_tflop", "bf16_j_per_tflop", "vs_bf16")
 
 
-def _low_precision(name: str) -> bool:
+def _format(name: str) -> str | None:
     record = registry.PRECISIONS.get(name)
-    return record is not None and record.peak in LOW_PRECISION
+    return record.peak if record is not None else None
 
 
 def vs_bf16(df: pd.DataFrame) -> pd.DataFrame:
@@ -31,7 +33,8 @@ def vs_bf16(df: pd.DataFrame) -> pd.DataFrame:
     measured = df[(df["status"] == "ok") & energy.notna()].assign(j_per_tflop=energy)
     # the newest record of each case (a report may hold several runs)
     by_case = measured.drop_duplicates("case_id", keep="last").set_index("case_id")["j_per_tflop"]
-    low = measured[measured["precision"].map(_low_precision) & (measured["baseline"] == "bf16")]
+    recipe_format, base_format = measured["precision"].map(_format), measured["baseline"].map(_format)
+    low = measured[recipe_format.isin(LOW_PRECISION) & (base_format == BASE)]
     if low.empty:
         return pd.DataFrame(columns=list(COLUMNS))
     base = low["baseline_case_id"].map(by_case).astype(float)

@@ -1,17 +1,29 @@
-"""A scenario's stored runs as time series: each case's speedup per run, and where it changed.
+"""A scenario's stored runs as time series, and where each case's level changed.
 
-`build(scenario, results_dir)` orders the scenario's runs by run id (their UTC start time) and, for
-every case with a speedup (not the baseline precision, not emulated), collects its speedup in each
-run with a bootstrap interval from the stored samples (`suite.analysis.stats`).
+`build(scenario, results_dir, options)` reads the scenario's runs and orders them by run id (their
+UTC start time); `analyse(records, options)` gives every case its series of per-run values, the
+values `compare` compares (`compare.measure`): its in-run speedup over the baseline precision (not
+for the baseline itself, nor for emulated timing), and its median time (within the runs of one
+device model, as compare compares times only on one).
 
-Change points: binary segmentation (Scott and Knott 1974; Vostrikova 1981) on the log speedups.
-For a segment, every split k is scored by a two-sample z statistic between the runs before and after
-it: z = |mean(after) - mean(before)| / sqrt(var(mean before) + var(mean after)), each run's variance
-being its bootstrap variance plus the run-to-run noise. The best split is a change point when
-z exceeds the normal quantile for the chosen confidence with a Bonferroni correction for the splits
-tried (k - 1 of them), and the level moves by at least the minimum effect; both halves are then
-segmented again. Run-to-run noise is estimated from the spread of consecutive differences across
-all cases (`stats.excess_noise`, divided by sqrt 2 for a difference of two runs).
+**Change points** are found by binary segmentation (Scott and Knott 1974; Vostrikova 1981) whose
+test is compare's own. For a segment of runs, every split with at least `min_runs` runs on each side
+is scored by the change compare computes between the runs before and after it (`stats.Fit`: the
+runs as the unit of replication, the run-to-run spread pooled over every case those runs hold, a
+Student-t interval); the split with the smallest p-value is a change point when compare's verdict at
+the confidence divided among the splits tried (Bonferroni) is regressed or improved, i.e. the
+interval excludes no change and the change is at least the minimum effect. Both halves are then
+segmented again. A last pass re-tests every change point between its neighbours (the runs from the
+change point before it to the one after) and drops, weakest first, those that no longer pass, so
+that every change point reported is one compare finds between its two segments. On two groups of
+runs, one after the other, history therefore never reports a change that compare calls noisy or
+unchanged at the same confidence (its test is the same, at a level as strict or stricter); with
+three runs on each side and `min_runs` 3 there is one split to try and the two agree exactly.
+Calibration (false change points per series, power, where the step is placed): docs/calibration.md.
+
+A speedup change point whose case's own time did not change between the same runs while its
+baseline precision's time changed the other way is `baseline-changed`, as in compare. Every change
+point lists what differs between the runs before and after it (`suite.analysis.envdiff`).
 """
 
 from __future__ import annotations
@@ -19,166 +31,279 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import NormalDist
 
-import numpy as np
 import pandas as pd
 
-from suite.analysis import derived, stats
-from suite.results import select, store
+from suite.analysis import compare, derived, envdiff, stats
 from suite.core.errors import UserError
+from suite.results import select, store
 
-RUN_COLUMNS = ["run_id", "started_at", "torch_version", "torchao_version", "te_version", "cuda_version",
-               "device_name", "git_sha"]
-DEFAULT_RESAMPLES = 400
+RUN_COLUMNS = ("run_id", "torch_version", "torchao_version", "te_version", "cuda_version", "device_name", "git_sha")
+SPEEDUP, TIME = "speedup", "time"
+
+
+@dataclass(frozen=True)
+class Options(compare.Decision):
+    """How history decides (`compare.Decision`); `min_runs` is the runs a change point needs on each
+    side: compare's recommended three (docs/calibration.md)."""
+
+    min_runs: int = stats.RECOMMENDED_RUNS
 
 
 @dataclass(frozen=True)
 class ChangePoint:
-    index: int  # position (in History.runs) of the first run at the new level
-    before: float  # speedup level (geometric mean) of the segment before
-    after: float  # ... and after
-    z: float
+    """Where a series' level moved: `index` is the first run (position in `History.runs`) at the new
+    level; levels are geometric means over the runs of each segment (speedup in x, time in ms)."""
 
-    @property
-    def ratio(self) -> float:
-        return self.after / self.before
+    index: int
+    metric: str
+    before: float
+    after: float
+    ratio: float  # after / before, with its interval at `confidence`
+    low: float
+    high: float
+    p: float  # two-sided p-value of no change (compare's test between the two segments)
+    confidence: float  # the test's confidence: the options' divided among the splits tried
+    verdict: str  # regressed / improved (time: slower / faster), or baseline-changed
+    runs_before: int
+    runs_after: int
+    explanation: tuple[str, ...] = ()  # what differs between the runs before and after
+    cause: str = ""  # baseline-changed: which baseline moved, and how much
 
 
 @dataclass
 class CaseSeries:
+    """One case's per-run values of one metric (speedup, or time on one device model)."""
+
     case_id: str
+    baseline_case_id: str
     workload: str
     precision: str
     baseline: str
     shape: str
+    metric: str
+    device: str  # the device model of a time series; "" for speedups
     run_index: list[int] = field(default_factory=list)  # positions in History.runs
-    speedup: list[float] = field(default_factory=list)
-    low: list[float] = field(default_factory=list)  # per-run sampling interval at the confidence
-    high: list[float] = field(default_factory=list)
-    log_se: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)  # speedup (x) or median time (ms) per run
     change_points: list[ChangePoint] = field(default_factory=list)
 
     @property
     def label(self) -> str:
         return f"{self.workload} {self.precision} {self.shape}"
 
+    def levels(self) -> list[tuple[int, int, float]]:
+        """(first position, last position + 1, level) of each segment between change points."""
+        cuts = [0, *(self.run_index.index(cp.index) for cp in self.change_points), len(self.values)]
+        return [(self.run_index[a], self.run_index[b - 1] + 1, derived.geomean(self.values[a:b]))
+                for a, b in zip(cuts, cuts[1:])]
+
+
+@dataclass(frozen=True)
+class HistoryRun:
+    index: int
+    run_id: str
+    facts: dict  # RUN_COLUMNS' values as text ("" where the record has none)
+
 
 @dataclass
 class History:
+    """The result of `analyse`: every series, its change points, and the spread they were judged by."""
+
     scenario: str
-    runs: pd.DataFrame  # one row per run, oldest first (RUN_COLUMNS)
+    runs: list[HistoryRun]
     series: list[CaseSeries]
-    noise: stats.NoiseEstimate
-    min_effect: float
-    confidence: float
+    spread: dict[str, stats.Spread]  # metric -> run-to-run spread over all runs (as if no change)
+    detectable: dict[str, float]  # metric -> smallest step a typical case shows with min_runs per side
+    options: Options
 
     def change_points(self) -> list[tuple[CaseSeries, ChangePoint]]:
         return [(s, cp) for s in self.series for cp in s.change_points]
 
 
-def split_threshold(candidates: int, confidence: float) -> float:
-    """z a split must exceed: two-sided normal quantile, Bonferroni over the splits tried."""
-    alpha = (1.0 - confidence) / max(1, candidates)
-    return NormalDist().inv_cdf(1.0 - alpha / 2)
+class _Tester:
+    """compare's test between two sets of runs of one metric, with the fit of each pair of run sets
+    kept: every case holding the same runs shares it (the spread is pooled over all of them)."""
+
+    def __init__(self, values: dict[str, dict[str, float]], noise: float | None):
+        self.values, self.noise = values, noise
+        self.fits: dict[tuple[tuple[str, ...], tuple[str, ...]], stats.Fit] = {}
+
+    def fit(self, before: tuple[str, ...], after: tuple[str, ...]) -> stats.Fit:
+        key = (before, after)
+        if key not in self.fits:
+            b, a = set(before), set(after)
+            self.fits[key] = stats.fit({c: {r: v for r, v in runs.items() if r in b} for c, runs in self.values.items()},
+                                       {c: {r: v for r, v in runs.items() if r in a} for c, runs in self.values.items()},
+                                       self.noise)
+        return self.fits[key]
 
 
-def _best_split(y: np.ndarray, var: np.ndarray) -> tuple[int, float]:
-    best_k, best_z = -1, 0.0
-    for k in range(1, len(y)):
-        left, right = slice(0, k), slice(k, len(y))
-        var_mean = var[left].sum() / k**2 + var[right].sum() / (len(y) - k) ** 2
-        z = abs(y[right].mean() - y[left].mean()) / math.sqrt(var_mean) if var_mean > 0 else math.inf
-        if z > best_z:
-            best_k, best_z = k, z
-    return best_k, best_z
+def split_confidence(confidence: float, runs: int, min_runs: int) -> float:
+    """The confidence one split is tested at: 1 - confidence shared among the splits a segment of
+    `runs` runs allows with `min_runs` on each side (Bonferroni)."""
+    return 1.0 - (1.0 - confidence) / max(1, runs - 2 * min_runs + 1)
 
 
-def segment(y, var, min_effect: float, confidence: float) -> list[tuple[int, float]]:
-    """Change points of the series y (log scale) with per-point variances var: [(k, z)], k being the
-    index of the first point of each new level, sorted by k."""
-    y, var = np.asarray(y, dtype=float), np.asarray(var, dtype=float)
-    band = math.log1p(min_effect)
-    found: list[tuple[int, float]] = []
-    stack = [(0, len(y))]
+def _judge(tester: _Tester, case: str, runs: list[str], lo: int, k: int, hi: int,
+           opts: Options) -> tuple[stats.Change, str, float]:
+    """compare's change of `case` between runs[lo:k] and runs[k:hi], its verdict at the split's
+    confidence, and that confidence."""
+    level = split_confidence(opts.confidence, hi - lo, opts.min_runs)
+    change = tester.fit(tuple(runs[lo:k]), tuple(runs[k:hi])).change(case, level)
+    return change, stats.verdict(change, opts.min_effect, opts.min_runs), level
+
+
+def _best_split(tester: _Tester, case: str, runs: list[str], lo: int, hi: int, m: int) -> int | None:
+    """The split of runs[lo:hi] (at least m runs each side) whose change has the smallest p-value."""
+    best, best_p = None, math.inf
+    for k in range(lo + m, hi - m + 1):
+        p = tester.fit(tuple(runs[lo:k]), tuple(runs[k:hi])).test(case)[3]
+        if math.isfinite(p) and p < best_p:
+            best, best_p = k, p
+    return best
+
+
+def _segment(tester: _Tester, case: str, runs: list[str], opts: Options) -> list[int]:
+    """Change points (positions in `runs` of the first run at a new level) of one case's series."""
+    m, found, stack = opts.min_runs, [], [(0, len(runs))]
     while stack:
         lo, hi = stack.pop()
-        if hi - lo < 2:
-            continue
-        k, z = _best_split(y[lo:hi], var[lo:hi])
-        if k < 0 or z <= split_threshold(hi - lo - 1, confidence):
-            continue
-        if abs(y[lo + k:hi].mean() - y[lo:lo + k].mean()) < band:
-            continue
-        found.append((lo + k, z))
-        stack += [(lo, lo + k), (lo + k, hi)]
-    return sorted(found)
+        k = _best_split(tester, case, runs, lo, hi, m)
+        if k is not None and _judge(tester, case, runs, lo, k, hi, opts)[1] in compare.MOVED:
+            found.append(k)
+            stack += [(lo, k), (k, hi)]
+    return _prune(tester, case, runs, sorted(found), opts)
 
 
-def _runs_table(df: pd.DataFrame) -> pd.DataFrame:
-    runs = select.runs_of(df).iloc[::-1].reset_index(drop=True)  # oldest first
-    for column in RUN_COLUMNS:
-        if column not in runs:
-            runs[column] = None
-    return runs[RUN_COLUMNS]
+def _prune(tester: _Tester, case: str, runs: list[str], found: list[int], opts: Options) -> list[int]:
+    """Re-test each change point between its neighbours; drop the weakest that fails, until all pass."""
+    while found:
+        bounds = [0, *found, len(runs)]
+        failing = []
+        for j, k in enumerate(found):
+            change, verdict, _ = _judge(tester, case, runs, bounds[j], k, bounds[j + 2], opts)
+            if verdict not in compare.MOVED:
+                failing.append((change.p if math.isfinite(change.p) else math.inf, k))
+        if not failing:
+            break
+        found.remove(max(failing)[1])
+    return found
 
 
-def _series(df: pd.DataFrame, positions: dict[str, int], resamples: int, seed: int,
-            confidence: float) -> list[CaseSeries]:
-    by_run = {(r["run_id"], r["case_id"]): r for r in df.to_dict("records")}
-    ok = df[(df["status"] == "ok") & ~derived.is_emulated(df)]
-    ok = ok[ok["baseline_case_id"].notna() & (ok["baseline_case_id"] != ok["case_id"])]
+@dataclass(frozen=True)
+class _Context:
+    """What building change points needs besides the series: the testers, run facts, devices."""
+
+    speedup: _Tester
+    times: dict[str, _Tester]  # device model -> its runs' times
+    device_of: dict[str, str]  # run id -> device model
+    facts: envdiff.RunFacts
+    opts: Options
+
+
+def _cause(s: CaseSeries, before: tuple[str, ...], after: tuple[str, ...], ratio: float, verdict: str,
+           ctx: _Context) -> str:
+    """Why a speedup moved by `ratio`, when the baseline did it: its time moved the other way between
+    the same runs while the case's own did not (compare's rule, at the per-case confidence); the
+    baseline's change relative to this precision is the speedup's. "" otherwise."""
+    devices = {ctx.device_of[r] for r in (*before, *after)}
+    if len(devices) != 1:
+        return ""
+    fit = ctx.times[devices.pop()].fit(before, after)
+    if not {s.case_id, s.baseline_case_id} <= fit.cases:
+        return ""
+    o = ctx.opts
+    own = stats.verdict(fit.change(s.case_id, o.confidence), o.min_effect, o.min_runs)
+    base = fit.change(s.baseline_case_id, o.confidence)
+    expected = stats.REGRESSED if verdict == stats.IMPROVED else stats.IMPROVED
+    if own in compare.MOVED or stats.verdict(base, o.min_effect, o.min_runs) != expected:
+        return ""
+    slower = expected == stats.REGRESSED
+    return (f"{s.baseline} got {ratio if slower else 1 / ratio:.3g}x {'slower' if slower else 'faster'} "
+            f"(its own time {math.exp(-base.estimate):.3g}x); this case's own time {own}")
+
+
+def _change_points(s: CaseSeries, runs: list[str], found: list[int], ctx: _Context) -> list[ChangePoint]:
+    tester = ctx.speedup if s.metric == SPEEDUP else ctx.times[s.device]
+    sign = 1.0 if s.metric == SPEEDUP else -1.0  # the tester's values are log speedup, -log time
+    bounds = [0, *found, len(runs)]
     out = []
-    for case_id, rows in ok.groupby("case_id", sort=False):
-        first = rows.iloc[0]
-        s = CaseSeries(case_id, first["workload"], first["precision"], first.get("baseline"),
-                       derived.shape_label(first))
-        rng = stats.keyed_rng(seed, case_id)
-        for _, row in rows.sort_values("run_id").iterrows():
-            ref = by_run.get((row["run_id"], row["baseline_case_id"]))
-            if ref is None or ref.get("status") != "ok":
-                continue
-            case_s, ref_s = stats.as_samples(row.get("samples_ms")), stats.as_samples(ref.get("samples_ms"))
-            if len(case_s) < 2 or len(ref_s) < 2:
-                continue  # no samples: no interval, and a point without one would look certain
-            (ref_log, ref_reps), (case_log, case_reps) = (stats.log_median_replicates(x, resamples, rng)
-                                                          for x in (ref_s, case_s))
-            log_speedup, replicates = ref_log - case_log, ref_reps - case_reps
-            est = stats.side_estimate([log_speedup], [replicates], rng)
-            alpha = 1.0 - confidence
-            lo, hi = np.quantile(est.replicates, [alpha / 2, 1 - alpha / 2])
-            s.run_index.append(positions[row["run_id"]])
-            s.speedup.append(math.exp(est.log_value))
-            s.low.append(math.exp(lo))
-            s.high.append(math.exp(hi))
-            s.log_se.append(est.se)
-        if s.run_index:
-            out.append(s)
+    for j, k in enumerate(found):
+        change, verdict, level = _judge(tester, s.case_id, runs, bounds[j], k, bounds[j + 2], ctx.opts)
+        before, after = tuple(runs[bounds[j]:k]), tuple(runs[k:bounds[j + 2]])
+        ends = sorted(math.exp(sign * x) for x in (change.low, change.high))
+        ratio = math.exp(sign * change.estimate)
+        cause = _cause(s, before, after, ratio, verdict, ctx) if s.metric == SPEEDUP else ""
+        explanation = [d.text for d in (*envdiff.between(ctx.facts, ctx.facts, before, after),
+                                         *envdiff.case_between(ctx.facts, ctx.facts, before, after, s.case_id))]
+        out.append(ChangePoint(
+            s.run_index[k], s.metric, math.exp(sign * change.base.mean), math.exp(sign * change.cand.mean),
+            ratio, ends[0], ends[1], change.p, level,
+            compare.BASELINE_CHANGED if cause else verdict, len(before), len(after), tuple(explanation), cause))
     return out
 
 
-def _noise(series: list[CaseSeries]) -> stats.NoiseEstimate:
-    diffs, ses, groups = [], [], []
-    for s in series:
-        y = np.log(s.speedup)
-        for i in range(1, len(y)):
-            diffs.append(y[i] - y[i - 1])
-            ses.append(math.hypot(s.log_se[i], s.log_se[i - 1]))
-            groups.append((s.run_index[i - 1], s.run_index[i]))
-    noise = stats.excess_noise(diffs, ses, groups)
-    return stats.NoiseEstimate(noise.sd / math.sqrt(2), noise.cases, noise.source)
+def _series(records: pd.DataFrame, runs: list[str], device_of: dict[str, str]) -> list[tuple[CaseSeries, dict]]:
+    """Every case's series with its per-run values ({run id: value}), speedups first."""
+    side = compare.SideRecords.of(records)
+    position = {r: i for i, r in enumerate(runs)}
+    out = []
+    for case_id, rows in side.by_case.items():
+        measured = compare.measure(rows, side)
+        first = rows[0]
+        named = dict(case_id=case_id, baseline_case_id=str(first.get("baseline_case_id") or ""),
+                     workload=first["workload"], precision=first["precision"], baseline=str(first.get("baseline") or ""),
+                     shape=derived.shape_label(first))
+        per_metric = [(SPEEDUP, "", measured.speedups)]
+        if not measured.emulated:
+            for device in sorted({device_of[r] for r in measured.times}):
+                per_metric.append((TIME, device, {r: t for r, t in measured.times.items() if device_of[r] == device}))
+        for metric, device, values in per_metric:
+            if values:
+                ordered = sorted(values, key=position.get)
+                out.append((CaseSeries(**named, metric=metric, device=device, run_index=[position[r] for r in ordered],
+                                       values=[values[r] for r in ordered]), values))
+    return sorted(out, key=lambda sv: sv[0].metric != SPEEDUP)
 
 
-def build(
-    scenario: str,
-    results_dir: str | Path = "results",
-    *,
-    last: int | None = None,
-    min_effect: float = stats.DEFAULT_MIN_EFFECT,
-    confidence: float = stats.DEFAULT_CONFIDENCE,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-) -> History:
+def _runs_table(df: pd.DataFrame) -> list[HistoryRun]:
+    first = select.runs_of(df).iloc[::-1].reset_index(drop=True)  # oldest first
+    return [HistoryRun(i, str(r["run_id"]), {c: envdiff.as_text(r.get(c)) or "" for c in RUN_COLUMNS})
+            for i, r in first.iterrows()]
+
+
+def analyse(records: pd.DataFrame, scenario: str, options: Options = Options()) -> History:
+    """Series and change points of these records (one scenario's runs; see the module docstring)."""
+    runs = _runs_table(records)
+    ids = [r.run_id for r in runs]
+    device_of = {r.run_id: r.facts["device_name"] for r in runs}
+    series = _series(records, ids, device_of)
+    if not series:
+        raise UserError(f"scenario {scenario!r}: no case was measured in {len(runs)} runs")
+    logs = {(SPEEDUP, ""): {}}
+    for s, values in series:
+        sign = 1.0 if s.metric == SPEEDUP else -1.0
+        logs.setdefault((s.metric, s.device), {})[s.case_id] = {r: sign * math.log(v) for r, v in values.items()}
+    testers = {key: _Tester(values, options.noise) for key, values in logs.items()}
+    ctx = _Context(testers[(SPEEDUP, "")], {d: t for (m, d), t in testers.items() if m == TIME}, device_of,
+                   envdiff.RunFacts(records), options)
+    for s, values in series:
+        own_runs = [ids[i] for i in s.run_index]
+        found = _segment(testers[(s.metric, s.device)], s.case_id, own_runs, options)
+        s.change_points = _change_points(s, own_runs, found, ctx)
+    spread, detectable = {}, {}
+    for metric in (SPEEDUP, TIME):
+        values = {f"{c} {d}": v for (m, d), cases in logs.items() if m == metric for c, v in cases.items()}
+        if values:
+            spread[metric] = stats.fit(values, {}, options.noise).spread
+            m = options.min_runs
+            detectable[metric] = stats.detectable(spread[metric], m, m, options.confidence)
+    return History(scenario, runs, [s for s, _ in series], spread, detectable, options)
+
+
+def build(scenario: str, results_dir: str | Path = "results", *, last: int | None = None,
+          options: Options = Options()) -> History:
+    """The history of a scenario's runs under results_dir (`last`: only the newest N)."""
     if last is not None and last < 2:
         raise UserError(f"--last {last}: a history needs at least 2 runs")
     folder = store.scenario_dir(results_dir, scenario)
@@ -186,23 +311,10 @@ def build(
         raise UserError(f"no results of scenario {scenario!r}: {folder} does not exist")
     df = store.read([folder])
     df = df[df["scenario"] == scenario]
-    runs = _runs_table(df)
+    runs = select.runs_of(df)["run_id"].tolist()  # newest first
     if last is not None:
-        runs = runs.iloc[-last:].reset_index(drop=True)
-        df = df[df["run_id"].isin(set(runs["run_id"]))]
+        df = df[df["run_id"].isin(set(runs[:last]))]
+        runs = runs[:last]
     if len(runs) < 2:
         raise UserError(f"scenario {scenario!r} has {len(runs)} run under {folder}; a history needs at least 2")
-    positions = {run_id: i for i, run_id in enumerate(runs["run_id"])}
-    series = _series(df, positions, resamples, seed, confidence)
-    if not series:
-        raise UserError(f"scenario {scenario!r}: no case has a measured speedup with samples in {len(runs)} runs "
-                        "(a speedup needs a baseline precision measured in the same run)")
-    noise = _noise(series)
-    for s in series:
-        y = np.log(s.speedup)
-        found = segment(y, np.square(s.log_se) + noise.sd**2, min_effect, confidence)
-        bounds = [0, *(k for k, _ in found), len(y)]
-        for j, (k, z) in enumerate(found):
-            before, after = y[bounds[j]:k].mean(), y[k:bounds[j + 2]].mean()
-            s.change_points.append(ChangePoint(s.run_index[k], math.exp(before), math.exp(after), z))
-    return History(scenario, runs, series, noise, min_effect, confidence)
+    return analyse(df, scenario, options)

@@ -13,10 +13,12 @@ faster than it is flagged (`implausible`). docs/model.md has every equation, con
 and the model against published measurements.
 
 Kernels (`case_kernels`): a GEMM moves its operands once and writes its output once; an FP8
-recipe adds the kernels that scale and cast its operands, counted per recipe from the bytes they
-move: as torch.compile fuses them (torchao's benchmarks/float8/float8_roofline.py, via
+recipe adds the kernels that scale and cast its operands, counted per scaling (its folder declares
+how it scales: `suite.scenario.declare.PrecisionRecord`) from the bytes they move: as
+torch.compile fuses them (torchao's benchmarks/float8/float8_roofline.py, via
 torchao/testing/training/roofline_utils.py) or as eager mode runs them (one kernel per op of
-torchao's float8_utils / float8_training_tensor; this suite's fp8_numerics runs the same ops).
+torchao's float8_utils / float8_training_tensor; this suite's fp8 numerics run the same ops). What
+one call of a workload is to the model (`KERNELS`) is its folder's declaration too.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import math
 from dataclasses import dataclass
 
 from suite.core import peaks
-from suite.scenario import params as p
 from suite.scenario import registry
 
 # --- constants, each from a published source (docs/model.md) -----------------------------------
@@ -55,18 +56,15 @@ IMPLAUSIBLE_ABOVE = {"cuda": 1.1, "cpu": 2.0}
 SLOW_BELOW = 0.25
 LARGE_GEMM_FLOPS = 2.0 * 4096**3
 
-# Bytes per element of each GEMM format's operands and output (FP8/FP4 GEMMs write bf16).
+# Bytes per element of each GEMM format's operands and output (FP8/FP4 GEMMs write bf16, and the
+# activations around them stay in what the GEMMs write).
 OPERAND_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5}
 OUTPUT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp4": 2}
-# How each FP8 recipe scales (the registry name -> the kernels `cast_kernels` counts for it).
-SCALING = {
-    "fp8_tensorwise": "tensorwise", "fp8_rowwise": "rowwise", "fp8_rowwise_gw_hp": "rowwise_with_gw_hp",
-    "te_delayed": "delayed", "te_current": "current", "te_block": "block", "mxfp8": "mx", "nvfp4": "nvfp4",
-}
-EMULATED_EVERYWHERE = {"fp8_block": "fp8_block's GEMM runs in float32 on every device: no FP8 roofline"}
-# What a recipe needs of a GPU (compute capability), beyond having its format's peak.
-MIN_CC = {"tf32": 8.0, "bf16": 8.0, "fp8": 8.9, "te_block": 9.0, "mxfp8": 10.0, "nvfp4": 10.0}
-TE = ("te_delayed", "te_current", "te_block", "mxfp8", "nvfp4")
+# What a format needs of a GPU (compute capability), beyond having a peak in the table; a recipe
+# may need more (its declared `min_cc`).
+MIN_CC = {"tf32": 8.0, "bf16": 8.0, "fp8": 8.9}
+# The scalings `fused_cast` counts kernels for (a recipe declares one of them as its `scaling`).
+SCALINGS = ("tensorwise", "current", "rowwise", "rowwise_with_gw_hp", "delayed", "block", "microscaled")
 
 
 @dataclass(frozen=True)
@@ -131,7 +129,7 @@ def _missing(value) -> bool:
 
 @dataclass(frozen=True)
 class Kernel:
-    what: str  # "gemm", "cast" (FP8 scaling and casting) or "other" (norms, activations, autocast casts)
+    what: str  # "matmul", "cast" (FP8 scaling and casting) or "other" (norms, activations, autocast casts)
     label: str
     bytes: float
     flops: float = 0.0
@@ -141,7 +139,7 @@ class Kernel:
 def gemm(label: str, m: int, k: int, n: int, fmt: str, a_fmt: str | None = None) -> Kernel:
     """C[M, N] = A[M, K] @ B[K, N] in `fmt`: operands read once, output written once."""
     operand = OPERAND_BYTES[a_fmt or fmt]
-    return Kernel("gemm", label, operand * (m * k + k * n) + OUTPUT_BYTES[fmt] * m * n, 2.0 * m * k * n, fmt)
+    return Kernel("matmul", label, operand * (m * k + k * n) + OUTPUT_BYTES[fmt] * m * n, 2.0 * m * k * n, fmt)
 
 
 def tiny(label: str, count: int = 1, what: str = "cast") -> list[Kernel]:
@@ -165,12 +163,14 @@ def eager_cast(role: str, elements: float, source: int, pow2: bool) -> list[Kern
     return out
 
 
-def fused_cast(role: str, elements: float, source: int, scaling: str, fuse_prev: bool) -> list[Kernel]:
+def fused_cast(role: str, elements: float, source: int, scaling: str, fuse_prev: bool,
+               width: float = 1) -> list[Kernel]:
     """An operand's casts in a training step as torch.compile (torchao) or Transformer Engine's own
     kernels run them, bytes per kernel as torchao's roofline_utils counts them (the read of an
     activation or gradient fused into the op before it where `fuse_prev`; a fused-away kernel
     costs nothing here, where roofline_utils still charges it the floor). `role`: input, weight or
-    grad_output. Both layouts a step needs (row- and column-major) are written."""
+    grad_output. Both layouts a step needs (row- and column-major) are written; `width`: bytes per
+    element of the format cast to (microscaled: MXFP8 1, NVFP4 0.5)."""
     e, s, weight = elements, source, role == "weight"
     first = 0 if fuse_prev and not weight else s  # the read a producer op already did
     if scaling in ("tensorwise", "current"):  # amax pass, scale, then cast to both layouts
@@ -191,26 +191,30 @@ def fused_cast(role: str, elements: float, source: int, scaling: str, fuse_prev:
         return [Kernel("cast", f"{role} cast", (first + 1) * e)]
     if scaling in ("delayed", "block"):  # scale known (history) or local (block): one pass
         return [Kernel("cast", f"{role} cast and transpose", (first + 2) * e)]
-    width = 0.5 if scaling == "nvfp4" else 1  # mx, nvfp4: 1x32 / 1x16 blocks, one kernel per layout
-    return [Kernel("cast", f"{role} cast", (first + width) * e), Kernel("cast", f"{role} transposed cast", (s + width) * e)]
+    if scaling == "microscaled":  # MXFP8's 1x32, NVFP4's 1x16 blocks: one kernel per layout
+        return [Kernel("cast", f"{role} cast", (first + width) * e),
+                Kernel("cast", f"{role} transposed cast", (s + width) * e)]
+    raise ValueError(f"the model has no cast kernels for scaling {scaling!r}; known: {', '.join(SCALINGS)}")
 
 
 def gemm_case(precision: str, m: int, k: int, n: int, params: dict) -> list[Kernel]:
-    """The `gemm` workload: one GEMM; an FP8 recipe's operands quantized before timing (`pre`) or
-    in the timed call (`inline`, eager: A and the weight B^T, each from bf16)."""
-    fmt = registry.PRECISIONS[precision].peak
-    if precision not in SCALING:
+    """One GEMM (the `gemm` workload's call); an FP8 recipe's operands quantized before timing
+    (`pre`) or in the timed call (`inline`, eager: A and the weight B^T, each from bf16)."""
+    recipe = registry.PRECISIONS[precision]
+    fmt, scaling = recipe.peak, recipe.scaling
+    if scaling is None:
         return [gemm("GEMM", m, k, n, fmt)]
-    opts = (p.TEParams if precision in TE else p.FP8GemmParams).of(params)
-    scaling = SCALING[precision]
+    opts = recipe.params.of(params)
     kernels = [gemm("FP8 GEMM", m, k, n, fmt)]
     if scaling == "rowwise" and not opts.use_fast_accum:
         # rowwise without fast accumulation (fp8._matmul here, as torchao's training path): the
         # tensorwise kernel, then the outer product of the scales applied to its bf16 output
         kernels += [Kernel("cast", "row x column scales", 4.0 * m * n),
                     Kernel("cast", "output scaling", 10.0 * m * n), Kernel("cast", "output to bf16", 6.0 * m * n)]
-    if precision in TE:  # one te.Linear forward: TE's own cast kernels for the input and the weight
-        return kernels + fused_cast("input", m * k, 2, scaling, False) + fused_cast("weight", n * k, 2, scaling, False)
+    if recipe.fused_casts:  # one te.Linear forward: TE's own cast kernels for the input and the weight
+        width = OPERAND_BYTES[fmt]
+        return kernels + fused_cast("input", m * k, 2, scaling, False, width) + \
+            fused_cast("weight", n * k, 2, scaling, False, width)
     if opts.quantize == "inline":  # rowwise scales are powers of two (fp8.FP8_ROWWISE)
         for role, elements in (("A", m * k), ("B", n * k)):
             kernels += eager_cast(role, elements, 2, pow2=scaling != "tensorwise")
@@ -219,20 +223,22 @@ def gemm_case(precision: str, m: int, k: int, n: int, params: dict) -> list[Kern
 
 def layer_gemms(precision: str, m: int, k: int, n: int) -> list[Kernel]:
     """A Linear's training step: output (M, K, N), input gradient (M, N, K), weight gradient (K, M, N)."""
-    fmt = registry.PRECISIONS[precision].peak
-    weight_fmt = "bf16" if precision == "fp8_rowwise_gw_hp" else fmt
+    recipe = registry.PRECISIONS[precision]
+    fmt = recipe.peak
     return [gemm("output GEMM", m, k, n, fmt), gemm("input-gradient GEMM", m, n, k, fmt),
-            gemm("weight-gradient GEMM", k, m, n, weight_fmt)]
+            gemm("weight-gradient GEMM", k, m, n, recipe.weight_grad_format or fmt)]
 
 
 def layer_casts(precision: str, m: int, k: int, n: int, compiled: bool, fuse_prev: bool, master: bool) -> list[Kernel]:
     """An FP8 recipe's scaling and casting kernels in one training step of a Linear. Eager torchao
     casts each operand once per GEMM that uses it (six casts; four for rowwise_with_gw_hp, whose
     weight-gradient GEMM is bf16) and copies three FP8 operands into the layout _scaled_mm needs."""
-    scaling, w = SCALING[precision], 4 if master else 2
+    recipe = registry.PRECISIONS[precision]
+    scaling, w = recipe.scaling, 4 if master else 2
     tensors = (("input", m * k, 2), ("weight", n * k, w), ("grad_output", m * n, 2))
-    if compiled or precision in TE:
-        return [c for role, e, s in tensors for c in fused_cast(role, e, s, scaling, fuse_prev)]
+    if compiled or recipe.fused_casts:
+        width = OPERAND_BYTES[recipe.peak]
+        return [c for role, e, s in tensors for c in fused_cast(role, e, s, scaling, fuse_prev, width)]
     pow2 = scaling != "tensorwise"  # torchao's rowwise recipes round scales to powers of two
     uses = {"input": 1, "weight": 2, "grad_output": 1} if scaling == "rowwise_with_gw_hp" else \
         {"input": 2, "weight": 2, "grad_output": 2}
@@ -242,50 +248,56 @@ def layer_casts(precision: str, m: int, k: int, n: int, compiled: bool, fuse_pre
     return out + [Kernel("cast", f"{role} layout copy", 2.0 * e) for role, e in copies]
 
 
-def layer_case(workload: str, precision: str, m: int, k: int, n: int, params: dict, master: bool = True) -> list[Kernel]:
-    """`linear` (y = x W^T, forward and backward) or `ln_linear` (LayerNorm -> Linear -> Sigmoid).
-    `master`: fp32 master weights under autocast, as this suite's layers train (bf16/FP8 recipes
-    then also cast the weight down and its gradient up); False: bf16 weights (torchao's benchmark)."""
-    fmt = registry.PRECISIONS[precision].peak
-    compiled = p.CompileParams.of(params).compile
+def layer_case(norm: bool, precision: str, m: int, k: int, n: int, compiled: bool, master: bool = True) -> list[Kernel]:
+    """A Linear's training step (y = x W^T, forward and backward), with `norm` LayerNorm -> Linear
+    -> Sigmoid. `master`: fp32 master weights under autocast, as this suite's layers train (bf16/FP8
+    recipes then also cast the weight down and its gradient up); False: bf16 weights (torchao's benchmark)."""
+    recipe = registry.PRECISIONS[precision]
+    fmt = recipe.peak
     kernels = layer_gemms(precision, m, k, n)
-    if precision in SCALING:
-        kernels += layer_casts(precision, m, k, n, compiled, workload == "ln_linear" and compiled, master)
+    if recipe.scaling is not None:
+        kernels += layer_casts(precision, m, k, n, compiled, norm and compiled, master)
     if master and fmt not in ("fp32", "tf32"):
-        if precision not in SCALING:  # autocast's weight cast (FP8 casts read the fp32 weight directly)
+        if recipe.scaling is None:  # autocast's weight cast (FP8 casts read the fp32 weight directly)
             kernels.append(Kernel("other", "weight to bf16 (autocast)", 6.0 * n * k))
         kernels.append(Kernel("other", "weight gradient to fp32", 6.0 * n * k))
-    if workload == "ln_linear":
-        act = OPERAND_BYTES["bf16" if fmt in ("fp8", "fp4") else fmt]
+    if norm:
+        act = OUTPUT_BYTES[fmt]  # the activations are what the GEMMs write
         kernels += [Kernel("other", "LayerNorm", 2 * act * m * k), Kernel("other", "Sigmoid", 2 * act * m * n),
                     Kernel("other", "Sigmoid backward", 3 * act * m * n), Kernel("other", "LayerNorm backward", 3 * act * m * k)]
     return kernels
 
 
-GEMM_LIKE = ("gemm", "outlier", "fidelity")
-LAYERS = ("linear", "ln_linear")
+# What one call of a workload is to the model, by its declaration's `roofline`; a layer step's
+# workload has a `compile` parameter: (workload record, precision, m, k, n, params) -> kernels
+KERNELS = {
+    "matmul": lambda task, precision, m, k, n, params: gemm_case(precision, m, k, n, params),
+    "linear_step": lambda task, precision, m, k, n, params: layer_case(
+        False, precision, m, k, n, task.params.of(params).compile),
+    "norm_linear_step": lambda task, precision, m, k, n, params: layer_case(
+        True, precision, m, k, n, task.params.of(params).compile),
+}
 
 
 def case_kernels(workload: str, precision: str, m, k, n, params: dict | None = None) -> list[Kernel] | str:
     """The kernels one timed call of a case runs, or why the model has none for it."""
-    if precision in EMULATED_EVERYWHERE:
-        return EMULATED_EVERYWHERE[precision]
-    if precision not in registry.PRECISIONS:
+    recipe, task = registry.PRECISIONS.get(precision), registry.WORKLOADS.get(workload)
+    if recipe is None:
         return f"unknown precision {precision!r}"
-    if workload not in GEMM_LIKE + LAYERS or _missing(m) or _missing(k) or _missing(n):
+    if recipe.no_roofline:
+        return recipe.no_roofline
+    if task is None or task.roofline is None or _missing(m) or _missing(k) or _missing(n):
         return f"the model covers shaped GEMM and Linear-layer cases, not {workload}"
-    m, k, n, params = int(m), int(k), int(n), params or {}
-    if workload in LAYERS:
-        return layer_case(workload, precision, m, k, n, params)
-    return gemm_case(precision, m, k, n, params)
+    return KERNELS[task.roofline](task, precision, int(m), int(k), int(n), params or {})
 
 
 def unsupported(precision: str, device: Device) -> str | None:
     """Why a device cannot run a precision's kernels at all (the model predicts nothing then)."""
-    fmt = registry.PRECISIONS[precision].peak
+    recipe = registry.PRECISIONS[precision]
+    fmt = recipe.peak
     if fmt not in device.peaks:
         return f"{device.label} has no {fmt} peak in the table"
-    need = max(MIN_CC.get(fmt, 0.0), MIN_CC.get(precision, 0.0))
+    need = max(MIN_CC.get(fmt, 0.0), recipe.min_cc)
     if device.kind == "cuda" and device.cc is not None and device.cc < need:
         return f"{precision} needs compute capability >= {need:g}; {device.label} is {device.cc:g}"
     return None
@@ -332,7 +344,7 @@ def predict(kernels: list[Kernel], device: Device, cold: bool = True) -> Predict
         seconds=sum(t for _, t, _ in timed),
         roofline_s=sum(roofline_time(k, device, cold) for k in kernels),
         bound=max(by_bound, key=by_bound.get),
-        gemm_s=sum(t for k, t, _ in timed if k.what == "gemm"),
+        gemm_s=sum(t for k, t, _ in timed if k.what == "matmul"),
         cast_s=sum(t for k, t, _ in timed if k.what == "cast"),
         kernels=tuple(timed),
     )
@@ -381,15 +393,15 @@ def record_columns(record: dict) -> dict:
     measured_s = float(record["time_ms_median"]) / 1e3
     baseline = record.get("baseline")
     base = predict_case(shape[0], baseline, *shape[1:], device, cold) if baseline in registry.PRECISIONS else None
-    fmt = registry.PRECISIONS[record["precision"]].peak
+    recipe = registry.PRECISIONS[record["precision"]]
     return {
         "predicted_ms": pred.seconds * 1e3,
         "predicted_speedup": base.seconds / pred.seconds if isinstance(base, Prediction) else None,
         "roofline_ms": pred.roofline_s * 1e3,
         "roofline_fraction": pred.roofline_s / measured_s,
-        "roofline_tflops": device.peaks.get(fmt),
+        "roofline_tflops": device.peaks.get(recipe.peak),
         "bound": pred.bound,
         "implausible": implausible(measured_s, pred, device),
         "predicted_gemm_ms": pred.gemm_s * 1e3,
-        "predicted_cast_ms": pred.cast_s * 1e3 if record["precision"] in SCALING else None,
+        "predicted_cast_ms": pred.cast_s * 1e3 if recipe.scaling is not None else None,
     }

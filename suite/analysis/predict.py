@@ -7,7 +7,7 @@ from __future__ import annotations
 from suite.analysis import crossover, model
 from suite.core.errors import UserError
 from suite.core import peaks
-from suite.scenario import plan
+from suite.scenario import plan, registry
 from suite.scenario.spec import Scenario
 
 
@@ -32,7 +32,8 @@ def _row(case, dev: model.Device) -> dict:
             "tflops": pred.compute_flops / pred.seconds / 1e12,
             "speedup": base.seconds / pred.seconds if isinstance(base, model.Prediction) else None,
             "bound": pred.bound, "gemm_ms": pred.gemm_s * 1e3,
-            "cast_ms": pred.cast_s * 1e3 if case.precision in model.SCALING else None, "note": ""}
+            "cast_ms": pred.cast_s * 1e3 if registry.PRECISIONS[case.precision].scaling is not None else None,
+            "note": ""}
 
 
 def predict_scenario(scenario: Scenario, device_name: str, only: list[str] | None = None) -> dict:

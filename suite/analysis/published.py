@@ -35,7 +35,7 @@ class Published:
 def _layer_speedup(m: int, k: int, n: int) -> float:
     """torchao's benchmark case: LNLinearSigmoid with bf16 weights, compiled, tensorwise FP8 vs bf16."""
     h100 = model.gpu_device("h100")
-    kernels = {p: model.layer_case("ln_linear", p, m, k, n, {"compile": True}, master=False)
+    kernels = {p: model.layer_case(True, p, m, k, n, compiled=True, master=False)
                for p in ("bf16", "fp8_tensorwise")}
     return model.predict(kernels["bf16"], h100).seconds / model.predict(kernels["fp8_tensorwise"], h100).seconds
 

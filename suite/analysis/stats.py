@@ -42,15 +42,14 @@ The distributions (Student-t, chi-square) are computed here from the regularized
 and gamma functions (continued fraction and series, as in Abramowitz and Stegun 26.5.8 and 6.5.29),
 so that no SciPy is needed.
 
-The bootstrap of medians further down serves `suite.analysis.history`, which draws one interval per
-run from its own samples.
+`suite.analysis.history` applies the same test to the runs before and after each candidate change
+point (`Fit` and `Fit.change`), so that history and compare cannot disagree on the same runs.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import zlib
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Mapping, Sequence
@@ -65,10 +64,6 @@ DEFAULT_CONFIDENCE = 0.99
 # side is not seen at all. Three per side is what the calibration (docs/calibration.md) recommends.
 DEFAULT_MIN_RUNS = 2
 RECOMMENDED_RUNS = 3
-# 1 / Phi^-1(3/4): turns a median absolute deviation into a standard deviation for normal data.
-MAD_TO_SD = 1.4826
-# Fewest cases from which run-to-run noise is estimated; with fewer the MAD is itself too noisy.
-MIN_CASES_FOR_NOISE = 5
 # Beyond this many degrees of freedom Student-t is the normal distribution to within 1e-4 relative
 # in the quantiles used here; the normal is exact to compute and the continued fraction is slow there.
 NORMAL_DF = 1e5
@@ -367,36 +362,61 @@ class Change:
         return math.exp(self.high)
 
 
-def run_changes(base: RunValues, cand: RunValues, confidence: float = DEFAULT_CONFIDENCE,
-                noise_sd: float | None = None) -> tuple[Spread, dict[str, Change]]:
-    """Each case's change between the sides from its per-run log values (see the module docstring);
-    `noise_sd` is a known relative run-to-run sd (0.03 = 3%) used as a floor. Cases on one side only
-    are left out. Without an observable spread the intervals are NaN."""
-    fb, fc = _fit_side(base), _fit_side(cand)
-    spread = _pool([fb, fc], noise_sd)
-    alpha = 1.0 - confidence
-    out = {}
-    for case in fb.means.keys() & fc.means.keys():
-        kb, kc = fb.runs[case], fc.runs[case]
+@dataclass(frozen=True)
+class Fit:
+    """Both sides' decomposition and their pooled spread: what every case's change is computed from."""
+
+    base: _SideFit
+    cand: _SideFit
+    spread: Spread
+
+    @property
+    def cases(self) -> set[str]:
+        """The cases on both sides."""
+        return self.base.means.keys() & self.cand.means.keys()
+
+    def test(self, case: str) -> tuple[float, float, float, float]:
+        """(estimate, standard error, degrees of freedom, two-sided p of no change) of one case on
+        both sides; NaN but the estimate when the spread is not observable."""
+        fb, fc = self.base, self.cand
         d = fc.means[case] - fb.means[case]
-        if not spread.observable:
-            nan = math.nan
-            out[case] = Change(d, nan, nan, nan, nan, nan, SideMean(fb.means[case], nan, kb),
-                               SideMean(fc.means[case], nan, kc))
-            continue
-        var, df = spread.change_variance(fb.own_var[case], fc.own_var[case], kb, kc)
+        if not self.spread.observable:
+            return d, math.nan, math.nan, math.nan
+        var, df = self.spread.change_variance(fb.own_var[case], fc.own_var[case], fb.runs[case], fc.runs[case])
         se = math.sqrt(var)
-        q = t_quantile(alpha, df)
         if se > 0:
-            p = t_two_sided_p(d / se, df)
-        else:
-            p = 1.0 if d == 0 else 0.0
+            return d, se, df, t_two_sided_p(d / se, df)
+        return d, se, df, 1.0 if d == 0 else 0.0
+
+    def change(self, case: str, confidence: float = DEFAULT_CONFIDENCE) -> Change:
+        """The case's change with its interval at `confidence` (NaN without an observable spread)."""
+        fb, fc = self.base, self.cand
+        kb, kc = fb.runs[case], fc.runs[case]
+        d, se, df, p = self.test(case)
+        if not self.spread.observable:
+            nan = math.nan
+            return Change(d, nan, nan, nan, nan, nan, SideMean(fb.means[case], nan, kb), SideMean(fc.means[case], nan, kc))
+        q = t_quantile(1.0 - confidence, df)
         sides = []
         for fit, k in ((fb, kb), (fc, kc)):
-            mean, side_se = fit.means[case], math.sqrt(spread.side_variance(fit.own_var[case]) / k)
+            mean, side_se = fit.means[case], math.sqrt(self.spread.side_variance(fit.own_var[case]) / k)
             sides.append(SideMean(mean, side_se, k, mean - q * side_se, mean + q * side_se))
-        out[case] = Change(d, d - q * se, d + q * se, se, df, p, *sides)
-    return spread, out
+        return Change(d, d - q * se, d + q * se, se, df, p, *sides)
+
+
+def fit(base: RunValues, cand: RunValues, noise_sd: float | None = None) -> Fit:
+    """Decompose both sides' per-run log values and pool their run-to-run spread (module docstring);
+    `noise_sd` is a known relative run-to-run sd (0.03 = 3%) used as a floor."""
+    fb, fc = _fit_side(base), _fit_side(cand)
+    return Fit(fb, fc, _pool([fb, fc], noise_sd))
+
+
+def run_changes(base: RunValues, cand: RunValues, confidence: float = DEFAULT_CONFIDENCE,
+                noise_sd: float | None = None) -> tuple[Spread, dict[str, Change]]:
+    """Each case's change between the sides from its per-run log values (see the module docstring).
+    Cases on one side only are left out. Without an observable spread the intervals are NaN."""
+    both = fit(base, cand, noise_sd)
+    return both.spread, {case: both.change(case, confidence) for case in both.cases}
 
 
 def verdict(change: Change, min_effect: float = DEFAULT_MIN_EFFECT, min_runs: int = DEFAULT_MIN_RUNS) -> str:
@@ -424,143 +444,3 @@ def detectable(spread: Spread, kb: int, kc: int, confidence: float = DEFAULT_CON
         return math.nan
     var, df = spread.change_variance(math.nan, math.nan, kb, kc)
     return math.expm1(t_quantile(1.0 - confidence, df) * math.sqrt(var))
-
-
-# --- per-run sampling intervals by the bootstrap (history) ---------------------------------------------
-
-def as_samples(values) -> np.ndarray:
-    """Positive finite timing samples as a float array (None, NaN, non-positive values dropped)."""
-    if values is None:
-        return np.empty(0)
-    xs = np.asarray(list(values), dtype=float)
-    return xs[np.isfinite(xs) & (xs > 0)]
-
-
-# Up to this many samples the bootstrap resamples them directly; beyond it the median's bootstrap
-# distribution is drawn exactly from order statistics, O(n) instead of O(resamples * n).
-DIRECT_MAX = 256
-_GRID = 16  # integration points per 1/n when tabulating an order statistic's distribution
-
-
-def order_stat_cdf(n: int, k: int) -> np.ndarray:
-    """P(X*_(k) <= x_(j)) for j = 1..n: where the k-th smallest of a bootstrap resample of n sorted
-    values lands. It equals P(Binomial(n, j/n) >= k) = I_{j/n}(k, n - k + 1), the Beta(k, n-k+1)
-    CDF at j/n, obtained here by integrating the Beta density on a grid of 16 points per 1/n."""
-    p = np.linspace(0.0, 1.0, n * _GRID + 1)
-    with np.errstate(divide="ignore"):
-        log_pdf = (k - 1) * np.log(p) + (n - k) * np.log1p(-p)
-    log_pdf -= np.max(log_pdf[np.isfinite(log_pdf)])
-    pdf = np.exp(log_pdf)
-    cdf = np.concatenate([[0.0], np.cumsum((pdf[1:] + pdf[:-1]) / 2)])
-    return cdf[_GRID::_GRID] / cdf[-1]
-
-
-def keyed_rng(seed: int, *keys: str) -> np.random.Generator:
-    """One generator per key (a case id, a run and case id): a case's interval then depends on the
-    seed and its own samples only, never on which other cases exist or the order they are visited."""
-    return np.random.default_rng([seed, *(zlib.crc32(str(k).encode()) for k in keys)])
-
-
-def log_median_replicates(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> tuple[float, np.ndarray]:
-    """(log of the median, its bootstrap replicates): one side of a log speedup, log(ref) - log(case)."""
-    return math.log(float(np.median(samples))), boot_log_medians(samples, resamples, rng)
-
-
-def boot_log_medians(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """`resamples` bootstrap replicates of log(median(samples)).
-
-    Large samples draw the resample's middle order statistic(s) by inverting `order_stat_cdf`;
-    for an even n the two middle ones share one uniform draw (they are nearly comonotone), which
-    matches direct resampling to within its Monte Carlo error (tests/test_stats.py checks this)."""
-    n = len(samples)
-    if n <= DIRECT_MAX:
-        idx = rng.integers(0, n, size=(resamples, n))
-        return np.log(np.median(samples[idx], axis=1))
-    xs = np.sort(samples)
-    u = rng.random(resamples)
-
-    def draw(k: int) -> np.ndarray:
-        return xs[np.minimum(np.searchsorted(order_stat_cdf(n, k), u), n - 1)]
-
-    middle = draw((n + 1) // 2)
-    if n % 2 == 0:
-        middle = (middle + draw(n // 2 + 1)) / 2
-    return np.log(middle)
-
-
-@dataclass(frozen=True)
-class SideEstimate:
-    """One side of a comparison for one case: log value (mean over runs) and its replicates.
-
-    The log value is oriented so that larger is better: log speedup, or -log time."""
-
-    log_value: float
-    replicates: np.ndarray
-    runs: int
-
-    @property
-    def se(self) -> float:
-        return float(np.std(self.replicates, ddof=1)) if len(self.replicates) > 1 else math.inf
-
-
-def side_estimate(values: Sequence[float], replicates: Sequence[np.ndarray], rng: np.random.Generator) -> SideEstimate:
-    """Pool runs: the mean of the per-run log values, with two-stage bootstrap replicates (runs
-    drawn with replacement, then each drawn run's own sample replicate). A run drawn twice in one
-    replicate reuses its within-run draw, which slightly understates the within-run part when runs
-    are few; the run-to-run part, which pooling is for, is resampled fully."""
-    if not values or len(values) != len(replicates):
-        raise ValueError("one replicate array per run value is needed")
-    point = float(np.mean(values))
-    per_run = np.stack(list(replicates))  # (runs, resamples)
-    if len(values) == 1:
-        return SideEstimate(point, per_run[0], 1)
-    resamples = per_run.shape[1]
-    pick = rng.integers(0, len(values), size=(resamples, len(values)))
-    reps = per_run[pick, np.arange(resamples)[:, None]].mean(axis=1)
-    return SideEstimate(point, reps, len(values))
-
-
-@dataclass(frozen=True)
-class NoiseEstimate:
-    """Run-to-run noise of a log change beyond what the bootstrap explains (history's change points).
-    `sd` is on the normal scale (1.4826 MAD)."""
-
-    sd: float
-    cases: int
-    source: str  # "estimated", "given", or why it could not be estimated
-
-    @property
-    def relative(self) -> float:
-        return math.expm1(self.sd)
-
-
-def excess_noise(changes: Sequence[float], ses: Sequence[float], groups: Sequence[object]) -> NoiseEstimate:
-    """Robust estimate of the run-to-run sd of log changes, beyond the bootstrap standard errors.
-
-    Each change is centred on the median of its group (e.g. one workload x precision), so a change
-    shared by a whole group (bf16 got faster everywhere) is not mistaken for noise; groups of fewer
-    than 3 cases cannot be centred and are left out. The residuals' MAD, scaled to an sd and
-    corrected for the centring (g / (g - 1)), gives the total spread; the typical (median) sampling
-    variance is subtracted, as in DerSimonian-Laird, and what is left, if positive, is the noise."""
-    d = np.asarray(changes, dtype=float)
-    se = np.asarray(ses, dtype=float)
-    keys = np.asarray([str(g) for g in groups])
-    keep = np.isfinite(d) & np.isfinite(se)
-    d, se, keys = d[keep], se[keep], keys[keep]
-    residuals: list[float] = []
-    used_se: list[float] = []
-    for key in np.unique(keys):
-        members = keys == key
-        g = int(members.sum())
-        if g < 3:
-            continue
-        r = (d[members] - np.median(d[members])) * math.sqrt(g / (g - 1))
-        residuals += r.tolist()
-        used_se += se[members].tolist()
-    if len(residuals) < MIN_CASES_FOR_NOISE:
-        return NoiseEstimate(0.0, len(residuals), f"not estimated: {len(residuals)} case(s) in groups of 3 or more, "
-                             f"{MIN_CASES_FOR_NOISE} needed")
-    r = np.asarray(residuals)
-    spread = MAD_TO_SD * float(np.median(np.abs(r - np.median(r))))
-    sampling = float(np.median(np.square(used_se)))
-    return NoiseEstimate(math.sqrt(max(0.0, spread**2 - sampling)), len(residuals), "estimated")

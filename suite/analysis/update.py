@@ -1,4 +1,4 @@
-"""The update-side answer: which recipes for the weights and optimizer state (suite/precisions/update.py)
+"""The update-side answer: which recipes for the weights and optimizer state (suite/precisions/update/)
 trained to within a margin of the fp32-master loss, and at what memory per parameter.
 
 A setting (the training-step cases of one run that share a baseline case) answers when its recipes
@@ -14,12 +14,11 @@ import math
 import pandas as pd
 
 from suite.analysis.answers import short, with_settings
+from suite.scenario import registry
 
 # 0.01 nats of cross-entropy is a 1% higher perplexity (exp(0.01) = 1.010): beyond the run-to-run
 # noise of the paired comparison (same init, same batches) and what a practitioner would notice.
 MARGIN_NATS = 0.01
-# The fp32-master reference: the recipe whose only low precision is the compute.
-REFERENCE = "bf16"
 
 
 def _name(r) -> str:
@@ -43,23 +42,32 @@ def _stuck(r) -> str:
     return f", {float(value):.0%} of updates stuck" if pd.notna(value) and float(value) >= 0.005 else ""
 
 
+def _reference(g: pd.DataFrame) -> str | None:
+    """The recipe the setting's update-side recipes are set against (their declared `reference`)."""
+    named = {registry.PRECISIONS[p].reference for p in g["precision"].unique() if p in registry.PRECISIONS}
+    return min(named - {None}, default=None)
+
+
 def update_answers(df: pd.DataFrame, margin: float = MARGIN_NATS) -> list[str]:
     """One sentence per answering setting of the newest run: the reference's final loss (the
-    `bf16` recipe's, else the fp32 twin's) and bytes per parameter; the recipes within `margin` of
-    it, fewest bytes first; those above it with their loss gap and stuck share; those not measured."""
+    recipe the update-side recipes declare as theirs, else the fp32 twin's) and bytes per parameter;
+    the recipes within `margin` of it, fewest bytes first; those above it with their loss gap and
+    stuck share; those not measured."""
     if "textbook_bytes_per_param" not in df or df["textbook_bytes_per_param"].isna().all():
         return []
-    newest = with_settings(df[(df["run_id"] == df["run_id"].max()) & (df["workload"] == "train_step")])
+    counted = df.loc[df["textbook_bytes_per_param"].notna(), "workload"].unique()  # the workloads that count bytes
+    newest = with_settings(df[(df["run_id"] == df["run_id"].max()) & df["workload"].isin(counted)])
     lines = []
     for _, g in newest.groupby("setting_key", sort=False):
         if g["textbook_bytes_per_param"].dropna().nunique() < 2:
             continue
         ok = g[(g["status"] == "ok") & g["final_loss"].notna()]
-        ref_rows = ok[ok["precision"] == REFERENCE]
+        reference = _reference(g)
+        ref_rows = ok[ok["precision"] == reference]
         if len(ref_rows):
             ref = ref_rows.iloc[0]
-            ref_loss, ref_name = float(ref["final_loss"]), f"{REFERENCE} (fp32 master weights, {_bpp(ref)})"
-            others = ok[ok["precision"] != REFERENCE]
+            ref_loss, ref_name = float(ref["final_loss"]), f"{reference} (fp32 master weights, {_bpp(ref)})"
+            others = ok[ok["precision"] != reference]
         elif len(ok):
             ref_loss, ref_name = float(ok["fp32_final_loss"].iloc[0]), "the fp32 twin"
             others = ok

@@ -1,7 +1,7 @@
 """`mpsuite` / `python -m suite`: thin adapters from the command line to plain functions.
 
 One module per command (asv's `commands/`): each holds its `main(args)`, which calls the stages'
-plain functions and prints what they return; `parser` holds the command line as data, `arguments`
+plain functions and prints what they return; `commands` holds the command line as data, `arguments`
 its argument types, `output` what every command prints the same way. Here: dispatch, and how a
 command's failure becomes one line and an exit status (0 ok, 1 a failed case or gate, 2 bad input).
 """
@@ -12,7 +12,7 @@ import os
 import sys
 
 from suite.cli import run
-from suite.cli.parser import parser
+from suite.cli.commands import parser
 from suite.core.errors import UserError
 from suite.core.text import Printable
 from suite.results import location

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -34,7 +35,8 @@ def main(args) -> int:
 
 
 def _document(result, failing, out) -> dict:
-    """`compare --json`: each side's selector, runs and summary, the gate, and every case."""
+    """`compare --json`: each side's selector, runs and summary, the gate, what drifted and what
+    differs between the sides, and every case."""
     from suite.report import compare_page
 
     view = compare_page.build_view(result)
@@ -42,4 +44,6 @@ def _document(result, failing, out) -> dict:
                for role, side in zip(("baseline", "candidate"), view["sides"])},
             "gate": view["gate"], "headline": view["headline"], "counts": result.counts(),
             "failing": list(failing["case_id"]), "report": str(out),
+            "drift": [{**dataclasses.asdict(d), "sentence": d.sentence} for d in result.drift],
+            "differences": result.environment.as_json()["differences"],
             "cases": json.loads(result.cases.drop(columns=["effect"], errors="ignore").to_json(orient="records"))}

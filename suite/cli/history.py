@@ -1,8 +1,8 @@
-"""`history`: each case's speedup over the stored runs of a scenario, change points marked."""
+"""`history`: each case's speedup and time over the stored runs of a scenario, change points marked."""
 
 from __future__ import annotations
 
-from suite.cli.output import info
+from suite.cli.output import info, print_json
 from suite.results import location
 
 
@@ -10,10 +10,14 @@ def main(args) -> int:
     from suite.analysis import history
     from suite.report import history_page
 
-    series = history.build(args.scenario, args.results, last=args.last, min_effect=args.min_effect,
-                           confidence=args.confidence)
+    options = history.Options(min_effect=args.min_effect, confidence=args.confidence, min_runs=args.min_runs,
+                              noise=args.noise)
+    result = history.build(args.scenario, args.results, last=args.last, options=options)
     out = location.where(args.out or location.where(args.reports) / "history" / args.scenario)
-    written = history_page.render(series, out)
-    print(history_page.text_summary(series))
+    written = history_page.render(result, out)
+    if args.json:
+        print_json({**history_page.json_view(result), "report": str(out)})
+    else:
+        print(history_page.text_summary(result))
     info(args, f"history report in {out}/ ({', '.join(p.name for p in written)})")
     return 0

@@ -9,6 +9,7 @@ import time
 from typing import TextIO
 
 from suite.core.text import printable
+from suite.scenario import registry
 from suite.scenario.plan import Case
 
 
@@ -22,7 +23,7 @@ def case_work(case: Case) -> float | None:
     step is three such GEMMs), None where the shape lives in params (a model's step)."""
     if case.m is None or case.k is None or case.n is None:
         return None
-    return 2.0 * case.m * case.n * case.k * (3 if case.workload in ("linear", "ln_linear") else 1)
+    return 2.0 * case.m * case.n * case.k * registry.gemms_per_call(case.workload)
 
 
 class CostModel:

@@ -25,8 +25,7 @@ import torch
 
 @dataclass(frozen=True)
 class Precision:
-    name: str
-    description: str
+    name: str  # its name in its folder's declaration, which describes it (suite.scenario.declare)
     # dtype the operands are stored and multiplied in (for FP8: the dtype activations stay in)
     dtype: torch.dtype
 

@@ -292,7 +292,7 @@ def render_into(df: pd.DataFrame, out: Path) -> list[Path]:
     view = build_view(df)
     written = []
     for workload in df["workload"].unique():
-        for kind, plot in plots.PLOTS.items():
+        for kind, plot in plots.for_workload(workload).items():
             path = plot(df, workload, out / plot_name(kind, workload))
             if path is not None:
                 written.append(path)

@@ -29,11 +29,11 @@ from suite.results import location  # noqa: E402
 from suite.report.plots import plain_log_ticks, save_figure  # noqa: E402
 
 ATTENTION = (
-    "regressed", "new-failure", "new-skip", "missing", "improved", "recovered",
+    "regressed", "new-failure", "new-skip", "baseline-changed", "missing", "improved", "recovered",
 )
 VERDICT_COLORS = {
     "regressed": "#c0392b", "improved": "#1e8449", "unchanged": "#7f8c8d", "noisy": "#d4ac0d",
-    "insufficient-runs": "#af7ac5",
+    "insufficient-runs": "#af7ac5", "baseline-changed": "#2e86c1",
 }
 SIDE_COLUMNS = [
     ("torch_version", "torch"), ("torchao_version", "torchao"), ("te_version", "Transformer Engine"),
@@ -46,8 +46,11 @@ CASE_COLUMNS = [
     ("base_speedup", "baseline speedup"), ("cand_speedup", "candidate speedup"),
     ("speedup_change", "speedup change [interval]"), ("base_time", "baseline ms"),
     ("cand_time", "candidate ms"), ("time_change", "time change [interval]"), ("time_verdict", "time verdict"),
-    ("rel_err", "rel. error base / cand"), ("detail", "detail"),
+    ("rel_err", "rel. error base / cand"), ("detail", "detail"), ("explanation", "what differs"),
 ]
+
+# Columns of text (left-aligned, wrapping); the others are numbers.
+TEXT_COLUMNS = ("verdict", "gate", "workload", "shape", "precision", "detail", "time_verdict", "explanation")
 
 
 def _pct(ratio: float) -> str:
@@ -90,6 +93,7 @@ def case_rows(cases: pd.DataFrame) -> list[dict]:
             "time_verdict": c["time_verdict"],
             "rel_err": " / ".join(rel) if any(rel) else "",
             "detail": c["detail"] or "",
+            "explanation": "; ".join(c.get("explanation") or []),
         })
     return rows
 
@@ -128,14 +132,17 @@ def _reach_text(reach, cmp: compare.Comparison) -> str:
         return (f"{label}: {_runs(reach)}, too few to measure run-to-run noise (a verdict needs {o.min_runs} per "
                 f"side), so no case can be called regressed or improved: record {stats.RECOMMENDED_RUNS} "
                 f"runs per side (runs={stats.RECOMMENDED_RUNS} in both selectors).")
-    verdicts = cmp.cases[column]
+    verdicts = cmp.cases[column] if reach.metric == "time" else cmp.cases["verdict"]
     regressed, improved = int((verdicts == "regressed").sum()), int((verdicts == "improved").sum())
+    moved = int((verdicts == compare.BASELINE_CHANGED).sum())
     if regressed:
         text = f"{label}: {regressed} case(s) regressed by {o.min_effect:.0%} or more"
     else:
         text = f"{label}: no case shown to regress (a significant change of {o.min_effect:.0%} or more)"
     if improved:
         text += f", {improved} improved"
+    if moved:
+        text += f", {moved} moved by their baseline precision (baseline-changed)"
     text += (f". With {_runs(reach)}, a typical case's change must exceed about ±{reach.detectable:.0%} to be told "
              f"from run-to-run noise (run-to-run sd {reach.spread.relative:.1%} of one run's value)")
     if reach.metric == "speedup":
@@ -162,6 +169,7 @@ def build_view(cmp: compare.Comparison) -> dict:
     ordered = [(v, counts[v]) for v in compare.VERDICTS if v in counts]
     attention = cmp.cases[cmp.cases["verdict"].isin(ATTENTION) | cmp.cases["gate"]]
     m = compare.family_size(cmp.cases, o.fail_on)
+    drift = [d.sentence for d in cmp.drift]
     return {
         "title": f"{cmp.baseline.scenario}: {cmp.baseline.describe()} vs {cmp.candidate.describe()}",
         "scenario": cmp.baseline.scenario if cmp.baseline.scenario == cmp.candidate.scenario
@@ -172,7 +180,9 @@ def build_view(cmp: compare.Comparison) -> dict:
             for col, title in SIDE_COLUMNS if cmp.baseline.values(col) or cmp.candidate.values(col)
         ],
         "counts": ordered,
-        "headline": ", ".join(f"{n} {v}" for v, n in ordered),
+        "headline": "; ".join([*drift, ", ".join(f"{n} {v}" for v, n in ordered)]),
+        "drift": [d.detail for d in cmp.drift],
+        "differences": cmp.environment.summary(),
         "gate": _gate_text(cmp),
         "reach": [_reach_text(r, cmp) for r in cmp.reach.values() if r.compared],
         "method": (
@@ -184,12 +194,16 @@ def build_view(cmp: compare.Comparison) -> dict:
             f"Change = candidate / baseline, with a {o.confidence:.0%} Student-t interval (Welch-Satterthwaite "
             f"degrees of freedom, the pooled part at half its own). A case is regressed or improved when its "
             f"interval excludes no change, the change is at least {o.min_effect:.0%} and both sides have at least "
-            f"{o.min_runs} runs of it; insufficient-runs with fewer; unchanged when the interval lies within "
+            f"{o.min_runs} runs of it; baseline-changed when the speedup moved so but the case's own time did not "
+            f"while its baseline precision's time moved the other way; insufficient-runs with fewer; unchanged when the interval lies within "
             f"±{o.min_effect:.0%} or the change is significant but smaller; noisy when the interval straddles no "
             f"change and reaches past ±{o.min_effect:.0%}. Absolute times are compared the same way, only when both "
             f"sides ran on the same device model. The gate fails on the verdicts of --fail-on; a regressed or "
             f"improved case must also be significant at the family-wise {o.confidence:.0%} (Holm's step-down over "
-            f"the {m} tests the gate looks at). False alarms and power of this method: docs/calibration.md."
+            f"the {m} tests the gate looks at); a baseline precision's time regression also fails time:regressed "
+            f"when a speedup against it is baseline-changed at that level. Every verdict that is not the same "
+            f"lists what differs between the sides' runs of it (versions, device, clocks, code, threads, the "
+            f"kernel where recorded). False alarms and power of this method: docs/calibration.md."
         ),
         "noise": [_spread_text(k, s) for k, s in cmp.spread.items()],
         "warnings": list(cmp.warnings),
@@ -211,11 +225,14 @@ def markdown(view: dict) -> str:
         *[line for text in view["reach"] for line in (md_text(text, code_spans=True), "")],
         f"Verdicts: {md_text(view['headline'])}.",
         "",
+        *[line for text in view["drift"] for line in (md_text(text), "")],
         f"- baseline {md_text(b['selector'])}: run {', '.join(b['runs'])} ({md_text(b['summary'])})",
         f"- candidate {md_text(c['selector'])}: run {', '.join(c['runs'])} ({md_text(c['summary'])})",
         "",
     ]
     lines += [f"> {md_text(w)}" for w in view["warnings"]] + ([""] if view["warnings"] else [])
+    lines += [f"What differs between the sides' runs: {md_text('; '.join(view['differences']) or 'nothing recorded')}.",
+              ""]
     if view["attention"]:
         lines += ["## Needs attention", "", md_table(view["attention"], CASE_COLUMNS), ""]
     lines += ["<details><summary>All cases</summary>", "", md_table(view["cases"], CASE_COLUMNS), "",
@@ -231,7 +248,7 @@ def html(view: dict) -> str:
         autoescape=True,  # selectors, reasons and case names come from users and records
         undefined=jinja2.StrictUndefined,
     )
-    return env.get_template("compare.html.j2").render(view=view, case_columns=CASE_COLUMNS)
+    return env.get_template("compare.html.j2").render(view=view, case_columns=CASE_COLUMNS, text_columns=TEXT_COLUMNS)
 
 
 def _label(row) -> str:
@@ -357,9 +374,13 @@ def text_summary(cmp: compare.Comparison, failing: pd.DataFrame) -> str:
         view["gate"],
         *view["reach"],
         view["headline"],
+        *view["drift"],
+        "what differs: " + ("; ".join(view["differences"]) or "nothing recorded"),
     ]
-    for row in case_rows(failing):
+    per_case = {c.case_id: c.differences for c in cmp.environment.cases}  # the kernel that ran, ...
+    for row, case_id in zip(case_rows(failing), failing["case_id"]):
         change = row["speedup_change"] or row["time_change"]
         tag = row["verdict"] + (f", time {row['time_verdict']}" if row["time_verdict"] else "")
-        lines.append(f"  {tag:<28} {row['workload']} {row['precision']} {row['shape']}  {change}  {row['detail']}".rstrip())
+        lines.append(f"  {tag:<28} {row['workload']} {row['precision']} {row['shape']}  {change}  {row['detail']}"
+                     .rstrip() + "".join(f"; {d.text}" for d in per_case.get(case_id, ())))
     return "\n".join(lines)

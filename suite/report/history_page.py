@@ -1,8 +1,14 @@
-"""Render a scenario's history (`suite.analysis.history.History`): one speedup-over-runs plot per case group
-(workload x precision), change points marked, plus `report.md` and `index.html` listing them."""
+"""Render a scenario's history (`suite.analysis.history.History`): one plot per workload x precision
+(each case's speedup per run, or its time per run where the precision has no speedup: the baseline
+precision), segment levels and change points drawn, plus `report.md` and `index.html` listing the
+change points with what differs between the runs on either side. Nothing is computed here beyond
+formatting; the plots carry no text inside the axes (step sizes are in the legend and the table),
+so nothing overlaps however many change points there are."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from pathlib import Path
 
 import jinja2
@@ -15,89 +21,151 @@ import numpy as np  # noqa: E402
 from suite.analysis import history  # noqa: E402
 from suite.core.names import slug  # noqa: E402
 from suite.core.text import fmt  # noqa: E402
-from suite.report.pages import md_table, publish, write_pages  # noqa: E402
+from suite.report.pages import md_image, md_table, md_text, publish, write_pages  # noqa: E402
 from suite.report.plots import save_figure  # noqa: E402
 
 RUN_TABLE = [("index", "#"), ("run_id", "run"), ("torch_version", "torch"), ("torchao_version", "torchao"),
-             ("cuda_version", "CUDA"), ("device_name", "device")]
-CHANGE_TABLE = [("case", "case"), ("between", "between runs"), ("versions", "torch"), ("before", "speedup before"),
-                ("after", "speedup after"), ("change", "change"), ("z", "z")]
+             ("te_version", "Transformer Engine"), ("cuda_version", "CUDA"), ("device_name", "device")]
+CHANGE_TABLE = [("case", "case"), ("metric", "metric"), ("at", "from run"), ("before", "before"),
+                ("after", "after"), ("change", "change [interval]"), ("p", "p"), ("verdict", "verdict"),
+                ("explanation", "what differs")]
+UNITS = {history.SPEEDUP: "x", history.TIME: " ms"}
 
 
-def _run_label(run) -> str:
-    when = str(run["run_id"])[:8]
-    torch = run.get("torch_version")
-    return f"{when}\n{torch}" if torch else when
+def _run_label(run: history.HistoryRun) -> str:
+    date = f"{run.run_id[:4]}-{run.run_id[4:6]}-{run.run_id[6:8]}"
+    torch = run.facts.get("torch_version")
+    return f"#{run.index} {date}" + (f"\n{torch}" if torch else "")
 
 
-def _group_plot(h: history.History, workload: str, precision: str, series: list[history.CaseSeries], path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(max(7, 0.5 * len(h.runs) + 3), 4.5))
+def _step(cp: history.ChangePoint) -> str:
+    return f"{fmt(100 * (cp.ratio - 1), '+.0f', '%')} at #{cp.index}"
+
+
+# Tick mantissas on a log axis, finest first: the finest set that gives at most MAX_TICKS ticks is
+# used, so a narrow axis (a time within +-20% of its median) gets labels where 1-2-5 gives one.
+NICE = ((1.0, 1.1, 1.2, 1.3, 1.5, 1.7, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0),
+        (1.0, 1.2, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0), (1.0, 2.0, 5.0), (1.0,))
+MAX_TICKS = 8
+
+
+def _log_ticks(ax) -> None:
+    """Plain-number ticks on the log y axis (0.8, 1, 1.2 ...), at most MAX_TICKS of them."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    lo, hi = ax.get_ylim()
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    for mantissas in NICE:
+        ticks = [m * 10.0**e for e in decades for m in mantissas if lo <= m * 10.0**e <= hi]
+        if len(ticks) <= MAX_TICKS:
+            break
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _group_plot(h: history.History, title: str, series: list[history.CaseSeries], path: Path) -> Path:
+    """Each case's value per run as points, its segment levels as lines, change points dashed; a time
+    is drawn relative to the case's median over runs, so shapes of different cost share an axis."""
+    fig, ax = plt.subplots(figsize=(max(8, 0.4 * len(h.runs) + 5), 4.8))
+    metric = series[0].metric
     for i, s in enumerate(series):
         color = f"C{i % 10}"
-        x = np.asarray(s.run_index)
-        y = np.asarray(s.speedup)
-        err = np.vstack([y - np.asarray(s.low), np.asarray(s.high) - y])
-        ax.errorbar(x, y, yerr=err, fmt="o-", color=color, ms=4, lw=1.2, capsize=2, label=s.shape)
+        scale = 1.0 if metric == history.SPEEDUP else float(np.median(s.values))
+        label = s.shape + "".join(f"; {_step(cp)}" for cp in s.change_points)
+        ax.plot(s.run_index, np.asarray(s.values) / scale, "o", ms=4, color=color, alpha=0.75, label=label)
+        for first, end, level in s.levels():
+            ax.hlines(level / scale, first - 0.35, end - 0.65, color=color, lw=2.2)
         for cp in s.change_points:
             ax.axvline(cp.index - 0.5, color=color, ls="--", lw=1)
-            ax.annotate(f"{cp.ratio - 1:+.0%}", (cp.index - 0.5, cp.after), color=color, fontsize=7,
-                        xytext=(3, 3), textcoords="offset points")
-    ax.axhline(1.0, color="k", lw=0.8)
     ax.set_yscale("log")
-    ax.set_xticks(range(len(h.runs)), [_run_label(r) for _, r in h.runs.iterrows()], fontsize=7,
-                  rotation=45, ha="right")
-    ax.set_xlim(-0.5, len(h.runs) - 0.5)
-    baseline = series[0].baseline
-    ax.set_ylabel(f"speedup over {baseline} (x)")
-    ax.set_title(f"{h.scenario}: {workload} {precision}, speedup per run (dashed: change point)")
+    if metric == history.SPEEDUP:
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_ylabel(f"speedup over {series[0].baseline} (x)")
+    else:
+        ax.set_ylabel("time / the case's median over runs")
+    _log_ticks(ax)
+    ax.set_xticks(range(len(h.runs)), [_run_label(r) for r in h.runs], fontsize=7, rotation=45, ha="right")
+    ax.set_xlim(-0.6, len(h.runs) - 0.4)
+    ax.set_title(f"{title}: per run (points), level between change points (lines), change points (dashed)",
+                 fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # never over the data
     return save_figure(fig, path)
 
 
-def build_view(h: history.History) -> dict:
-    runs = h.runs
-    changes = []
+def _plot_groups(h: history.History) -> dict[tuple[str, str, str], list[history.CaseSeries]]:
+    """workload x precision -> its speedup series, or its time series where it has no speedup."""
+    groups: dict[tuple[str, str, str], list[history.CaseSeries]] = {}
+    for s in h.series:
+        groups.setdefault((s.workload, s.precision, s.metric), []).append(s)
+    with_speedup = {(w, p) for w, p, m in groups if m == history.SPEEDUP}
+    return {k: v for k, v in groups.items() if k[2] == history.SPEEDUP or (k[0], k[1]) not in with_speedup}
+
+
+def _change_rows(h: history.History) -> list[dict]:
+    rows = []
     for s, cp in h.change_points():
-        before, after = runs.iloc[cp.index - 1], runs.iloc[cp.index]
-        tv = (before.get("torch_version"), after.get("torch_version"))
-        changes.append({
-            "case": s.label,
-            "between": f"{before['run_id']} -> {after['run_id']}",
-            "versions": f"{tv[0]} -> {tv[1]}" if tv[0] != tv[1] else str(tv[0]),
-            "before": fmt(cp.before, ".3g", "x"),
-            "after": fmt(cp.after, ".3g", "x"),
-            "change": fmt(100 * (cp.ratio - 1), "+.1f", "%"),
-            "z": fmt(cp.z, ".1f"),
+        unit = UNITS[cp.metric]
+        metric = cp.metric + (f" on {s.device}" if s.device and len({x.device for x in h.series if x.device}) > 1 else "")
+        rows.append({
+            "case": s.label, "metric": metric,
+            "at": f"#{cp.index} {h.runs[cp.index].run_id} ({cp.runs_before} runs before, {cp.runs_after} after)",
+            "before": fmt(cp.before, ".4g", unit), "after": fmt(cp.after, ".4g", unit),
+            "change": (f"{fmt(100 * (cp.ratio - 1), '+.1f', '%')} [{fmt(100 * (cp.low - 1), '+.1f', '%')}, "
+                       f"{fmt(100 * (cp.high - 1), '+.1f', '%')}]"),
+            "p": fmt(cp.p, ".2g"),
+            "verdict": cp.verdict if cp.metric == history.SPEEDUP else f"time {cp.verdict}",
+            "explanation": "; ".join([*([cp.cause] if cp.cause else []), *cp.explanation]) or "nothing recorded",
         })
-    noise = h.noise
-    noise_text = (f"run-to-run noise ±{noise.relative:.1%} (sd), estimated from {noise.cases} consecutive differences"
-                  if noise.source == "estimated" else f"run-to-run noise {noise.source}")
+    return rows
+
+
+def _reach(h: history.History) -> str:
+    """What the runs can show: per metric, the run-to-run spread and the smallest step it lets show."""
+    o = h.options
+    return " ".join(
+        f"{metric.capitalize()}s: run-to-run sd ±{spread.relative:.1%} of one run's value (the median of "
+        f"{spread.case_sides} series, change points included), so a step with {o.min_runs} runs on each side must exceed about "
+        f"±{h.detectable[metric]:.0%} to be found (more runs on each side find smaller ones)."
+        for metric, spread in h.spread.items() if spread.observable)
+
+
+def _method(h: history.History) -> str:
+    o = h.options
+    return (
+        f"Each point is a case's value in one run, the value compare compares: its speedup over the in-run "
+        f"baseline precision (median times), or its median time. Change points come from binary segmentation "
+        f"whose test is compare's: a split with at least {o.min_runs} runs on each side is kept when compare, run "
+        f"on the runs before and after it, calls the change regressed or improved (runs as the unit of "
+        f"replication, run-to-run spread pooled over all cases, Student-t interval) at {o.confidence:.0%} divided "
+        f"among the splits tried (Bonferroni), and the change is at least {o.min_effect:.0%}; every change point "
+        f"is re-tested between its neighbours. A speedup change whose case's own time did not move while its "
+        f"baseline's did is baseline-changed. False change points and power: docs/calibration.md.")
+
+
+def build_view(h: history.History) -> dict:
+    counts = {m: sum(s.metric == m for s in h.series) for m in (history.SPEEDUP, history.TIME)}
     return {
         "scenario": h.scenario,
-        "runs": [{"index": str(i), **{k: str(r.get(k) or "") for k, _ in RUN_TABLE[1:]}} for i, r in runs.iterrows()],
-        "cases": len(h.series),
-        "changes": changes,
-        "method": (
-            f"Each point is a case's speedup over the in-run baseline precision in one run, with its "
-            f"{h.confidence:.0%} bootstrap interval from the stored samples. Change points come from binary "
-            f"segmentation of the log speedups: a split is kept when a two-sample z test between the runs "
-            f"before and after it passes at {h.confidence:.0%} confidence (Bonferroni over the splits tried, "
-            f"per-run variance = sampling variance + run-to-run noise) and the level moves by at least "
-            f"{h.min_effect:.0%}; {noise_text}."
-        ),
+        "runs": [{"index": str(r.index), "run_id": r.run_id, **{k: r.facts.get(k, "") for k, _ in RUN_TABLE[2:]}}
+                 for r in h.runs],
+        "summary": (f"{len(h.runs)} runs; {counts[history.SPEEDUP]} speedup and {counts[history.TIME]} time series; "
+                    f"{len(h.change_points())} change point(s)."),
+        "changes": _change_rows(h),
+        "reach": _reach(h),
+        "method": _method(h),
         "plots": [],
     }
 
 
 def markdown(view: dict) -> str:
-    lines = [f"# mpsuite history: {view['scenario']}", "",
-             f"{len(view['runs'])} runs, {view['cases']} cases with a speedup, "
-             f"{len(view['changes'])} change point(s).", ""]
+    lines = [f"# mpsuite history: {md_text(view['scenario'])}", "", md_text(view["summary"]), "",
+             md_text(view["reach"]), ""]
     if view["changes"]:
         lines += ["## Change points", "", md_table(view["changes"], CHANGE_TABLE), ""]
-    lines += ["## Runs", "", md_table(view["runs"], RUN_TABLE), "", "## Method", "", view["method"], ""]
-    lines += [f"![{p['title']}]({p['file']})" for p in view["plots"]]
+    lines += [md_image(p["title"], p["file"]) for p in view["plots"]]
+    lines += ["", "## Runs", "", md_table(view["runs"], RUN_TABLE), "", "## Method", "", md_text(view["method"]), ""]
     return "\n".join(lines) + "\n"
 
 
@@ -118,21 +186,45 @@ def render(h: history.History, out_dir: str | Path) -> list[Path]:
 def _render_into(h: history.History, out: Path) -> list[Path]:
     view = build_view(h)
     written = []
-    groups: dict[tuple[str, str], list[history.CaseSeries]] = {}
-    for s in h.series:
-        groups.setdefault((s.workload, s.precision), []).append(s)
-    for (workload, precision), series in groups.items():
-        path = _group_plot(h, workload, precision, series, out / f"history_{slug(workload)}_{slug(precision)}.png")
+    for (workload, precision, metric), series in _plot_groups(h).items():
+        title = f"{h.scenario}: {workload} {precision} {metric}"
+        path = _group_plot(h, title, series, out / f"history_{slug(workload)}_{slug(precision)}_{metric}.png")
         written.append(path)
-        view["plots"].append({"file": path.name, "title": f"{workload} {precision}"})
+        view["plots"].append({"file": path.name, "title": f"{workload} {precision}, {metric} per run"})
     written += write_pages(out, markdown(view), html(view))
     return written
 
 
 def text_summary(h: history.History) -> str:
-    lines = [f"{h.scenario}: {len(h.runs)} runs, {len(h.series)} cases, {len(h.change_points())} change point(s)"]
+    view = build_view(h)
+    lines = [f"{h.scenario}: {view['summary']}", view["reach"]]
     for s, cp in h.change_points():
-        run = h.runs.iloc[cp.index]
-        lines.append(f"  {s.label}: {cp.before:.3g}x -> {cp.after:.3g}x ({cp.ratio - 1:+.1%}) "
-                     f"from run {run['run_id']} (torch {run.get('torch_version')})")
+        unit = UNITS[cp.metric]
+        why = "; ".join([*([cp.cause] if cp.cause else []), *cp.explanation]) or "nothing recorded differs"
+        lines.append(f"  {s.label} {cp.metric}: {cp.before:.4g}{unit} -> {cp.after:.4g}{unit} ({cp.ratio - 1:+.1%}, "
+                     f"{cp.verdict}) from run #{cp.index} {h.runs[cp.index].run_id}; {why}")
     return "\n".join(lines)
+
+
+def _plain(value):
+    """A JSON-ready value: NaN and infinities as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def json_view(h: history.History) -> dict:
+    """`history --json`: the History's dataclasses as they are (docs/cli.md)."""
+    return _plain({
+        "scenario": h.scenario,
+        "options": dataclasses.asdict(h.options),
+        "runs": [dataclasses.asdict(r) for r in h.runs],
+        "spread": {m: {"relative_sd": s.relative if s.observable else None, "detectable": h.detectable[m],
+                       "source": s.source} for m, s in h.spread.items()},
+        "series": [dataclasses.asdict(s) for s in h.series],
+        "change_points": len(h.change_points()),
+    })

@@ -3,6 +3,7 @@ every value comes from a record column or from `suite.analysis`."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import matplotlib
@@ -14,6 +15,7 @@ import pandas as pd  # noqa: E402
 
 from suite.results.atomic import atomic_write  # noqa: E402
 from suite.analysis.derived import is_emulated, shape_label, shape_labels, vocab_padding  # noqa: E402
+from suite.scenario import registry  # noqa: E402
 
 
 def _x(df: pd.DataFrame) -> tuple[pd.Series, str, dict | None, pd.Series]:
@@ -334,19 +336,17 @@ def loss_curves(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     return save_figure(fig, path)
 
 
-def vocab_padding_effect(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
-    """Padding the vocabulary: speedup over the smallest vocabulary for the lm_head GEMMs (left)
-    and for the whole training step (right, annotated with the lm_head GEMMs' share of the step).
-    Every number comes from `suite.analysis.derived.vocab_padding`."""
-    if workload != "train_step":
-        return None
-    table = vocab_padding(df)
+def vocab_padding_effect(df: pd.DataFrame, workload: str, path: Path, gemms: str) -> Path | None:
+    """Padding the vocabulary: speedup over the smallest vocabulary for the lm_head GEMMs (the
+    `gemms` workload's cases, left) and for the whole training step (right, annotated with the
+    lm_head GEMMs' share of the step). Every number comes from `suite.analysis.derived.vocab_padding`."""
+    table = vocab_padding(df, workload, gemms)
     if table.empty:
         return None
-    gemm = table[table["level"] == "gemm total"]
+    gemm = table[table["level"] == f"{gemms} total"]
     if gemm.empty:
-        gemm = table[table["level"] == "gemm forward"]
-    step = table[table["level"] == "train_step"]
+        gemm = table[table["level"] == f"{gemms} forward"]
+    step = table[table["level"] == workload]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
     for ax, part, title in ((left, gemm, f"lm_head GEMMs ({gemm['level'].iloc[0] if len(gemm) else 'none measured'})"),
                             (right, step, "training step")):
@@ -378,37 +378,44 @@ def vocab_padding_effect(df: pd.DataFrame, workload: str, path: Path) -> Path | 
     return save_figure(fig, path)
 
 
-def outlier_sqnr(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
-    """SQNR of the untouched output rows against the planted outlier's magnitude, per recipe (the
-    `outlier` workload). Accuracy, so emulated rows (FP8 on a CPU) are drawn too."""
-    if workload != "outlier" or "outlier" not in df:
+def sweep(df: pd.DataFrame, workload: str, path: Path, x: str, y: str, xlabel: str, ylabel: str,
+          title: str) -> Path | None:
+    """Column `y` against a swept parameter's column `x` (log axis), one line per precision (and
+    shape, where there are several). Accuracy, so emulated rows (FP8 on a CPU) are drawn too."""
+    if x not in df or y not in df:
         return None
-    rows = df[(df["workload"] == workload) & (df["status"] == "ok") & df["sqnr_db"].notna()]
+    rows = df[(df["workload"] == workload) & (df["status"] == "ok") & df[y].notna()]
     if rows.empty:
         return None
     shapes = rows.apply(lambda r: f"{int(r['m'])}x{int(r['k'])}x{int(r['n'])}", axis=1)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for i, ((precision, shape), g) in enumerate(rows.groupby([rows["precision"], shapes], sort=False)):
-        g = g.sort_values("outlier")
+        g = g.sort_values(x)
         label = precision if shapes.nunique() == 1 else f"{precision} {shape}"
         # markers and dashes differ so that recipes with identical numbers stay visible
-        ax.plot(g["outlier"].astype(float), g["sqnr_db"].astype(float), marker="osD^v<>"[i % 7],
+        ax.plot(g[x].astype(float), g[y].astype(float), marker="osD^v<>"[i % 7],
                 ls="-" if i % 2 == 0 else "--", color=f"C{i}", label=label)
     ax.set_xscale("log")
-    ax.set_xlabel("outlier magnitude (one value in a standard normal activation)")
-    ax.set_ylabel("SQNR of the untouched rows (dB)")
-    ax.set_title(f"{workload}: how far one outlier's scale reaches")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{workload}: {title}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     return save_figure(fig, path)
 
 
-# In report order: the speed-accuracy trade-off first, then its parts.
+# In report order: the speed-accuracy trade-off first, then its parts; every workload gets these.
 PLOTS = {
     "accuracy": accuracy_vs_speedup,
     "throughput": throughput,
     "speedup": speedup,
     "loss": loss_curves,
-    "vocab_padding": vocab_padding_effect,
-    "outlier_sqnr": outlier_sqnr,
 }
+
+
+def for_workload(workload: str) -> dict:
+    """The plots of a workload's records: PLOTS, then those its folder declares, by name."""
+    record = registry.WORKLOADS.get(workload)
+    declared = {plot.name: functools.partial(registry.load(plot.draw), **plot.options)
+                for plot in (record.plots if record else ())}
+    return {**PLOTS, **declared}

@@ -1,7 +1,9 @@
-"""Every column a results file may hold: its type, its unit and what it means. The one place they
-are defined: `store.CONTRACT` (the columns every record has) is read from here, `docs/results-schema.md`
-is generated from here (`python -m suite.results.columns > docs/results-schema.md`; a test fails
-when the page and this table differ), and a test fails when a run writes a column missing here.
+"""Every column a results file may hold: its type, its unit and what it means. The core columns
+(what the runner, the machine, telemetry and the model write for any case) are defined here; each
+workload folder declares the columns it adds (`suite.scenario.declare`), and `COLUMNS` is both.
+`store.CONTRACT` (the columns every record has) is read from here, `docs/results-schema.md` is
+generated from here (`python -m suite.results.columns > docs/results-schema.md`; a test fails when
+the page and the code differ), and a test fails when a run writes a column missing here.
 
 Types are as the file stores them: `string`, `int`, `float`, `bool`, `list<float>`, `list<bool>`;
 `json` is a string holding JSON; `timestamp` is an Arrow timestamp in microseconds, UTC
@@ -13,24 +15,15 @@ has no NVML telemetry).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: str
-    unit: str  # "" where the value has none
-    description: str
-    group: str
-    contract: bool = False  # every record has it (workloads and recipes add the rest)
+from suite.scenario import registry
+from suite.scenario.declare import Column
 
 
 def _group(group: str, contract: bool, *rows: tuple[str, str, str, str]) -> list[Column]:
     return [Column(name, type_, unit, text, group, contract) for name, type_, unit, text in rows]
 
 
-COLUMNS: list[Column] = [
+CORE: list[Column] = [
     *_group(
         "identity", True,
         ("schema_version", "int", "", "results schema version of the row (the file's metadata holds it too)"),
@@ -80,6 +73,7 @@ COLUMNS: list[Column] = [
         ("gbps", "float", "GB/s", "bytes_moved / median time"),
         ("emulated", "bool", "", "numerics real, speed not (FP8 on a CPU): never shown as speed"),
         ("matmul_flags", "string", "", "the float32 and reduced-precision matmul flags in force during the case"),
+        ("compile_s", "float", "s", "the first (compiling) call of a torch.compile'd case"),
     ),
     *_group(
         "accuracy", True,
@@ -197,68 +191,7 @@ COLUMNS: list[Column] = [
                                              "scaling and casting, layout copies, norms, activations"),
     ),
     *_group(
-        "layers (linear, ln_linear) and outliers", False,
-        ("compile_s", "float", "s", "the first (compiling) call of a torch.compile'd case"),
-        ("sqnr_grad_input_db", "float", "dB", "SQNR of the input gradient"),
-        ("sqnr_grad_weight_db", "float", "dB", "SQNR of the weight gradient"),
-        ("rel_err_grad_input", "float", "", "relative error of the input gradient"),
-        ("rel_err_grad_weight", "float", "", "relative error of the weight gradient"),
-        ("outlier", "float", "", "the planted outlier's magnitude"),
-        ("sqnr_db_clean", "float", "dB", "SQNR of the same GEMM without the outlier"),
-        ("sqnr_drop_db", "float", "dB", "sqnr_db_clean - sqnr_db: what one outlier costs the other rows"),
-    ),
-    *_group(
-        "fidelity (the suite's timer against a peer)", False,
-        ("ref_harness", "string", "", "the peer: torch.utils.benchmark Timer, triton do_bench(_cudagraph)"),
-        ("ref_cache", "string", "", "the peer's cache mode"),
-        ("ref_mode", "string", "", "the peer's timing mode"),
-        ("ref_time_ms_median", "float", "ms", "the peer's median"),
-        ("ref_n_samples", "int", "", "the peer's samples"),
-        ("ref_calls_per_sample", "int", "", "calls the peer times per sample"),
-        ("fidelity_ratio", "float", "", "suite median / peer median"),
-    ),
-    *_group(
-        "training steps (train_step)", False,
-        ("model", "string", "", "gpt2 or llama"),
-        ("n_layer", "int", "", "transformer blocks"),
-        ("n_head", "int", "", "attention heads"),
-        ("d_model", "int", "", "model width"),
-        ("vocab", "int", "", "the model's vocabulary"),
-        ("data_vocab", "int", "", "the synthetic corpus's vocabulary"),
-        ("seq_len", "int", "tokens", "tokens per sequence"),
-        ("batch", "int", "", "sequences per step"),
-        ("tokens_per_step", "int", "tokens", "batch x seq_len"),
-        ("n_params", "int", "", "parameters"),
-        ("n_matmul_params", "int", "", "parameters in matmuls (what FLOPs count)"),
-        ("flops_per_token", "int", "FLOP", "training FLOPs per token (6N + attention)"),
-        ("compiled", "bool", "", "torch.compile'd"),
-        ("train_steps", "int", "", "steps of the accuracy check"),
-        ("tokens_per_s", "float", "tokens/s", "tokens_per_step / median step time"),
-        ("mfu", "float", "fraction", "model FLOPs utilisation against the precision's vendor peak (FP8 recipes: "
-                                     "the FP8 peak, though lm_head, attention and optimizer stay bf16/fp32)"),
-        ("peak_mem_mb", "float", "MiB", "CUDA allocator high-water mark over the check's steps"),
-        ("state_mem_mb", "float", "MiB", "parameters, gradients and optimizer state"),
-        ("loss_curve", "list<float>", "nats", "loss per step of the check"),
-        ("fp32_loss_curve", "list<float>", "nats", "the fp32 reference's loss per step"),
-        ("final_loss", "float", "nats", "mean loss of the last steps"),
-        ("fp32_final_loss", "float", "nats", "the same for the fp32 reference"),
-        ("loss_delta_vs_fp32", "float", "nats", "final_loss - fp32_final_loss"),
-        ("loss_rel_delta_vs_fp32", "float", "fraction", "loss_delta_vs_fp32 / fp32_final_loss"),
-        ("entropy_floor", "float", "nats", "the corpus's entropy rate: the lowest reachable loss"),
-        ("unigram_entropy", "float", "nats", "the corpus's unigram entropy"),
-        ("excess_loss", "float", "nats", "final_loss - entropy_floor"),
-        ("diverged", "bool", "", "the loss went non-finite or blew up"),
-        ("divergence", "string", "", "how it diverged"),
-        ("grad_zero_frac", "float", "fraction", "gradient elements exactly zero"),
-        ("grad_underflow_frac", "float", "fraction", "gradient elements zero here but not in fp32 (underflow)"),
-        ("scaler_skipped_steps", "int", "", "steps a GradScaler skipped (fp16)"),
-        ("loss_scale_final", "float", "", "the GradScaler's last scale"),
-    ),
-    *_group(
-        "distributed (dist_train_step: FSDP2 over torchrun ranks)", False,
-        ("world_size", "int", "", "ranks of the launch (one GPU each on CUDA)"),
-        ("fp8_all_gather", "bool", "", "weights all-gathered in float8 (torchao's enable_fsdp_float8_all_gather)"),
-        ("reshard_after_forward", "bool", "", "FSDP2 freed the gathered weights after forward"),
+        "launched workloads (torchrun ranks)", False,
         ("slowest_rank", "int", "", "the rank whose median step is the record's time_ms_median"),
         ("rank_time_ms_median", "list<float>", "ms", "each rank's own median step, by rank"),
         ("rank_peak_mem_mb", "list<float>", "MiB", "each rank's CUDA allocator high-water mark, by rank"),
@@ -277,26 +210,31 @@ COLUMNS: list[Column] = [
         ("dist_env", "json", "", "NCCL_*, GLOO_*, TORCH_NCCL_*, OMP_NUM_THREADS ... as the ranks saw them"),
         ("launch_log", "string", "", "a failed launch: the failing rank's log (start and end), else torchrun's"),
     ),
-    *_group(
-        "update precision (train_step)", False,
-        ("stuck_update_frac", "float", "fraction", "parameter entries an optimizer step left unchanged, over the "
-                                                   "last fifth of the check's steps (updates swamped by the weights' format)"),
-        ("fp32_stuck_update_frac", "float", "fraction", "the same for the fp32 reference"),
-        ("bytes_per_param", "float", "B", "weights, master copy, gradients and optimizer state per parameter, "
-                                          "read off the live tensors at the check's last step"),
-        ("bytes_per_param_weights", "float", "B", "the parameters' bytes per parameter (fp32 ones are the master copy)"),
-        ("bytes_per_param_master", "float", "B", "a master copy beside the weights (a Kahan compensation buffer "
-                                                 "counts here), per parameter"),
-        ("bytes_per_param_grads", "float", "B", "gradients per parameter"),
-        ("bytes_per_param_optimizer", "float", "B", "optimizer state per parameter (quantized state: codes and scales)"),
-        ("textbook_bytes_per_param", "float", "B", "the recipe's bytes per parameter as the textbook counts them "
-                                                   "(suite/precisions/update.py)"),
-    ),
 ]
 
-BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
 TIMESTAMP_UNIT = "us"  # of every `timestamp` column, which is in UTC
-CONTRACT: list[str] = [c.name for c in COLUMNS if c.contract]
+CONTRACT: list[str] = [c.name for c in CORE if c.contract]
+
+
+def all_columns() -> list[Column]:
+    """The core columns, then those the workload folders declare (`registry.declared_columns`);
+    a folder's column named like a core one is an error."""
+    declared = registry.declared_columns()
+    core = {c.name for c in CORE}
+    clash = [c.name for c in declared if c.name in core]
+    if clash:
+        raise ValueError(f"column {clash[0]!r} is a core column (suite/results/columns.py): a workload cannot "
+                         "declare it")
+    return CORE + declared
+
+
+def __getattr__(name: str):
+    """`COLUMNS` and `BY_NAME` as the registry stands now (a folder added at run time counts)."""
+    if name == "COLUMNS":
+        return all_columns()
+    if name == "BY_NAME":
+        return {c.name: c for c in all_columns()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def arrow_type(column: Column):
@@ -316,7 +254,7 @@ def arrow_schema():
     import pyarrow as pa
 
     return pa.schema([pa.field(c.name, arrow_type(c), metadata={"unit": c.unit, "description": c.description})
-                      for c in COLUMNS])
+                      for c in all_columns()])
 
 
 def schema_markdown() -> str:
@@ -324,16 +262,18 @@ def schema_markdown() -> str:
     lines = [
         "# Results schema",
         "",
-        "Generated from `suite/results/columns.py` (`python -m suite.results.columns > docs/results-schema.md`);",
-        "a test fails when this page and the code differ. One parquet file per run, one row per case;",
-        "run metadata is repeated on every row. **Bold** columns are on every record (the contract);",
-        "workloads and recipes add the others. `json`: a string holding JSON. `timestamp`: an Arrow",
+        "Generated from `suite/results/columns.py` and the workload folders' declarations",
+        "(`python -m suite.results.columns > docs/results-schema.md`); a test fails when this page and",
+        "the code differ. One parquet file per run, one row per case; run metadata is repeated on every",
+        "row. **Bold** columns are on every record (the contract); the groups named after a workload are",
+        "the columns its folder declares. `json`: a string holding JSON. `timestamp`: an Arrow",
         f"timestamp, unit `{TIMESTAMP_UNIT}`, zone UTC (pandas `datetime64[{TIMESTAMP_UNIT}, UTC]`, DuckDB `TIMESTAMPTZ`).",
         "",
     ]
-    for group in dict.fromkeys(c.group for c in COLUMNS):
+    every = all_columns()
+    for group in dict.fromkeys(c.group for c in every):
         lines += [f"## {group}", "", "| column | type | unit | meaning |", "|---|---|---|---|"]
-        for c in (c for c in COLUMNS if c.group == group):
+        for c in (c for c in every if c.group == group):
             name = f"**`{c.name}`**" if c.contract else f"`{c.name}`"
             lines.append(f"| {name} | {c.type} | {c.unit} | {c.description.replace('|', '/')} |")
         lines.append("")

@@ -98,13 +98,12 @@ def run_rank(case, device_type: str, out: Path, rank: int, world: int) -> dict |
     from suite.measure import collectives, inprocess, record as records
     from suite.measure.timing import clock_for, measure
     from suite.scenario import registry
-    from suite.scenario.params import DistTrainStepParams
 
     local = int(os.environ.get("LOCAL_RANK", rank))
     device = torch.device("cuda", local) if device_type == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    opts = DistTrainStepParams.of(case.params)
+    opts = registry.WORKLOADS[case.workload].params.of(case.params)  # its timeout_s, profile_steps
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=opts.timeout_s))
     try:
         precision = registry.precision(case.precision).configured(case.params)

@@ -24,11 +24,11 @@ from typing import Callable
 
 import torch
 
-from suite.scenario.params import FidelityParams
 from suite.scenario.stop_rule import StopRule
 from suite.core.errors import Unsupported
 from suite.workloads.base import Prepared, Workload
-from suite.workloads.gemm import GEMM
+from suite.workloads.fidelity import FidelityParams
+from suite.workloads.gemm.workload import GEMM
 
 
 @dataclass(frozen=True)

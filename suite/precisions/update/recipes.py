@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 import torch
 
-from suite.precisions.floating import Half
-from suite.scenario.params import LowBitParams, TorchaoOptimParams
+from suite.precisions.compiler import compile_unsupported
+from suite.precisions.floating.recipes import Half
+from suite.precisions.update import LowBitParams, TorchaoOptimParams
 
 BF16_BYTES, FP32_BYTES = 2, 4
 
@@ -49,8 +50,6 @@ def _missing(module: str, extra: str) -> str | None:
 
 
 def _compiler_missing(device: torch.device) -> str | None:
-    from suite.core.toolchain import compile_unsupported
-
     reason = compile_unsupported(device)
     return f"torchao's optimizers torch.compile their step: {reason}" if reason else None
 
@@ -159,16 +158,9 @@ class LowBitAdamW(TorchaoOptim):
         return {"weights": weight, "master": 0, "grads": weight, "optimizer": 2 * (bits / 8 + FP32_BYTES / block)}
 
 
-DESCRIPTION = "bf16 autocast compute; "
-BF16_PURE = PureBF16("bf16_pure", DESCRIPTION + "bf16 weights and AdamW state, round-to-nearest updates",
-                     torch.bfloat16)
-BF16_PURE_SR = PureBF16SR("bf16_pure_sr", DESCRIPTION + "bf16 weights and AdamW state, stochastically rounded "
-                          "updates (torchao)", torch.bfloat16)
-BF16_PURE_KAHAN = PureBF16Kahan("bf16_pure_kahan", DESCRIPTION + "bf16 weights and AdamW state, Kahan-compensated "
-                                "updates (torch-optimi)", torch.bfloat16)
-BF16_ADAMW8BIT = LowBitAdamW("bf16_adamw8bit", DESCRIPTION + "fp32 master weights, 8-bit AdamW moments (torchao)",
-                             torch.bfloat16, state="8bit")
-BF16_ADAMW4BIT = LowBitAdamW("bf16_adamw4bit", DESCRIPTION + "fp32 master weights, 4-bit AdamW moments (torchao)",
-                             torch.bfloat16, state="4bit")
-BF16_ADAMW_FP8 = LowBitAdamW("bf16_adamw_fp8", DESCRIPTION + "fp32 master weights, fp8 AdamW moments (torchao)",
-                             torch.bfloat16, state="fp8")
+BF16_PURE = PureBF16("bf16_pure", torch.bfloat16)
+BF16_PURE_SR = PureBF16SR("bf16_pure_sr", torch.bfloat16)
+BF16_PURE_KAHAN = PureBF16Kahan("bf16_pure_kahan", torch.bfloat16)
+BF16_ADAMW8BIT = LowBitAdamW("bf16_adamw8bit", torch.bfloat16, state="8bit")
+BF16_ADAMW4BIT = LowBitAdamW("bf16_adamw4bit", torch.bfloat16, state="4bit")
+BF16_ADAMW_FP8 = LowBitAdamW("bf16_adamw_fp8", torch.bfloat16, state="fp8")

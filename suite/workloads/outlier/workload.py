@@ -20,9 +20,9 @@ import torch
 
 from suite.core.accuracy import error_metrics
 from suite.core.errors import UserError
-from suite.scenario.params import OutlierParams
+from suite.workloads.outlier import OutlierParams
 from suite.workloads.base import Prepared, Workload
-from suite.workloads.gemm import REFERENCE_ROWS, random_operands
+from suite.workloads.gemm.workload import REFERENCE_ROWS, random_operands
 
 
 class Outlier(Workload):

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from suite.cli import arguments
-from suite.cli import compare, env, export, history, import_, list as list_, plan, predict, recommend, report, run
+from suite.cli import compare, env, env_diff, export, history, import_, list as list_, plan, predict, recommend
+from suite.cli import report, run
 from suite.measure.executors.process import DEFAULT_TIMEOUT_S
 from suite.scenario.plan import MAX_CASES
 
@@ -35,9 +36,11 @@ examples:
 """
 
 # compare's defaults, spelled out so that building the parser imports no pandas (tests/test_compare.py
-# checks they are suite.analysis.compare.DEFAULT_FAIL_ON and suite.analysis.stats.DEFAULT_MIN_RUNS).
+# checks they are suite.analysis.compare.DEFAULT_FAIL_ON and suite.analysis.stats.DEFAULT_MIN_RUNS; tests/test_history.py
+# that the history default is suite.analysis.history.Options().min_runs).
 DEFAULT_FAIL_ON = ("regressed", "time:regressed", "new-failure", "new-skip")
 DEFAULT_MIN_RUNS = 2
+DEFAULT_HISTORY_MIN_RUNS = 3
 
 
 def arg(*flags: str, **options) -> tuple[tuple[str, ...], dict]:
@@ -149,10 +152,20 @@ COMPARE = [
     arg("--out", help="report folder (default: reports/compare/<scenario>/<baseline>_vs_<candidate>)"),
 ]
 HISTORY = [
-    *STATISTICS,
+    *STATISTICS, *JSON,
     arg("scenario", help="scenario name (its runs are in <results>/<scenario>/)"),
     arg("--last", type=int, help="only the newest N runs"),
+    arg("--min-runs", type=arguments.min_runs, default=DEFAULT_HISTORY_MIN_RUNS,
+        help=f"runs a change point needs on each side (default: {DEFAULT_HISTORY_MIN_RUNS})"),
+    arg("--noise", type=arguments.fraction, default=None,
+        help="a known run-to-run sd of one run's value, relative (0.03 = 3%%), a floor under the estimate"),
     arg("--out", help="report folder (default: reports/history/<scenario>)"),
+]
+ENV_DIFF = [
+    *QUIET, *JSON,
+    arg("a", help="selector of the first runs (e.g. torch=2.13.0,runs=3)"),
+    arg("b", help="selector of the second runs (e.g. torch=2.14.1,runs=3)"),
+    arg("--results", default="results", help=f"results folder selectors look in (default: results){URL_HELP}"),
 ]
 EXPORT = [
     *QUIET,
@@ -198,7 +211,13 @@ COMMANDS = [
             "python -m suite recommend results/h100_fp8 --max-rel-err 1e-2"),
     Command("compare", compare.main, "compare two sets of runs case by case (exit 1 on --fail-on)", COMPARE,
             description="Compare two sets of runs case by case; each side is a selector.", epilog=SELECTOR_HELP),
-    Command("history", history.main, "each case's speedup over the stored runs, change points marked", HISTORY),
+    Command("history", history.main, "each case's speedup and time over the stored runs, change points marked",
+            HISTORY),
+    Command("env-diff", env_diff.main, "what differs between two sets of runs: versions, device, clocks, code, kernels",
+            ENV_DIFF, description="What differs between the records of two run selectors: every environment "
+            "column (torch, torchao, Transformer Engine, CUDA, driver, Python, device, clocks and power "
+            "limit, code hash, threads, ...) over the runs, and per case the kernel that ran, where "
+            "recorded.", epilog=SELECTOR_HELP),
     Command("export", export.main, "write runs as pytest-benchmark JSON (for `pytest-benchmark compare`)", EXPORT),
     Command("import", import_.main, "store a pytest-benchmark JSON file as a run in the results folder", IMPORT),
 ]

@@ -35,11 +35,12 @@ from torch import nn
 from suite.core import peaks
 from suite.scenario import registry
 from suite.models import corpus, flops
-from suite.precisions.floating import FP32
-from suite.scenario.params import DistTrainStepParams, TrainStepParams
-from suite.workloads import train_step as ts
-from suite.core.toolchain import compile_unsupported
+from suite.precisions.compiler import compile_unsupported
+from suite.precisions.floating.recipes import FP32
 from suite.workloads.base import Prepared
+from suite.workloads.dist_train_step import DistTrainStepParams
+from suite.workloads.train_step import TrainStepParams
+from suite.workloads.train_step import workload as ts
 
 # the parameters this workload adds to train_step's (the rest go to StepSpec)
 DIST_FIELDS = tuple(sorted(set(DistTrainStepParams.model_fields) - set(TrainStepParams.model_fields)))

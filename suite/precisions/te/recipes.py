@@ -43,11 +43,12 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from suite.precisions import fp8_numerics as q
+from suite.precisions.fp8 import numerics as q
 from suite.core.errors import Unsupported, UserError
 from suite.precisions.base import Precision
-from suite.precisions.fp8 import fp8_linears
-from suite.scenario.params import FP8GemmParams
+from suite.precisions.fp8.recipes import fp8_linears
+from suite.precisions.fp8 import FP8GemmParams
+from suite.precisions.te import PRECISIONS as DECLARED
 
 FORMATS = ("HYBRID", "E4M3")
 AMAX_ALGOS = ("max", "most_recent")
@@ -300,26 +301,14 @@ def _alignment_reason(m: int, k: int, n: int) -> str | None:
     return f"Transformer Engine FP8 GEMMs need M % 8 == 0 and K, N % 16 == 0; got {', '.join(bad)}"
 
 
-TE_DELAYED = TransformerEngine(
-    "te_delayed", "Transformer Engine DelayedScaling: per-tensor scales from an amax history",
-    torch.bfloat16, recipe_class="DelayedScaling",
-)
-TE_CURRENT = TransformerEngine(
-    "te_current", "Transformer Engine Float8CurrentScaling: per-tensor scales from the current amax",
-    torch.bfloat16, recipe_class="Float8CurrentScaling",
-)
-TE_BLOCK = TransformerEngine(
-    "te_block", "Transformer Engine Float8BlockScaling: 1x128 activation, 128x128 weight blocks",
-    torch.bfloat16, recipe_class="Float8BlockScaling", min_capability=(9, 0),
-    availability="is_fp8_block_scaling_available", min_cuda=(12, 9),
-)
-TE_MXFP8 = TransformerEngine(
-    "mxfp8", "Transformer Engine MXFP8BlockScaling: e4m3 with one e8m0 scale per 32 values (Blackwell)",
-    torch.bfloat16, recipe_class="MXFP8BlockScaling", min_capability=(10, 0),
-    availability="is_mxfp8_available",
-)
-TE_NVFP4 = TransformerEngine(
-    "nvfp4", "Transformer Engine NVFP4BlockScaling: fp4 e2m1, e4m3 scale per 16 values (Blackwell)",
-    torch.bfloat16, recipe_class="NVFP4BlockScaling", min_capability=(10, 0),
-    availability="is_nvfp4_available",
-)
+def _recipe(name: str, recipe_class: str, **kwargs) -> TransformerEngine:
+    """The recipe its folder declares as `name`, needing the compute capability declared there."""
+    major, minor = divmod(round(DECLARED[name].min_cc * 10), 10)
+    return TransformerEngine(name, torch.bfloat16, recipe_class=recipe_class, min_capability=(major, minor), **kwargs)
+
+
+TE_DELAYED = _recipe("te_delayed", "DelayedScaling")
+TE_CURRENT = _recipe("te_current", "Float8CurrentScaling")
+TE_BLOCK = _recipe("te_block", "Float8BlockScaling", availability="is_fp8_block_scaling_available", min_cuda=(12, 9))
+TE_MXFP8 = _recipe("mxfp8", "MXFP8BlockScaling", availability="is_mxfp8_available")
+TE_NVFP4 = _recipe("nvfp4", "NVFP4BlockScaling", availability="is_nvfp4_available")

@@ -51,11 +51,11 @@ from suite.core import peaks
 from suite.scenario import registry
 from suite.core.errors import UserError
 from suite.models import corpus, flops, gpt2, llama
-from suite.scenario.params import TrainStepParams
-from suite.precisions.floating import FP32
+from suite.precisions.compiler import compile_unsupported
+from suite.precisions.floating.recipes import FP32
 from suite.core.errors import Unsupported
-from suite.core.toolchain import compile_unsupported
 from suite.workloads.base import Prepared, Workload
+from suite.workloads.train_step import TrainStepParams
 
 LR_SCHEDULES = ("constant", "cosine")
 MODELS = {"gpt2": (gpt2.GPT2, gpt2.config), "llama": (llama.Llama, llama.config)}

@@ -1,4 +1,4 @@
-"""IEEE-style formats PyTorch multiplies natively: fp32 (TF32 off), tf32, bf16, fp16."""
+"""IEEE-style formats PyTorch multiplies natively: fp32 (TF32 off), tf32, bf16, fp16 (declared in `__init__`)."""
 
 from __future__ import annotations
 
@@ -57,14 +57,11 @@ class Half(Precision):
             m.allow_bf16_reduced_precision_reduction, m.allow_fp16_reduced_precision_reduction = saved
 
 
-FP32 = Float32("fp32", "IEEE float32; TF32 explicitly off", torch.float32, tf32=False)
-TF32 = Float32("tf32", "float32 storage, TF32 tensor-core matmul (10-bit mantissa)", torch.float32, tf32=True)
-BF16 = Half("bf16", "bfloat16 operands, float32 accumulation", torch.bfloat16)
-FP16 = Half("fp16", "float16 operands, float32 accumulation", torch.float16, grad_scaler=True)
+FP32 = Float32("fp32", torch.float32, tf32=False)
+TF32 = Float32("tf32", torch.float32, tf32=True)
+BF16 = Half("bf16", torch.bfloat16)
+FP16 = Half("fp16", torch.float16, grad_scaler=True)
 # fp16 autocast WITHOUT loss scaling: gradients below fp16's smallest subnormal (2^-24 ~ 6e-8) flush
 # to zero in the backward pass, the failure GradScaler exists to prevent (seeds: "Why naive fp16
 # breaks"). For models only; its GEMMs are fp16's.
-FP16_NOSCALER = Half(
-    "fp16_noscaler", "float16 autocast without a GradScaler (shows gradient underflow)", torch.float16,
-    grad_scaler=False,
-)
+FP16_NOSCALER = Half("fp16_noscaler", torch.float16, grad_scaler=False)

@@ -27,9 +27,9 @@ from torch import nn
 from suite.core.accuracy import error_metrics
 from suite.precisions import flags
 from suite.core.errors import Unsupported
-from suite.scenario.params import CompileParams
-from suite.core.toolchain import compile_unsupported
+from suite.precisions.compiler import compile_unsupported
 from suite.workloads.base import Prepared, Workload
+from suite.workloads.linear import CompileParams
 
 
 def build_layer(layernorm: bool, k: int, n: int, seed: int) -> nn.Module:

@@ -37,9 +37,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from suite.precisions import fp8_numerics as q
+from suite.precisions.fp8 import numerics as q
 from suite.core.errors import Unsupported
-from suite.scenario.params import FP8GemmParams, FP8TensorwiseParams
+from suite.precisions.fp8 import FP8GemmParams, FP8TensorwiseParams
 from suite.precisions.base import Precision
 
 
@@ -262,14 +262,12 @@ class EmulatedBlockFloat8(ScaledFloat8):
 
 FP8_TENSORWISE = ScaledFloat8(
     "fp8_tensorwise",
-    "torchao tensorwise recipe: e4m3 forward operands, one dynamic scale per tensor (e5m2 gradients)",
     torch.bfloat16,
     granularity="tensorwise",
     torchao_recipe="tensorwise",
 )
 FP8_ROWWISE = ScaledFloat8(
     "fp8_rowwise",
-    "torchao rowwise recipe: e4m3 everywhere, one power-of-two scale per row of A and column of B",
     torch.bfloat16,
     granularity="rowwise",
     pow2_scales=True,
@@ -277,7 +275,6 @@ FP8_ROWWISE = ScaledFloat8(
 )
 FP8_ROWWISE_GW_HP = ScaledFloat8(
     "fp8_rowwise_gw_hp",
-    "torchao rowwise_with_gw_hp: rowwise forward, grad-weight GEMM kept in bf16",
     torch.bfloat16,
     granularity="rowwise",
     pow2_scales=True,
@@ -285,7 +282,6 @@ FP8_ROWWISE_GW_HP = ScaledFloat8(
 )
 FP8_BLOCK = EmulatedBlockFloat8(
     "fp8_block",
-    "1x128 activation / 128x128 weight block-scaled e4m3 (power-of-two scales), emulated GEMM",
     torch.bfloat16,
     granularity="block",
     pow2_scales=True,

@@ -1,0 +1,204 @@
+"""What differs between two sets of runs: the recorded facts that can explain a number that moved.
+
+`diff(base, cand)` compares two sets of records column by column, generically: every environment
+column the records hold (the results schema's "machine" group, `suite.results.columns`, and the
+board facts NVML records: maximum SM clock and power limit) is compared over whole runs, and the
+per-case columns (`PER_CASE`: the `kernel` a case ran, the matmul flags in force) case by case.
+A column joins as soon as records hold it: a column a later schema adds to the machine group, or a
+per-case `kernel` summary from the profiler, needs no change here. `compare` and `history` attach the
+same differences to every verdict that is not "same"; `python -m suite env-diff A B` prints them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+from suite.results import columns
+
+# Looked at first, in this order, where the records hold them: what usually explains a moved
+# speedup (a different torch or CUDA stack picks another kernel; a capped clock slows everything).
+# Names not yet in the schema (cublas_version, scenario_hash) join when a writer adds them.
+LEADING = (
+    "torch_version", "torchao_version", "te_version", "cuda_version", "cublas_version", "cudnn_version",
+    "driver_version", "triton_version", "python_version", "device_name", "compute_capability",
+    "sm_clock_max_mhz", "power_limit_w", "cpu_isa", "cpu_isa_env", "cpu_threads", "threads_setting",
+    "env_threads", "code_hash", "scenario_hash", "git_sha",
+)
+# Board facts NVML records on every case: properties of the card, compared like the machine's.
+BOARD = ("sm_clock_max_mhz", "power_limit_w")
+# Columns of the machine group that label or describe one case's mechanics, not the environment.
+NOT_ENVIRONMENT = frozenset({"label", "seed", "isolate_log", "worker_replaced"})
+# Facts that differ case by case within a run: compared for one case at a time.
+PER_CASE = ("kernel", "matmul_flags")
+TITLES = {
+    "torch_version": "torch", "torchao_version": "torchao", "te_version": "Transformer Engine",
+    "cuda_version": "CUDA", "cublas_version": "cuBLAS", "cudnn_version": "cuDNN", "driver_version": "driver",
+    "triton_version": "triton", "python_version": "Python", "numpy_version": "numpy", "device_name": "device",
+    "compute_capability": "compute capability", "sm_clock_max_mhz": "max SM clock (MHz)",
+    "power_limit_w": "power limit (W)", "cpu_isa": "CPU ISA", "cpu_isa_env": "ISA override",
+    "cpu_threads": "threads", "threads_setting": "threads setting", "env_threads": "OMP_NUM_THREADS",
+    "code_hash": "suite code hash", "scenario_hash": "scenario hash", "git_sha": "git commit",
+    "git_dirty": "uncommitted changes", "torch_git_version": "torch git", "matmul_flags": "matmul flags",
+    "scenario_description": "scenario description", "cpu_flags": "CPU flags", "cpu_model": "CPU",
+}
+NONE = "none"
+# Commit hashes are shown as git shows them in one line: 12 characters tell them apart.
+HASHES = frozenset({"git_sha", "torch_git_version"})
+HASH_CHARS = 12
+
+
+def title(column: str) -> str:
+    return TITLES.get(column, column.removesuffix("_version").replace("_", " "))
+
+
+def environment_columns(available: Iterable[str]) -> list[str]:
+    """The run-level environment columns among `available`, the leading ones first."""
+    machine = [c.name for c in columns.COLUMNS if c.group == "machine" and c.name not in NOT_ENVIRONMENT]
+    ordered = list(dict.fromkeys([*LEADING, *machine, *BOARD]))
+    have = set(available)
+    return [c for c in ordered if c in have and c not in PER_CASE]
+
+
+def as_text(value) -> str | None:
+    """A recorded value as text; None for a missing one. 700.0 reads 700."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    if hasattr(value, "tolist") and not isinstance(value, str):  # a numpy array from a list column
+        return ", ".join(str(v) for v in value.tolist())
+    return str(value)
+
+
+def values(rows: Iterable[Mapping], column: str) -> tuple[str, ...]:
+    """The distinct recorded values of a column over these rows, sorted; () when none has one."""
+    found = {t for t in (as_text(r.get(column)) for r in rows) if t is not None}
+    if column in HASHES:
+        found = {t[:HASH_CHARS] for t in found}
+    return tuple(sorted(found))
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One column whose recorded values differ between the sides (each side: its distinct values)."""
+
+    column: str
+    base: tuple[str, ...]
+    cand: tuple[str, ...]
+    per_case: bool = False
+
+    @property
+    def title(self) -> str:
+        return title(self.column)
+
+    @property
+    def text(self) -> str:
+        b, c = ", ".join(self.base) or NONE, ", ".join(self.cand) or NONE
+        return f"{self.title} changed: {b} -> {c}" if self.per_case else f"{self.title} {b} -> {c}"
+
+
+def compare_columns(base_rows: list[Mapping], cand_rows: list[Mapping], names: Iterable[str],
+                    per_case: bool = False) -> tuple[Difference, ...]:
+    """A Difference for every column of `names` whose values differ between the two sets of rows."""
+    out = []
+    for column in names:
+        b, c = values(base_rows, column), values(cand_rows, column)
+        if b != c:
+            out.append(Difference(column, b, c, per_case))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class CaseDifferences:
+    """The per-case facts that differ for one case (e.g. the kernel that ran)."""
+
+    case_id: str
+    label: str
+    differences: tuple[Difference, ...]
+
+
+@dataclass(frozen=True)
+class EnvDiff:
+    """What differs between two sets of runs: run-level facts, then case by case."""
+
+    differences: tuple[Difference, ...]
+    cases: tuple[CaseDifferences, ...]
+
+    def lines(self) -> list[str]:
+        out = [d.text for d in self.differences]
+        out += [f"{c.label}: {d.text}" for c in self.cases for d in c.differences]
+        return out
+
+    def summary(self) -> list[str]:
+        """The run-level lines, then one line per per-case column: in how many cases it changed."""
+        changed: dict[str, int] = {}
+        for c in self.cases:
+            for d in c.differences:
+                changed[d.title] = changed.get(d.title, 0) + 1
+        return [d.text for d in self.differences] + [f"{t} changed in {n} case(s)" for t, n in changed.items()]
+
+    def as_json(self) -> dict:
+        """The typed object as JSON-ready data: each Difference with its title and its line of text."""
+        def one(d: Difference) -> dict:
+            return {**dataclasses.asdict(d), "title": d.title, "text": d.text}
+
+        return {"differences": [one(d) for d in self.differences],
+                "cases": [{"case_id": c.case_id, "label": c.label, "differences": [one(d) for d in c.differences]}
+                          for c in self.cases]}
+
+
+class RunFacts:
+    """One side's records indexed for repeated questions: the rows of each run, and of each case."""
+
+    def __init__(self, records: pd.DataFrame):
+        present = environment_columns(records.columns)
+        wanted = [c for c in ("run_id", "case_id", *present, *PER_CASE) if c in records]
+        rows = records[wanted].to_dict("records")
+        self.env_columns = present
+        self.per_case = [c for c in PER_CASE if c in records]
+        self.by_run: dict[str, list[dict]] = {}
+        self.by_case: dict[str, list[dict]] = {}
+        for r in rows:
+            self.by_run.setdefault(r["run_id"], []).append(r)
+            self.by_case.setdefault(r["case_id"], []).append(r)
+
+    def rows(self, runs: Iterable[str]) -> list[dict]:
+        return [r for run in runs for r in self.by_run.get(run, [])]
+
+
+def between(base: RunFacts, cand: RunFacts, base_runs: Iterable[str], cand_runs: Iterable[str]) -> tuple[Difference, ...]:
+    """The environment columns whose values differ between these runs of each side."""
+    names = dict.fromkeys([*base.env_columns, *cand.env_columns])
+    return compare_columns(base.rows(base_runs), cand.rows(cand_runs), names)
+
+
+def case_between(base: RunFacts, cand: RunFacts, base_runs: Iterable[str], cand_runs: Iterable[str],
+                 case_id: str) -> tuple[Difference, ...]:
+    """The per-case columns (the kernel that ran, ...) whose values differ for one case between
+    its records in these runs of each side."""
+    base_runs, cand_runs = set(base_runs), set(cand_runs)
+    b = [r for r in base.by_case.get(case_id, []) if r["run_id"] in base_runs]
+    c = [r for r in cand.by_case.get(case_id, []) if r["run_id"] in cand_runs]
+    return compare_columns(b, c, dict.fromkeys([*base.per_case, *cand.per_case]), per_case=True)
+
+
+def diff(base: pd.DataFrame, cand: pd.DataFrame, labels: Mapping[str, str] | None = None) -> EnvDiff:
+    """What differs between two sets of records: run-level facts over all their runs, and per-case
+    facts for every case on both sides (`labels`: case_id -> a readable name)."""
+    b, c = RunFacts(base), RunFacts(cand)
+    run_level = between(b, c, b.by_run, c.by_run)
+    cases = []
+    for case_id in [k for k in b.by_case if k in c.by_case]:
+        found = case_between(b, c, b.by_run, c.by_run, case_id)
+        if found:
+            cases.append(CaseDifferences(case_id, (labels or {}).get(case_id, case_id), found))
+    return EnvDiff(run_level, tuple(cases))

@@ -1,0 +1,46 @@
+"""FP8 recipes on PyTorch's own kernels (`recipes`: torch._scaled_mm for GEMMs, torchao for
+layers) and the scaling numerics they share (`numerics`): torchao's tensorwise, rowwise and
+rowwise_with_gw_hp recipes, and 1x128 / 128x128 block scaling with an emulated GEMM."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from suite.scenario.declare import PrecisionRecord
+from suite.scenario.params import Params
+
+
+class FP8GemmParams(Params):
+    """torchao-style FP8 recipes (`fp8_tensorwise`, `fp8_rowwise`, `fp8_rowwise_gw_hp`, `fp8_block`)."""
+
+    quantize: Literal["pre", "inline"] = Field(
+        "pre", description="GEMM cases: pre = operands quantized once, outside the timing; inline = "
+                           "the casts are timed with the GEMM, as in training")
+    use_fast_accum: bool = Field(False, description="the FP8 GEMM's fast (reduced-precision) accumulation")
+    pad: bool = Field(False, description="pad K and N to multiples of 16 (torchao's pad_inner_dim)")
+
+
+class FP8TensorwiseParams(FP8GemmParams):
+    """torchao's tensorwise recipe (`fp8_tensorwise`): its scales can be computed on a weight's shards."""
+
+    fp8_all_gather: bool = Field(
+        False, description="models under FSDP2 (dist_train_step): torchao's enable_fsdp_float8_all_gather, weights "
+                           "cast to float8 before the all-gather and their scales precomputed after each step")
+
+
+CODE = "suite.precisions.fp8.recipes"
+PRECISIONS = {
+    "fp8_tensorwise": PrecisionRecord(
+        f"{CODE}:FP8_TENSORWISE", FP8TensorwiseParams, "fp8", scaling="tensorwise",
+        description="torchao tensorwise recipe: e4m3 forward operands, one dynamic scale per tensor (e5m2 gradients)"),
+    "fp8_rowwise": PrecisionRecord(
+        f"{CODE}:FP8_ROWWISE", FP8GemmParams, "fp8", scaling="rowwise",
+        description="torchao rowwise recipe: e4m3 everywhere, one power-of-two scale per row of A and column of B"),
+    "fp8_rowwise_gw_hp": PrecisionRecord(
+        f"{CODE}:FP8_ROWWISE_GW_HP", FP8GemmParams, "fp8", scaling="rowwise_with_gw_hp", weight_grad_format="bf16",
+        description="torchao rowwise_with_gw_hp: rowwise forward, grad-weight GEMM kept in bf16"),
+    "fp8_block": PrecisionRecord(
+        f"{CODE}:FP8_BLOCK", FP8GemmParams, "fp8",
+        no_roofline="fp8_block's GEMM runs in float32 on every device: no FP8 roofline",
+        description="1x128 activation / 128x128 weight block-scaled e4m3 (power-of-two scales), emulated GEMM"),
+}

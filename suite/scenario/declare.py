@@ -1,0 +1,86 @@
+"""What a precision or a workload folder declares about itself (torch-free).
+
+Each folder of `suite/precisions/` and `suite/workloads/` is one package whose `__init__.py`
+holds a `PRECISIONS` or `WORKLOADS` table of these records, name -> record, next to its parameter
+models; its torch code sits beside it and is named here by "module:attribute", loaded only when a
+case runs (`suite.scenario.registry` finds the folders). Everything the rest of the suite needs to
+know about one precision or workload is a field here, so no stage after the registry names one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from suite.scenario.params import NoParams, Params
+
+# How a results file stores a column (suite/results/columns.py has the Arrow type of each).
+COLUMN_TYPES = ("string", "json", "int", "float", "bool", "list<float>", "list<bool>", "timestamp")
+
+
+@dataclass(frozen=True)
+class Column:
+    """A record column: its type as the file stores it, its unit ("" where it has none), what it
+    means, and the group the schema page lists it under."""
+
+    name: str
+    type: str
+    unit: str
+    description: str
+    group: str
+    contract: bool = False  # every record has it (only core columns: suite/results/columns.py)
+
+
+def columns(group: str, *rows: tuple[str, str, str, str]) -> tuple[Column, ...]:
+    """A group of columns from (name, type, unit, description) rows."""
+    return tuple(Column(name, type_, unit, text, group) for name, type_, unit, text in rows)
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A plot the report draws for a workload's records, beside the plots every workload gets:
+    `draw` ("module:attribute") is called as draw(df, workload, path, **options) and returns the
+    PNG it wrote, or None. The file is `<name>_<workload>.png`."""
+
+    name: str
+    draw: str
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PrecisionRecord:
+    target: str  # "module:attribute"; the attribute is a suite.precisions.base.Precision instance
+    params: type[Params] = NoParams
+    # the vendor-peak column (suite/core/peaks.py) its throughput is set against: the number
+    # format its GEMMs run in (fp32, tf32, bf16, fp16, fp8, fp4)
+    peak: str | None = None
+    description: str = ""
+    # --- the roofline model (suite/analysis/model.py, docs/model.md) ---
+    # how it scales and casts its operands, for a recipe that does (`model.fused_cast`): tensorwise,
+    # rowwise, rowwise_with_gw_hp, delayed, current, block, microscaled
+    scaling: str | None = None
+    fused_casts: bool = False  # its casts are its library's own kernels, eager or compiled (TE)
+    weight_grad_format: str | None = None  # the weight-gradient GEMM's format, where not `peak`'s
+    min_cc: float = 0.0  # the CUDA compute capability it needs (the model knows its format's too)
+    no_roofline: str | None = None  # why the model has no roofline for it (its GEMM is emulated)
+    # --- the update-side answer (suite/analysis/update.py) ---
+    reference: str | None = None  # the recipe whose final loss this one's is set against
+
+
+@dataclass(frozen=True)
+class WorkloadRecord:
+    target: str  # "module:attribute"; the attribute is a suite.workloads.base.Workload instance
+    params: type[Params] = NoParams
+    shaped: bool = False  # cases defined by (m, k, n); the others take their shape from params
+    # workload-specific record columns the report shows in a table of their own: (column, title, format)
+    detail_columns: tuple[tuple[str, str, str], ...] = ()
+    # each case is one torchrun launch of `world_size` ranks (suite.measure.executors.torchrun), not a call here
+    launched: bool = False
+    description: str = ""
+    columns: tuple[Column, ...] = ()  # the record columns it adds to the core ones
+    # GEMMs of (m, k, n) one call runs (a layer's training step: three), for cost estimates
+    gemms_per_call: int = 1
+    # what one call is to the roofline model (suite/analysis/model.py KERNELS): matmul,
+    # linear_step, norm_linear_step; None: not modelled
+    roofline: str | None = None
+    plots: tuple[Plot, ...] = ()  # drawn after the plots every workload gets

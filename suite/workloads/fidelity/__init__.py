@@ -1,0 +1,32 @@
+"""The suite's timer checked against a peer's (`workload`): the same GEMM timed twice."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from suite.scenario.declare import WorkloadRecord, columns
+from suite.scenario.params import Params
+
+
+class FidelityParams(Params):
+    """`fidelity`: which peer harness times the same GEMM."""
+
+    harness: Literal["timer", "do_bench", "do_bench_cudagraph"] = Field(
+        "timer", description="torch.utils.benchmark's Timer, or triton's do_bench / do_bench_cudagraph")
+
+
+COLUMNS = columns(
+    "fidelity (the suite's timer against a peer)",
+    ("ref_harness", "string", "", "the peer: torch.utils.benchmark Timer, triton do_bench(_cudagraph)"),
+    ("ref_cache", "string", "", "the peer's cache mode"),
+    ("ref_mode", "string", "", "the peer's timing mode"),
+    ("ref_time_ms_median", "float", "ms", "the peer's median"),
+    ("ref_n_samples", "int", "", "the peer's samples"),
+    ("ref_calls_per_sample", "int", "", "calls the peer times per sample"),
+    ("fidelity_ratio", "float", "", "suite median / peer median"),
+)
+WORKLOADS = {
+    "fidelity": WorkloadRecord("suite.workloads.fidelity.workload:FIDELITY", FidelityParams, shaped=True,
+                               roofline="matmul", columns=COLUMNS,
+                               description="a GEMM timed by the suite and by a peer harness"),
+}

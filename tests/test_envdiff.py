@@ -1,0 +1,116 @@
+"""suite.analysis.envdiff and `python -m suite env-diff`: what differs between two sets of runs, generically
+over the environment columns, per case for the kernel that ran."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import jsonschema
+import pandas as pd
+import pytest
+
+from suite import cli
+from suite.analysis import envdiff
+from suite.results import columns, store
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "results" / "reference" / "cpu-torch-2.13.0-vs-2.14.1"
+
+
+@pytest.fixture(scope="module")
+def reference() -> pd.DataFrame:
+    return store.read([REFERENCE / "cpu"])
+
+
+def sides(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    old = df["torch_version"].str.startswith("2.13")
+    return df[old].copy(), df[~old].copy()
+
+
+def test_versions_that_differ_are_listed_and_equal_ones_are_not(reference):
+    a, b = sides(reference)
+    found = {d.column: d for d in envdiff.diff(a, b).differences}
+    assert found["torch_version"].text == "torch 2.13.0+cpu -> 2.14.1+cu130"
+    assert found["cuda_version"].text == "CUDA none -> 13.0"  # a CPU build has no CUDA: none, never nan
+    assert "torchao_version" not in found and "python_version" not in found and "device_name" not in found
+    assert found["torch_git_version"].base == ("cf30153c4c13",)  # a commit as git prints it on one line
+    assert not any("nan" in line for line in envdiff.diff(a, b).lines())
+    assert envdiff.diff(a, a.copy()).lines() == []
+
+
+def test_a_column_of_the_machine_group_joins_without_a_change_here(reference, monkeypatch):
+    """The diff is generic: a column a later schema adds to the machine group is compared as soon as
+    records hold it; per-case columns (the kernel) are compared case by case."""
+    a, b = sides(reference)
+    extra = columns.Column("nccl_version", "string", "", "NCCL", "machine")
+    monkeypatch.setattr(columns, "COLUMNS", [*columns.COLUMNS, extra])
+    a["nccl_version"], b["nccl_version"] = "2.21.5", "2.26.2"
+    assert "nccl 2.21.5 -> 2.26.2" in envdiff.diff(a, b).lines()  # a column named nowhere in envdiff
+    a["power_limit_w"], b["power_limit_w"] = 700.0, 600.0  # board facts from the telemetry group
+    assert "power limit (W) 700 -> 600" in envdiff.diff(a, b).lines()
+
+
+def test_kernel_changes_are_named_per_case(reference):
+    a, b = sides(reference)
+    bf16 = a["precision"] == "bf16"
+    a["kernel"] = "aten"
+    b["kernel"] = "aten"
+    a.loc[bf16, "kernel"] = "onednn:brgemm:avx512_core_amx"
+    b.loc[b["precision"] == "bf16", "kernel"] = "onednn:ref:any"
+    result = envdiff.diff(a, b, {c: f"gemm bf16 {c[:4]}" for c in a["case_id"]})
+    assert {c.case_id for c in result.cases} == set(a.loc[bf16, "case_id"])
+    first = result.cases[0]
+    assert first.differences[0].text == "kernel changed: onednn:brgemm:avx512_core_amx -> onednn:ref:any"
+    assert f"{first.label}: kernel changed: onednn:brgemm:avx512_core_amx -> onednn:ref:any" in result.lines()
+
+
+def test_values_read_as_text():
+    assert envdiff.as_text(float("nan")) is None and envdiff.as_text(None) is None
+    assert envdiff.as_text(700.0) == "700" and envdiff.as_text(2.5) == "2.5" and envdiff.as_text(True) == "yes"
+    assert envdiff.values([{"x": 1.0}, {"x": math.nan}, {"x": 2.0}, {}], "x") == ("1", "2")
+
+
+ENV_DIFF_SCHEMA = {
+    "type": "object",
+    "required": ["a", "b", "differences", "cases", "lines"],
+    "properties": {
+        "a": {"$ref": "#/$defs/side"}, "b": {"$ref": "#/$defs/side"},
+        "differences": {"type": "array", "items": {"$ref": "#/$defs/difference"}},
+        "cases": {"type": "array", "items": {
+            "type": "object", "required": ["case_id", "label", "differences"],
+            "properties": {"case_id": {"type": "string"}, "label": {"type": "string"},
+                           "differences": {"type": "array", "items": {"$ref": "#/$defs/difference"}}}}},
+        "lines": {"type": "array", "items": {"type": "string"}},
+    },
+    "$defs": {
+        "side": {"type": "object", "required": ["selector", "runs"],
+                 "properties": {"selector": {"type": "string"}, "runs": {"type": "array", "items": {"type": "string"}}}},
+        "difference": {"type": "object", "required": ["column", "title", "base", "cand", "per_case", "text"],
+                       "properties": {"column": {"type": "string"}, "title": {"type": "string"},
+                                      "base": {"type": "array", "items": {"type": "string"}},
+                                      "cand": {"type": "array", "items": {"type": "string"}},
+                                      "per_case": {"type": "boolean"}, "text": {"type": "string"}}},
+    },
+}
+
+
+def test_env_diff_command_prints_and_returns_a_typed_object(capsys):
+    selectors = ["torch=2.13.0,runs=all", "torch=2.14.1,runs=all", "--results", str(REFERENCE)]
+    assert cli.main(["env-diff", *selectors]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("A torch=2.13.0,runs=all: 20261129T155320Z-36a347, ")
+    assert "  torch 2.13.0+cpu -> 2.14.1+cu130" in out.splitlines()
+    assert cli.main(["env-diff", *selectors, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, ENV_DIFF_SCHEMA)
+    assert doc["differences"][0] == {"column": "torch_version", "title": "torch", "base": ["2.13.0+cpu"],
+                                     "cand": ["2.14.1+cu130"], "per_case": False,
+                                     "text": "torch 2.13.0+cpu -> 2.14.1+cu130"}
+    assert len(doc["a"]["runs"]) == len(doc["b"]["runs"]) == 3
+
+
+def test_env_diff_of_a_run_with_itself_is_a_one_line_error(capsys):
+    assert cli.main(["env-diff", "torch=2.13.0", "torch=2.13.0", "--results", str(REFERENCE)]) == 2
+    assert "a run has no difference with itself" in capsys.readouterr().err

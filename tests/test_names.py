@@ -1,0 +1,109 @@
+"""No workload or precision name outside its own folder (and the scenario files): the stages read
+what they need of one from its declaration (`suite.scenario.declare`), so adding one is a folder.
+
+Code names one in two ways, both found here in every module of `suite/` but the folders of
+`suite/precisions/` and `suite/workloads/`: a string that is a name (`"linear"`, a dict keyed by
+`"fp8_rowwise"`), and a precision, baseline or workload compared with one (`precision == "bf16"`,
+`workload in (...)`, `precision.startswith("bf16")`). Prose in messages and docstrings is not
+code. fp32, tf32, bf16 and fp16 are also number formats (a recipe's declared `peak` column), which
+the device tables and the roofline model key by format: as plain strings they are formats, and only
+comparing a precision with one counts.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from suite.scenario import registry
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN_PACKAGES = ("suite/precisions", "suite/workloads")
+# What names recipes on purpose: the model against measurements published for named recipes.
+ALLOWED = {"suite/analysis/published.py": "torchao's and mamf-finder's published numbers name their recipes"}
+SUBJECTS = ("precision", "baseline", "workload")
+
+
+def names() -> tuple[set[str], set[str]]:
+    """(every declared name, the names that are not also a number format)."""
+    every = set(registry.PRECISIONS) | set(registry.WORKLOADS)
+    formats = {record.peak for record in registry.PRECISIONS.values()}
+    return every, every - formats
+
+
+def generic_modules() -> list[Path]:
+    """Every module of suite/ outside the precision and workload folders (their base modules count)."""
+    out = []
+    for path in sorted((ROOT / "suite").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        inside = [p for p in PLUGIN_PACKAGES if rel.startswith(p + "/") and rel.count("/") > p.count("/") + 1]
+        if not inside and rel not in ALLOWED:
+            out.append(path)
+    return out
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """Strings that stand alone as statements (docstrings), by id."""
+    return {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+
+
+def _strings(node: ast.AST) -> list[str]:
+    """The string constants of a constant or a tuple/list/set of them."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for element in node.elts for s in _strings(element)]
+    return []
+
+
+def _subject(node: ast.AST) -> bool:
+    """A precision, baseline or workload value: a name, attribute or column, never a call's result."""
+    return not isinstance(node, ast.Call) and any(word in ast.unparse(node).lower() for word in SUBJECTS)
+
+
+def violations(source: str, every: set[str], plain: set[str]) -> list[str]:
+    """Where `source` names a declared precision or workload, as 'line: code'."""
+    tree, found = ast.parse(source), []
+    docs = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs \
+                and node.value in plain:
+            found.append(f"{node.lineno}: {node.value!r}")
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            named = [s for side in sides for s in _strings(side) if s in every]
+            if named and any(_subject(side) for side in sides):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("startswith", "endswith", "isin") and _subject(node.func.value):
+            if any(s in every for arg in node.args for s in _strings(arg)):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_stage_names_a_workload_or_precision():
+    every, plain = names()
+    modules = generic_modules()
+    scanned = {p.relative_to(ROOT).as_posix() for p in modules}
+    assert {"suite/measure/progress.py", "suite/measure/executors/__init__.py", "suite/analysis/model.py", "suite/report/plots.py",
+            "suite/results/columns.py", "suite/scenario/registry.py", "suite/precisions/base.py"} <= scanned
+    assert not any(s.startswith(("suite/precisions/fp8/", "suite/workloads/gemm/")) for s in scanned)
+    found = {rel: v for rel in sorted(scanned) if (v := violations((ROOT / rel).read_text(), every, plain))}
+    assert not found, found
+
+
+def test_the_check_finds_what_it_looks_for():
+    every, plain = names()
+    planted = '''
+"""A docstring may say linear and bf16."""
+LAYERS = ("linear", "ln_linear")
+rows = df[df["precision"] == "bf16"]
+if case.workload in ("gemm",):
+    pass
+half = precision.startswith("fp16")
+fmt = {"bf16": 2}  # a format table: not a precision
+message = f"{workload} at fp8_rowwise speed"  # prose
+'''
+    found = violations(planted, every, plain)
+    assert sorted(int(f.split(":")[0]) for f in found) == [3, 3, 4, 5, 5, 7], found

@@ -1,0 +1,190 @@
+"""Adding a precision or a workload is one folder: a toy of each, written as a folder of its own
+(a torch-free `__init__.py` declaring it, its torch code beside it), runs through plan, run and
+report with nothing else changed. The folders are put on the packages' search path for the test
+(`suite.precisions.__path__`, `suite.workloads.__path__`), as if they sat in `suite/`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pyarrow.parquet as pq
+import pytest
+
+import suite.precisions
+import suite.workloads
+from suite.scenario import registry
+
+TOY_PRECISION = {
+    "__init__.py": '''
+        """A toy precision: bf16 operands, A multiplied by a factor first (tests/test_plugins.py)."""
+
+        from pydantic import Field
+
+        from suite.scenario.declare import PrecisionRecord
+        from suite.scenario.params import Params, PositiveFloat
+
+
+        class ToyScaleParams(Params):
+            """`toy_scaled`: how A is scaled before its GEMM."""
+
+            toy_scale: PositiveFloat = Field(1.0, description="multiplies A before the GEMM")
+
+
+        PRECISIONS = {
+            "toy_scaled": PrecisionRecord("suite.precisions.toy_scaled.recipes:TOY_SCALED", ToyScaleParams, "bf16",
+                                          description="bf16 operands, A scaled by toy_scale"),
+        }
+    ''',
+    "recipes.py": '''
+        import torch
+
+        from suite.precisions.base import Precision
+        from suite.precisions.toy_scaled import ToyScaleParams
+
+
+        class ToyScaled(Precision):
+            def gemm(self, a, b, params):
+                scale = ToyScaleParams.of(params).toy_scale
+                a, b = (a * scale).to(torch.bfloat16), b.to(torch.bfloat16)
+                return lambda: torch.matmul(a, b).float()
+
+
+        TOY_SCALED = ToyScaled("toy_scaled", torch.bfloat16)
+    ''',
+}
+
+TOY_WORKLOAD = {
+    "__init__.py": '''
+        """A toy workload: C = A @ B + shift, its output's mean recorded (tests/test_plugins.py)."""
+
+        from pydantic import Field
+
+        from suite.scenario.declare import Plot, WorkloadRecord, columns
+        from suite.scenario.params import Params
+
+
+        class ShiftParams(Params):
+            """`toy_shifted`: what is added to every output element."""
+
+            shift: float = Field(description="added to C (required)")
+
+
+        COLUMNS = columns(
+            "toy shifted GEMM (tests/test_plugins.py)",
+            ("shift", "float", "", "what was added to C"),
+            ("out_mean", "float", "", "the mean of one call's output"),
+        )
+        WORKLOADS = {
+            "toy_shifted": WorkloadRecord(
+                "suite.workloads.toy_shifted.workload:TOY_SHIFTED", ShiftParams, shaped=True, columns=COLUMNS,
+                description="a GEMM plus a constant", detail_columns=(("out_mean", "output mean", ".3f"),),
+                plots=(Plot("shift_error", "suite.report.plots:sweep", {
+                    "x": "shift", "y": "rel_err", "xlabel": "shift", "ylabel": "relative error",
+                    "title": "error against the shift"}),)),
+        }
+    ''',
+    "workload.py": '''
+        import torch
+
+        from suite.workloads.base import Prepared, Workload
+        from suite.workloads.toy_shifted import ShiftParams
+
+
+        class ToyShifted(Workload):
+            name = "toy_shifted"
+
+            def prepare(self, case, precision, device):
+                shift = ShiftParams.of(case.params).shift
+                gen = torch.Generator().manual_seed(case.seed)
+                a, b = torch.randn(case.m, case.k, generator=gen), torch.randn(case.k, case.n, generator=gen)
+                matmul = precision.gemm(a, b, case.params)
+                ref = a.double() @ b.double() + shift
+
+                def check_output(out):
+                    error = torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)
+                    return {"rel_err": float(error), "out_mean": float(out.mean())}
+
+                def fn():
+                    return matmul() + shift
+
+                return Prepared(fn=fn, flops=2.0 * case.m * case.n * case.k, bytes_moved=None,
+                                check=lambda: check_output(fn()), check_output=check_output, extra={"shift": shift})
+
+
+        TOY_SHIFTED = ToyShifted()
+    ''',
+}
+
+
+def write_folder(root, files: dict[str, str]) -> None:
+    root.mkdir(parents=True)
+    for name, text in files.items():
+        (root / name).write_text(textwrap.dedent(text).lstrip())
+
+
+@pytest.fixture
+def toy_folders(tmp_path):
+    """The two folders on the packages' search path, found by the registry; everything undone after."""
+    write_folder(tmp_path / "precisions" / "toy_scaled", TOY_PRECISION)
+    write_folder(tmp_path / "workloads" / "toy_shifted", TOY_WORKLOAD)
+    paths = {suite.precisions: list(suite.precisions.__path__), suite.workloads: list(suite.workloads.__path__)}
+    try:
+        suite.precisions.__path__.append(str(tmp_path / "precisions"))
+        suite.workloads.__path__.append(str(tmp_path / "workloads"))
+        registry.discover()
+        yield tmp_path
+    finally:
+        for package, path in paths.items():
+            package.__path__[:] = path
+        for name in [m for m in sys.modules if m.startswith(("suite.precisions.toy_", "suite.workloads.toy_"))]:
+            del sys.modules[name]
+        registry.discover()
+
+
+TOY_SCENARIO = """
+    [[sweep]]
+    workload = "toy_shifted"
+    precisions = ["fp32", "toy_scaled"]
+    mkn = [[32, 48, 16]]
+    params = { shift = [0.5, 4.0], toy_scale = [1.0, 2.0] }
+"""
+
+
+def test_a_toy_precision_and_workload_run_through_plan_run_and_report(toy_folders, write_scenario):
+    from suite import pipeline
+    from suite.results import columns
+    from suite.scenario import plan, spec
+    from tests.conftest import quick_toml
+
+    assert registry.PRECISIONS["toy_scaled"].peak == "bf16" and registry.WORKLOADS["toy_shifted"].shaped
+    scenario = spec.load(write_scenario(quick_toml("toy", TOY_SCENARIO, baseline="fp32")))
+    cases = plan.expand(scenario)
+    # toy_scale is the precision's: fp32 cases keep only the workload's shift (2 cases), the toy's 4
+    assert sorted((c.precision, json.dumps(c.params, sort_keys=True)) for c in cases) == sorted([
+        ("fp32", '{"shift": 0.5}'), ("fp32", '{"shift": 4.0}'),
+        ("toy_scaled", '{"shift": 0.5}'), ("toy_scaled", '{"shift": 0.5, "toy_scale": 2.0}'),
+        ("toy_scaled", '{"shift": 4.0}'), ("toy_scaled", '{"shift": 4.0, "toy_scale": 2.0}')])
+    assert [c.case_id for c in plan.expand(scenario)] == [c.case_id for c in cases]  # stable ids
+
+    out = toy_folders / "out"
+    result = pipeline.run(pipeline.RunRequest(scenario, out / "results", out / "reports", "cpu", progress=False))
+    records = result.records.to_dict("records")
+    toy = {r["params"]: r for r in records if r["precision"] == "toy_scaled"}
+    assert {r["status"] for r in records} == {"ok"}, [r["reason"] for r in records]
+    assert toy['{"shift": 0.5}']["rel_err"] < 2**-6  # bf16 operands: about 2^-8
+    assert toy['{"shift": 0.5, "toy_scale": 2.0}']["rel_err"] > 0.5  # 2AB + s against AB + s: the parameter worked
+    assert all(r["shift"] in (0.5, 4.0) and r["out_mean"] == r["out_mean"] for r in records)
+
+    schema = pq.read_schema(result.path)  # the declared columns, typed, with their meaning
+    assert schema.field("out_mean").metadata[b"description"] == b"the mean of one call's output"
+    assert str(schema.field("shift").type) == "double"
+    assert "`out_mean`" in columns.schema_markdown() and "### `toy_scaled`" in registry.parameters_markdown()
+
+    report = out / "reports" / "toy"
+    text = (report / "report.md").read_text()
+    assert "## toy_shifted" in text and "| output mean |" in text  # the declared detail table
+    assert (report / "shift_error_toy_shifted.png").stat().st_size > 0  # the declared plot
+    with pytest.raises(spec.ScenarioError, match="params.toy_scale: -1.0 is not valid for 'toy_scaled'"):
+        spec.load(write_scenario(quick_toml("toy2", TOY_SCENARIO.replace("2.0]", "-1.0]")), "toy2.toml"))
