@@ -4,6 +4,7 @@
     python -m benchmarks.calibrate --out docs/calibration.md
     python -m benchmarks.calibrate --models "bursts 10%" --runs 3 --clean 20 --planted 5
     python -m benchmarks.calibrate --history --out docs/calibration.md   # history's table
+    python -m benchmarks.calibrate --drift --out docs/calibration.md     # sequential against paired
 
 Synthetic runs are built from one real record (`TEMPLATE`, a committed run of scenarios/cpu.toml):
 its cases give the structure of every synthetic run (workloads, precisions, shapes, which case is the
@@ -32,6 +33,12 @@ comparison's index only.
 speedup cases by 20% from a run drawn at random with at least `STEP_MARGIN` runs on each side.
 Counted per cell (model x runs): false change points per series (speedup, and time), and power: the
 share of planted series with a change point within one run of the step (and exactly at it).
+`--drift` sets timing one case after another against paired rounds (the suite's, docs/timing.md) under
+drift *within* a run (`DRIFT_MODELS`: a slow trend, and a machine switching between two speeds): each
+synthetic run then has a timeline (`timeline`), each repetition's time the machine's speed at its
+moment (`drift`), and a paired run its `speedup_paired` from its rounds (`paired_speedups`). Counted
+per drift model and mode, at 3 runs per side: the minimum detectable change of a typical speedup
+(`compare`'s reach), false alarms, and the share of 20% slowdowns found.
 `--out` replaces its own section of the page (between `<!-- begin NAME -->` and `<!-- end NAME -->`),
 so each table is regenerated on its own.
 """
@@ -63,6 +70,8 @@ PLANTED = 5  # speedup cases slowed on the candidate side of a planted compariso
 RUN_COUNTS = (1, 2, 3, 5)
 EFFECTS = (0.20, 0.50)
 CLEAN, PLANTED_COMPARISONS, SEED = 200, 25, 20261201
+# A record's columns from its own paired rounds, which a synthetic run does not copy.
+PAIRED_COLUMNS = ("speedup_paired", "speedup_paired_low", "speedup_paired_high", "paired_ratios", "paired_rounds")
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,11 @@ class Noise:
     shift: float = 0.0
     bimodal: float = 0.0
     burst: float = 0.0
+    # Drift within a run (`drift`): a linear trend of up to this fraction over the run, and a machine
+    # whose speed switches between two levels `steps` apart, `switches` times a run on average.
+    trend: float = 0.0
+    steps: float = 0.0
+    switches: float = 0.0
 
 
 MODELS = (
@@ -108,7 +122,8 @@ def template_of(df: pd.DataFrame, groups: int = GROUPS) -> pd.DataFrame:
         copies.append(rows)
     out = pd.concat(copies, ignore_index=True)
     out["true_ms"] = out["time_ms_median"].astype(float)
-    return out
+    # what the record's own rounds said: each synthetic run draws its own (`synthetic_run`)
+    return out.drop(columns=[c for c in PAIRED_COLUMNS if c in out])
 
 
 def _rng(seed: int, *keys) -> np.random.Generator:
@@ -116,8 +131,10 @@ def _rng(seed: int, *keys) -> np.random.Generator:
 
 
 def synthetic_run(tmpl: pd.DataFrame, noise: Noise, rng: np.random.Generator, run_id: str,
-                  slow: dict[str, float] | None = None) -> pd.DataFrame:
-    """One run drawn from the model; `slow` = {case_id: factor} plants a slowdown."""
+                  slow: dict[str, float] | None = None, paired: bool = False) -> pd.DataFrame:
+    """One run drawn from the model; `slow` = {case_id: factor} plants a slowdown. `paired`: each
+    setting's cases timed in paired rounds (`timeline`), with their `speedup_paired`; else one case
+    after another, with none."""
     n = len(tmpl)
     level_sd = math.log1p(noise.shift) / math.sqrt(2.0)
     level = np.exp(level_sd * (rng.standard_normal() + rng.standard_normal(n)))
@@ -125,6 +142,8 @@ def synthetic_run(tmpl: pd.DataFrame, noise: Noise, rng: np.random.Generator, ru
     factor = np.array([(slow or {}).get(c, 1.0) for c in tmpl["case_id"]])
     reps = np.exp(math.log1p(noise.iid) * rng.standard_normal((n, SAMPLES)))
     reps *= np.where(rng.random((n, SAMPLES)) < noise.bimodal, 2.0, 1.0)
+    if noise.trend or noise.switches or paired:  # drawn after the rest: the drift-free tables stay as they were
+        reps *= drift(noise, rng)(timeline(tmpl, rng, paired))
     samples = (tmpl["true_ms"].to_numpy(float) * level * factor)[:, None] * reps
     run = tmpl.drop(columns="true_ms").copy()
     run["run_id"] = run_id
@@ -132,7 +151,69 @@ def synthetic_run(tmpl: pd.DataFrame, noise: Noise, rng: np.random.Generator, ru
     run["time_ms_median"] = np.median(samples, axis=1)
     run["time_ms_p10"], run["time_ms_p90"] = np.quantile(samples, [0.1, 0.9], axis=1)
     run["n_samples"] = SAMPLES
+    run["speedup_paired"] = paired_speedups(tmpl, samples) if paired else np.nan
     return run
+
+
+# --- drift within a run: what timing one case after another suffers, and paired rounds cancel -------
+
+ROUNDS = 10  # paired rounds per setting in a synthetic run: SAMPLES / ROUNDS repetitions a batch
+
+
+def drift(noise: Noise, rng: np.random.Generator):
+    """The machine's speed over one run, as a factor on a call's time at run time t in [0, 1): a
+    linear trend, its slope drawn from +-`trend`, times a two-level switch (a job that starts and
+    stops beside the benchmark): `steps` slower in one state, Poisson(`switches`) switches at
+    uniform times, the first state a coin toss."""
+    slope = rng.uniform(-noise.trend, noise.trend)
+    switch_at = np.sort(rng.random(rng.poisson(noise.switches)))
+    start = int(rng.integers(2))
+
+    def factor(t: np.ndarray) -> np.ndarray:
+        slow = (start + np.searchsorted(switch_at, t)) % 2 == 1
+        return (1.0 + slope * (t - 0.5)) * np.where(slow, 1.0 + noise.steps, 1.0)
+
+    return factor
+
+
+def settings_of(tmpl: pd.DataFrame) -> np.ndarray:
+    """Each row's setting: its baseline case's position among the settings (the template keeps a
+    setting's rows together, baseline first)."""
+    keys = list(dict.fromkeys(tmpl["baseline_case_id"]))
+    return np.array([keys.index(b) for b in tmpl["baseline_case_id"]])
+
+
+def timeline(tmpl: pd.DataFrame, rng: np.random.Generator, paired: bool) -> np.ndarray:
+    """When (run time in [0, 1)) each repetition of each case ran: one case after another in plan
+    order, each in its own slot; or, paired, each setting in its own slot, its cases' batches
+    interleaved round after round, each round in a random order."""
+    n = len(tmpl)
+    j = (np.arange(SAMPLES) + 0.5) / SAMPLES
+    if not paired:
+        return (np.arange(n)[:, None] + j[None, :]) / n
+    group = settings_of(tmpl)
+    groups, per = group.max() + 1, SAMPLES // ROUNDS
+    out = np.empty((n, SAMPLES))
+    for g in range(groups):
+        members = np.flatnonzero(group == g)
+        for r in range(ROUNDS):
+            for slot, i in enumerate(rng.permutation(members)):
+                inside = (slot + (np.arange(per) + 0.5) / per) / len(members)
+                out[i, r * per:(r + 1) * per] = (g + (r + inside) / ROUNDS) / groups
+    return out
+
+
+def paired_speedups(tmpl: pd.DataFrame, samples: np.ndarray) -> np.ndarray:
+    """Each case's speedup from its paired rounds: the median over rounds of its baseline's batch
+    median over its own (NaN for a baseline), as the suite records `speedup_paired`."""
+    per = SAMPLES // ROUNDS
+    batches = np.median(samples.reshape(len(samples), ROUNDS, per), axis=2)
+    row = {c: i for i, c in enumerate(tmpl["case_id"])}
+    out = np.full(len(samples), np.nan)
+    for i, (c, b) in enumerate(zip(tmpl["case_id"], tmpl["baseline_case_id"])):
+        if c != b:
+            out[i] = np.median(batches[row[b]] / batches[i])
+    return out
 
 
 def planted_cases(tmpl: pd.DataFrame, count: int = PLANTED) -> list[str]:
@@ -143,11 +224,11 @@ def planted_cases(tmpl: pd.DataFrame, count: int = PLANTED) -> list[str]:
 
 
 def sides(tmpl: pd.DataFrame, noise: Noise, runs: int, rng: np.random.Generator,
-          slow: dict[str, float] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+          slow: dict[str, float] | None = None, paired: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Baseline and candidate records of one comparison: `runs` synthetic runs per side."""
     ids = iter(f"20000101T{h:02d}{m:02d}00Z-{rng.integers(1 << 24):06x}" for h in range(24) for m in range(60))
-    base = [synthetic_run(tmpl, noise, rng, next(ids)) for _ in range(runs)]
-    cand = [synthetic_run(tmpl, noise, rng, next(ids), slow) for _ in range(runs)]
+    base = [synthetic_run(tmpl, noise, rng, next(ids), None, paired) for _ in range(runs)]
+    cand = [synthetic_run(tmpl, noise, rng, next(ids), slow, paired) for _ in range(runs)]
     return pd.concat(base, ignore_index=True), pd.concat(cand, ignore_index=True)
 
 
@@ -225,6 +306,114 @@ def table(cells: list[Cell]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
     lines += ["| " + " | ".join(r.values()) + " |" for r in rows]
     return "\n".join(lines)
+
+
+# --- drift within a run: sequential against paired timing ---------------------------------------------
+
+DRIFT_MODELS = (
+    Noise("trend 10%", trend=0.10),
+    Noise("steps 20%", steps=0.20, switches=20),
+    Noise("steps 100%", steps=1.0, switches=20),
+    Noise("trend 10% + steps 20%", trend=0.10, steps=0.20, switches=20),
+)
+DRIFT_BY_NAME = {m.name: m for m in DRIFT_MODELS}
+DRIFT_RUNS, DRIFT_EFFECT = 3, 0.20  # runs per side, and the planted slowdown
+DRIFT_CLEAN, DRIFT_PLANTED = 100, 20
+MODES = ("sequential", "paired")
+
+
+@dataclass
+class DriftCell:
+    """One drift model, timed one case after another and in paired rounds: per mode the minimum
+    detectable change of each clean comparison (its speedup `Reach.detectable`), its false alarms,
+    and the planted cases found."""
+
+    model: str
+    detectable: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in MODES})
+    tests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MODES, 0))
+    alarms: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MODES, 0))
+    planted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MODES, 0))
+    found: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MODES, 0))
+
+    def median_detectable(self, mode: str) -> float:
+        return float(np.median(self.detectable[mode]))
+
+    def row(self) -> dict[str, str]:
+        out = {"drift": self.model}
+        out.update({f"detectable {m}": f"±{self.median_detectable(m):.1%}" for m in MODES})
+        out.update({f"FA/case {m}": _share(self.alarms[m], self.tests[m], 2) for m in MODES})
+        out.update({f"power {DRIFT_EFFECT:.0%} {m}": _share(self.found[m], self.planted[m], 0) for m in MODES})
+        return out
+
+
+def run_drift_cell(tmpl: pd.DataFrame, noise: Noise, clean: int, planted: int, seed: int,
+                   options: compare.Options = compare.Options()) -> DriftCell:
+    """`clean` comparisons without a change and `planted` with a 20% slowdown of `PLANTED` speedup
+    cases, DRIFT_RUNS runs per side, in each mode; the same draws' keys for both modes."""
+    cell = DriftCell(noise.name)
+    targets = planted_cases(tmpl)
+    for mode in MODES:
+        paired = mode == "paired"
+        for i in range(clean):
+            result = run_compare(*sides(tmpl, noise, DRIFT_RUNS, _rng(seed, "drift", noise.name, mode, i),
+                                        paired=paired), options)
+            speedup = result.cases[result.cases["metric"] == "speedup"]
+            cell.detectable[mode].append(result.reach["speedup"].detectable)
+            cell.tests[mode] += len(speedup)
+            cell.alarms[mode] += int(speedup["speedup_verdict"].isin(ALARMS).sum())
+        for i in range(planted):
+            rng = _rng(seed, "drift planted", noise.name, mode, i)
+            result = run_compare(*sides(tmpl, noise, DRIFT_RUNS, rng, {c: 1.0 + DRIFT_EFFECT for c in targets},
+                                        paired=paired), options)
+            hit = result.cases.set_index("case_id").loc[targets]
+            cell.planted[mode] += len(targets)
+            cell.found[mode] += int((hit["speedup_verdict"] == stats.REGRESSED).sum())
+    return cell
+
+
+def drift_page(cells: list[DriftCell], command: str, seed: int, clean: int, planted: int) -> str:
+    worst = max(cells, key=lambda c: c.median_detectable("sequential"))
+    return DRIFT_PAGE.format(
+        table=table(cells), command=command, seed=seed, clean=clean, planted=planted, runs=DRIFT_RUNS,
+        rounds=ROUNDS, per=SAMPLES // ROUNDS, effect=f"{DRIFT_EFFECT:.0%}", planted_cases=PLANTED,
+        worst=worst.model, worst_seq=f"±{worst.median_detectable('sequential'):.1%}",
+        worst_paired=f"±{worst.median_detectable('paired'):.1%}")
+
+
+DRIFT_PAGE = """\
+## Drift within a run: sequential against paired timing
+
+The noise models above move a case's whole run, or single repetitions; a busy machine also drifts
+*within* a run, and a speedup timed one case after another takes its two medians at two moments.
+Here each synthetic run has a timeline: one case after another in plan order, each in its own slot
+(**sequential**, as before paired timing), or each setting's cases (fp32 and the bf16 and fp16
+cases against it) in one slot, their batches interleaved in {rounds} rounds of {per} repetitions,
+each round in a random order, the speedup the median over rounds of the baseline's batch median
+over the case's (**paired**, `speedup_paired`, what `python -m suite run` records:
+docs/timing.md). The machine's speed over the run follows the drift model of the row, with 1%
+iid noise underneath:
+
+| drift model | what varies |
+|---|---|
+| trend 10% | a linear trend over the run, its slope drawn from ±10% per run |
+| steps 20% / 100% | the machine switches between two speeds 20% (100%: half the speed, another job on a two-core machine) apart, at 20 random moments a run on average |
+| trend 10% + steps 20% | both |
+
+{runs} runs per side; per drift model and mode, {clean} clean comparisons and {planted} with
+{planted_cases} speedup cases slowed by {effect}. Produced by `benchmarks/calibrate.py`, seed {seed}:
+
+```bash
+{command}
+```
+
+**Columns.** **detectable**: the minimum detectable change of a typical speedup at {runs} runs
+per side (`compare`'s reach: the interval's half-width, as a ratio; median over the clean
+comparisons); **FA/case**: unchanged speedups called regressed or improved; **power {effect}**:
+planted cases called regressed. Under `{worst}` a speedup timed sequentially must change by about
+{worst_seq} to be told from drift; timed in paired rounds, by {worst_paired}.
+
+{table}
+"""
 
 
 # --- history: change points over series of runs --------------------------------------------------------
@@ -357,8 +546,10 @@ it: rarely in a long series. Drop or rerun runs caught by bursts of load.
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.calibrate", description=__doc__.split("\n\n")[0])
     p.add_argument("--history", action="store_true", help="calibrate history's change points instead of compare")
+    p.add_argument("--drift", action="store_true", help="sequential against paired timing under drift within a run "
+                   f"({DRIFT_RUNS} runs per side)")
     p.add_argument("--models", help="noise models, comma-separated (default: all of the mode's): "
-                   + ", ".join(BY_NAME | HISTORY_BY_NAME).replace("%", "%%"))
+                   + ", ".join(BY_NAME | HISTORY_BY_NAME | DRIFT_BY_NAME).replace("%", "%%"))
     p.add_argument("--runs", help="compare: runs per side, comma-separated (default: "
                    f"{','.join(map(str, RUN_COUNTS))}); --history: runs per series "
                    f"(default: {','.join(map(str, HISTORY_LENGTHS))})")
@@ -371,15 +562,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="write the mode's section of the Markdown page here (docs/calibration.md) as well as "
                    "printing the table")
     args = p.parse_args(argv)
-    catalogue = HISTORY_BY_NAME if args.history else BY_NAME
+    mode = "history" if args.history else "drift" if args.drift else "compare"
+    catalogue = {"history": HISTORY_BY_NAME, "drift": DRIFT_BY_NAME, "compare": BY_NAME}[mode]
     models = [catalogue[name.strip()] for name in (args.models or ",".join(catalogue)).split(",") if name.strip()]
-    counts = [int(r) for r in (args.runs or ",".join(map(str, HISTORY_LENGTHS if args.history else RUN_COUNTS))).split(",")]
-    clean = args.clean if args.clean is not None or args.history else CLEAN  # history: None = by length
-    planted = args.planted if args.planted is not None else (HISTORY_PLANTED if args.history else PLANTED_COMPARISONS)
+    default_counts = {"history": HISTORY_LENGTHS, "drift": (DRIFT_RUNS,), "compare": RUN_COUNTS}[mode]
+    counts = [int(r) for r in (args.runs or ",".join(map(str, default_counts))).split(",")]
+    clean = args.clean if args.clean is not None else {"history": None, "drift": DRIFT_CLEAN, "compare": CLEAN}[mode]
+    planted = args.planted if args.planted is not None else \
+        {"history": HISTORY_PLANTED, "drift": DRIFT_PLANTED, "compare": PLANTED_COMPARISONS}[mode]
     tmpl = template()
+    cells = _cells(mode, tmpl, [(noise, runs) for noise in models for runs in counts], clean, planted, args)
+    text = table(cells)
+    print(text)
+    if args.out:
+        given = list(sys.argv[1:] if argv is None else argv)
+        command = shlex.join(["python", "-m", "benchmarks.calibrate", *given])
+        section = {"history": lambda: history_page(text, command, args.seed, clean, planted),
+                   "drift": lambda: drift_page(cells, command, args.seed, clean, planted),
+                   "compare": lambda: page(text, command, args.seed, clean, planted, tmpl)}[mode]
+        write_section(Path(args.out), mode, section())
+    return 0
+
+
+def _drift_cell(tmpl, noise, runs, clean, planted, seed) -> DriftCell:
+    return run_drift_cell(tmpl, noise, clean, planted, seed)
+
+
+def _cells(mode: str, tmpl: pd.DataFrame, grid: list, clean, planted: int, args) -> list:
+    """The mode's cells of the grid (model x runs), computed in parallel."""
+    cell = {"history": run_history_cell, "drift": _drift_cell, "compare": run_cell}[mode]
     started = time.monotonic()
-    grid = [(noise, runs) for noise in models for runs in counts]
-    cell = run_history_cell if args.history else run_cell
     # Cells are independent and seeded by their own keys, so the order they finish in changes nothing.
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = [pool.submit(cell, tmpl, noise, runs, clean, planted, args.seed) for noise, runs in grid]
@@ -387,16 +599,7 @@ def main(argv: list[str] | None = None) -> int:
         for (noise, runs), future in zip(grid, futures):
             cells.append(future.result())
             print(f"  {noise.name}, {runs} run(s) ({time.monotonic() - started:.0f} s)", file=sys.stderr)
-    text = table(cells)
-    print(text)
-    if args.out:
-        given = list(sys.argv[1:] if argv is None else argv)
-        command = shlex.join(["python", "-m", "benchmarks.calibrate", *given])
-        if args.history:
-            write_section(Path(args.out), "history", history_page(text, command, args.seed, clean, planted))
-        else:
-            write_section(Path(args.out), "compare", page(text, command, args.seed, clean, planted, tmpl))
-    return 0
+    return cells
 
 
 def write_section(path: Path, name: str, text: str) -> None:

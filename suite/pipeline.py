@@ -421,13 +421,13 @@ def _announce(request: RunRequest, planned: Planned, journal, meta: dict, device
 def _measure(request: RunRequest, planned: Planned, journal, executor, meta: dict, device) -> store.Stored:
     """Run the cases the journal lacks, journal each record as it comes (with the roofline model's
     columns beside it), and store the run whole."""
-    todo = [case for case in planned.cases if case.case_id not in journal.case_ids]
+    todo = units(planned.cases, journal.case_ids)  # settings, with their cases already journaled as partners
     bar = progress_for(len(planned.cases), len(journal), device.type) if request.progress else None
     if bar is not None:
-        bar.plan(todo)
+        bar.plan([case for unit in todo for case in unit.todo])
     try:
         with _stop_signals() as stop:
-            for record in executor.run(units(todo), meta, bar):
+            for record in executor.run(todo, meta, bar):
                 record.update(model.record_columns(record))  # the roofline beside each measurement
                 with stop.atomic():
                     journal.append(record)

@@ -33,7 +33,8 @@ def side(role, df, text=None):
 
 def variant(df: pd.DataFrame, **changes) -> pd.DataFrame:
     """A copy of a run under a new run id; `scale={case_id: factor}` multiplies that case's samples
-    and median (a known slowdown applied to real samples)."""
+    and median (a known slowdown applied to real samples), and its paired speedup, and those of the
+    cases measured against it, as the same slowdown would move their rounds' ratios."""
     out = df.copy()
     out["run_id"] = store.new_run_id()
     for case_id, factor in changes.pop("scale", {}).items():
@@ -41,6 +42,10 @@ def variant(df: pd.DataFrame, **changes) -> pd.DataFrame:
         out.at[i, "samples_ms"] = np.asarray(out.at[i, "samples_ms"]) * factor
         for col in ("time_ms_median", "time_ms_p10", "time_ms_p90"):
             out.at[i, col] = out.at[i, col] * factor
+        if "speedup_paired" in out:
+            out.loc[out["case_id"] == case_id, "speedup_paired"] /= factor
+            against = (out["baseline_case_id"] == case_id) & (out["case_id"] != case_id)
+            out.loc[against, "speedup_paired"] *= factor
     for column, value in changes.items():
         out[column] = value
     return out

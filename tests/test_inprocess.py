@@ -127,3 +127,139 @@ def test_a_30_s_call_with_a_1_s_budget_is_one_checked_call_and_a_record_that_say
     assert record["stop_reason"] == "cap" and record["warmup_reason"] == "slow" and record["first_call_kept"]
     assert record["rel_ci"] == float("inf") and record["case_cap_s"] == 10.0
     assert clock.now <= record["case_cap_s"] + 30.0  # the cap plus at most the one call
+
+
+# --- a setting's cases timed together (paired rounds) -------------------------------------------------
+
+
+class DtypeClock(VirtualClock):
+    """Virtual time by what a call returns: each GEMM's output dtype has its own call time (fn still
+    runs, so checks see real outputs); the accuracy check's timed call (which returns nothing) takes 1 ms."""
+
+    def __init__(self, ms_by_dtype: dict):
+        super().__init__(1.0)
+        self.ms_by_dtype = ms_by_dtype
+
+    def time_batch(self, fn, reps):
+        out = []
+        for _ in range(reps):
+            result = fn()
+            self.calls += 1
+            out.append(self.ms_by_dtype.get(getattr(result, "dtype", None), 1.0))
+            self.now += out[-1] / 1e3
+        return out
+
+
+def setting(precisions=("fp32", "bf16", "fp16"), **timing):
+    from suite.measure.timing import StopRule
+
+    rule = StopRule(**{"budget_s": 0.5, "warmup_s": 0.0, "target_rel_ci": 1e-9, **timing})
+    return [plan.Case("paired", "gemm", p, "fp32", 64, 64, 64, params={}, seed=0, timing=rule, device="cpu")
+            for p in precisions]
+
+
+def test_a_setting_is_timed_in_paired_rounds_and_each_case_keeps_its_record():
+    clock = DtypeClock({torch.float32: 2.0, torch.bfloat16: 1.0, torch.float16: 0.5})
+    fp32, bf16, fp16 = inprocess.run_setting(setting(), CPU, clock, META)
+    assert [r["status"] for r in (fp32, bf16, fp16)] == ["ok"] * 3
+    assert {r["pairing"] for r in (fp32, bf16, fp16)} == {"paired"}
+    assert fp32["pairing_group"] == bf16["pairing_group"] == min(r["case_id"] for r in (fp32, bf16, fp16))
+    assert fp32["pairing_seed"] == bf16["pairing_seed"] == inprocess.pairing_seed(setting())
+    assert bf16["speedup_paired"] == pytest.approx(2.0) and fp16["speedup_paired"] == pytest.approx(4.0)
+    assert bf16["speedup_paired_low"] <= 2.0 <= bf16["speedup_paired_high"]
+    assert bf16["paired_rounds"] == len(bf16["paired_ratios"]) >= 5
+    assert fp32.get("speedup_paired") is None and fp32["pairing_note"] is None  # the baseline itself
+    assert (fp32["time_ms_median"], bf16["time_ms_median"], fp16["time_ms_median"]) == (2.0, 1.0, 0.5)
+    assert fp32["rel_err"] is not None and bf16["rel_err"] > fp32["rel_err"]  # each case's own check
+
+
+def test_flags_never_leak_between_interleaved_cases(monkeypatch):
+    """bf16's recipe here also turns TF32 on (as a recipe may set any global flag): each case's calls
+    run under its own recipe's flags, round after round, and every flag is restored after the setting."""
+    from contextlib import contextmanager
+
+    from suite.precisions.floating.recipes import Float32, Half
+
+    seen: dict[str, set] = {"fp32": set(), "bf16": set()}
+    original_active, original_gemm = Half.active, Float32.gemm
+
+    @contextmanager
+    def active(self):
+        with original_active(self), flags.float32_matmul(tf32=True):
+            yield
+
+    def watched(name, gemm):
+        def make(self, a, b, params):
+            fn = gemm(self, a, b, params)
+
+            def call():
+                seen[self.name].add(flags.snapshot()["float32_matmul_precision"])
+                return fn()
+            return call
+        return make
+
+    monkeypatch.setattr(Half, "active", active)
+    monkeypatch.setattr(Float32, "gemm", watched("fp32", original_gemm))
+    monkeypatch.setattr(Half, "gemm", watched("bf16", Half.gemm))
+    before = flags.snapshot()
+    records = inprocess.run_setting(setting(("fp32", "bf16")), CPU, DtypeClock({torch.float32: 1.0}), META)
+    assert [r["pairing"] for r in records] == ["paired", "paired"] and records[1]["paired_rounds"] >= 5
+    assert seen == {"fp32": {"highest"}, "bf16": {"high"}}
+    assert flags.snapshot() == before
+
+
+def test_a_failed_baseline_costs_no_record_and_its_speedups_say_why(monkeypatch):
+    from suite.precisions.floating.recipes import Float32
+
+    def broken(self, a, b, params):
+        raise RuntimeError("simulated fp32 failure")
+
+    monkeypatch.setattr(Float32, "gemm", broken)
+    fp32, bf16, fp16 = inprocess.run_setting(setting(), CPU, DtypeClock({torch.bfloat16: 1.0}), META)
+    assert fp32["status"] == "failed" and fp32["reason"] == "RuntimeError: simulated fp32 failure"
+    assert bf16["status"] == fp16["status"] == "ok" and bf16["pairing"] == "paired"
+    assert bf16.get("speedup_paired") is None
+    assert bf16["pairing_note"] == "its baseline fp32 failed: RuntimeError: simulated fp32 failure"
+
+
+def test_a_case_whose_calls_fail_mid_rounds_is_failed_and_the_others_are_kept(monkeypatch):
+    from suite.precisions.floating.recipes import Half
+
+    original = Half.gemm
+    calls = {"n": 0}
+
+    def flaky(self, a, b, params):
+        fn = original(self, a, b, params)
+        if self.name != "fp16":
+            return fn
+
+        def call():
+            calls["n"] += 1
+            if calls["n"] > 40:
+                raise RuntimeError("illegal memory access")
+            return fn()
+        return call
+
+    monkeypatch.setattr(Half, "gemm", flaky)
+    fp32, bf16, fp16 = inprocess.run_setting(setting(), CPU, DtypeClock({torch.float32: 2.0}), META)
+    assert fp16["status"] == "failed" and "illegal memory access" in fp16["reason"]
+    assert fp32["status"] == bf16["status"] == "ok" and bf16["speedup_paired"] == pytest.approx(2.0)
+
+
+def test_a_slow_path_setting_is_timed_one_case_after_another_and_the_record_says_so():
+    # bf16 300x slower than fp32, as on a CPU without native bf16 (ATEN_CPU_CAPABILITY=avx2)
+    clock = DtypeClock({torch.float32: 0.05, torch.bfloat16: 15.0})
+    fp32, bf16 = inprocess.run_setting(setting(("fp32", "bf16")), CPU, clock, META)
+    assert fp32["status"] == bf16["status"] == "ok"
+    assert fp32["pairing"] == bf16["pairing"] == "sequential" and bf16.get("speedup_paired") is None
+    assert "one bf16 call takes 300x one fp32 call" in bf16["pairing_note"]
+
+
+def test_partners_are_timed_but_give_no_record():
+    """A resumed run whose journal has the baseline already: it is timed again beside the others (so
+    their paired speedups have it in the same rounds), and only the others get records."""
+    cases = setting()
+    clock = DtypeClock({torch.float32: 2.0, torch.bfloat16: 1.0})
+    bf16, fp16 = inprocess.run_setting(cases, CPU, clock, META, partners=frozenset({cases[0].case_id}))
+    assert (bf16["precision"], fp16["precision"]) == ("bf16", "fp16")
+    assert bf16["speedup_paired"] == pytest.approx(2.0)

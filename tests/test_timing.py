@@ -433,3 +433,216 @@ def test_a_fast_case_is_untouched_by_the_cap():
     # 1 ms calls with the defaults: warm-up and budget, far inside the 10 s cap
     m, clock = run(lambda i, now: 1.0 + 0.2 * (i % 2), StopRule(budget_s=0.5))
     assert m.stop_reason == "budget" and len(m.samples_ms) > 100 and clock.now < 2.0
+
+
+# --- the interval tells the truth: drift between batches ----------------------------------------
+
+
+def test_a_level_that_drifts_between_batches_widens_the_interval():
+    # a machine whose speed flips between two levels 6% apart from one batch to the next: pooled as if
+    # independent, 500 samples put the median within 0.5%; the batches, ten, say 3%
+    clock = FakeClock(None)
+    clock.ms = lambda i, now: 1.0 + 0.06 * (clock.batches % 2)
+    m = measure(lambda: None, clock, StopRule(budget_s=0.5, warmup_s=0.0), wall=clock.wall)
+    assert len(m.batches) >= timing.MIN_BATCHES
+    assert m.rel_ci_window < StopRule().target_rel_ci < m.rel_ci_batches == m.rel_ci
+    assert m.stop_reason == "budget"  # a level that drifts is not called known
+    steady, _ = run(lambda i, now: 1.0, StopRule(budget_s=0.5))
+    assert steady.rel_ci == steady.rel_ci_batches == 0 and len(steady.batches) >= timing.MIN_BATCHES
+    assert steady.stop_reason == "converged"
+
+
+def test_even_a_fast_call_comes_in_batches_enough_to_see_drift():
+    m, _ = run(lambda i, now: 0.001, StopRule(budget_s=1.0))  # 1 µs: max_samples fill in far less than a batch
+    assert len(m.batches) >= timing.MIN_BATCHES and m.rel_ci_batches is not None
+    assert m.stop_reason == "converged"
+
+
+# --- paired rounds: the cases of a setting timed together ----------------------------------------
+
+
+class SharedClock:
+    """One virtual timeline for several parties: each call of fn takes fn()'s milliseconds times the
+    machine's `level(now)` (a drift every party sees alike), times a jitter of a few per mille (so
+    that no stream is exactly constant, and the rounds run their budget)."""
+
+    name, timing_mode, cache, device_type, calls_per_rep = "fake", "eager", "warm", "cpu", 1
+
+    def __init__(self, level=lambda now: 1.0, jitter=0.002):
+        self.level, self.jitter, self.now, self.batches, self.calls = level, jitter, 0.0, [], 0
+
+    def for_rule(self, rule):
+        return self
+
+    def prepare(self, fn):
+        return fn
+
+    def time_batch(self, fn, reps):
+        out = []
+        for _ in range(reps):
+            self.calls += 1
+            out.append(fn() * self.level(self.now) * (1 + self.jitter * (self.calls % 3 - 1)))
+            self.now += out[-1] / 1e3
+        self.batches.append((fn, reps))
+        return out
+
+    def sync(self):
+        pass
+
+    def wall(self):
+        return self.now
+
+
+QUICK = StopRule(budget_s=0.5, warmup_s=0.0, target_rel_ci=1e-9)  # never converged: the rounds run the budget
+
+
+def parties(clock, rule=QUICK, **calls_ms):
+    return [timing.Party(name, (lambda ms=ms: ms), clock, rule) for name, ms in calls_ms.items()]
+
+
+def test_interleaved_rounds_cancel_a_step_in_the_machines_speed():
+    """The machine gets twice as slow half-way through (another job starts): timed one after the
+    other, the baseline's window sees one speed and the candidate's the other, and their ratio of
+    medians is off by 2x; timed in paired rounds, each round's ratio sees one speed, and the median
+    of the rounds' ratios is the true speedup."""
+    from suite.measure import record
+
+    step = lambda now: 1.0 if now < 0.6 else 2.0
+    clock = SharedClock(step)
+    fp32, bf16 = measure(lambda: 2.0, clock, QUICK, wall=clock.wall), None
+    bf16 = measure(lambda: 1.0, clock, QUICK, wall=clock.wall)
+    assert fp32.median_ms / bf16.median_ms == pytest.approx(1.0)  # the true speedup is 2
+
+    clock = SharedClock(step)
+    out = timing.measure_paired(parties(clock, fp32=2.0, bf16=1.0), seed=1, wall=clock.wall)
+    assert out.paired and out.note is None and all(e is None for e in out.errors)
+    base, own = out.measurements
+    columns = record.paired_speedup(base, own)
+    assert columns["speedup_paired"] == pytest.approx(2.0)
+    assert columns["speedup_paired_low"] <= 2.0 <= columns["speedup_paired_high"]
+    assert columns["paired_rounds"] == len(out.order) == len(base.batches) == len(own.batches) >= QUICK.min_samples
+    assert clock.now > 0.6  # the step happened inside the window
+
+
+def test_the_rounds_order_is_random_seeded_and_every_party_runs_once_a_round():
+    def order(seed):
+        clock = SharedClock()
+        return timing.measure_paired(parties(clock, a=1.0, b=1.0, c=1.0), seed=seed, wall=clock.wall).order
+
+    first = order(7)
+    assert first == order(7) and first != order(8)
+    assert all(sorted(r) == [0, 1, 2] for r in first)
+    assert len({tuple(r) for r in first}) > 1  # not one fixed order
+
+
+def test_the_parties_share_one_budget_and_each_batch_lasts_about_a_slice():
+    clock = SharedClock()
+    out = timing.measure_paired(parties(clock, a=1.0, b=4.0), seed=0, wall=clock.wall)
+    a, b = out.measurements
+    assert a.stop_reason == b.stop_reason == "budget"
+    spent = b.batches[-1].end_s - min(a.batches[0].start_s, b.batches[0].start_s)
+    assert 2 * QUICK.budget_s <= spent <= 2.3 * QUICK.budget_s  # both budgets, spent together
+    slice_ms = timing.ROUND_FRACTION * QUICK.budget_s * 1e3
+    assert {r.reps for r in a.batches} == {int(slice_ms / 1.0)} and {r.reps for r in b.batches} == {int(slice_ms / 4.0)}
+
+
+def test_each_party_runs_under_its_own_flags_and_none_leak():
+    """Each party's batches (and its first call and warm-up) run inside its own context, entered and
+    restored around each: the global state one case sets is never in force during another's calls."""
+    from suite.precisions import flags
+
+    before = flags.snapshot()
+    seen = {"ieee": set(), "tf32": set()}
+    clock = SharedClock()
+
+    def call(name):
+        seen[name].add(flags.snapshot()["float32_matmul_precision"])
+        return 1.0
+
+    out = timing.measure_paired(
+        [timing.Party("ieee", lambda: call("ieee"), clock, QUICK, lambda: flags.float32_matmul(tf32=False)),
+         timing.Party("tf32", lambda: call("tf32"), clock, QUICK, lambda: flags.float32_matmul(tf32=True))],
+        seed=3, wall=clock.wall)
+    assert out.paired and len(out.order) >= QUICK.min_samples
+    assert seen == {"ieee": {"highest"}, "tf32": {"high"}}
+    assert flags.snapshot() == before
+
+
+def test_a_party_whose_calls_raise_is_dropped_and_the_others_get_their_measurements():
+    clock = SharedClock()
+    count = {"n": 0}
+
+    def breaks():
+        count["n"] += 1
+        if count["n"] > 30:
+            raise RuntimeError("kernel failure")
+        return 1.0
+
+    out = timing.measure_paired([*parties(clock, a=1.0), timing.Party("b", breaks, clock, QUICK),
+                                 *parties(clock, c=2.0)], seed=0, wall=clock.wall)
+    assert out.paired and isinstance(out.errors[1], RuntimeError) and out.measurements[1] is None
+    a, _, c = out.measurements
+    assert a.stop_reason == c.stop_reason == "budget" and len(a.batches) == len(c.batches) == len(out.order)
+
+
+def test_a_slow_path_is_timed_one_case_after_another_and_says_why():
+    clock = SharedClock()
+    out = timing.measure_paired(parties(clock, fp32=0.1, bf16=30.0), seed=0, wall=clock.wall)  # 300x
+    assert not out.paired and "one bf16 call takes 300x one fp32 call" in out.note and not out.order
+    fp32, bf16 = out.measurements
+    assert fp32.stop_reason in ("budget", "max_samples") and bf16.stop_reason == "budget"
+    assert fp32.batches[-1].end_s <= bf16.batches[0].start_s  # one after the other
+    # a call too slow for the case cap to hold a warm-up and the minimum samples: the same
+    clock = SharedClock()
+    out = timing.measure_paired(parties(clock, fp32=1.0, bf16=5_000.0), seed=0, wall=clock.wall)
+    assert not out.paired and "too slow for the case cap (10 s) to hold a warm-up and 5 samples" in out.note
+    assert out.measurements[1].warmup_reason == "slow"
+
+
+def test_differing_rules_and_a_lone_party_are_not_paired():
+    clock = SharedClock()
+    other = QUICK.model_copy(update={"budget_s": 0.2})
+    out = timing.measure_paired([*parties(clock, a=1.0), *parties(clock, other, b=1.0)], seed=0, wall=clock.wall)
+    assert not out.paired and "rules differ" in out.note and all(m is not None for m in out.measurements)
+    out = timing.measure_paired(parties(clock, a=1.0), seed=0, wall=clock.wall)
+    assert not out.paired and "nothing to pair with" in out.note and out.measurements[0].stop_reason == "budget"
+
+
+def test_the_caps_bound_the_rounds_together():
+    # 40 ms calls, 1 s caps, a 10 s budget: the rounds stop at the two caps, not the budget
+    rule = StopRule(budget_s=10.0, warmup_s=0.0, case_cap_s=1.0)
+    clock = SharedClock()
+    out = timing.measure_paired(parties(clock, rule, a=40.0, b=40.0), seed=0, wall=clock.wall)
+    assert out.paired and {m.stop_reason for m in out.measurements} == {"cap"}
+    assert clock.now <= 2 * rule.case_cap_s + 2 * 0.04
+
+
+def test_a_peer_harness_takes_its_block_in_each_round():
+    clock = SharedClock()
+    blocks = []
+
+    class Peer:
+        def block(self, seconds):
+            blocks.append(seconds)
+            clock.now += seconds
+            return [1.0]
+
+    out = timing.measure_paired(parties(clock, suite=1.0), seed=0, peer=Peer(), wall=clock.wall)
+    assert out.paired and len(out.peer_ms) == len(out.order) == len(blocks) == len(out.measurements[0].batches)
+    assert all(sorted(r) == [0, 1] for r in out.order)
+    assert set(blocks) == {timing.ROUND_FRACTION * QUICK.budget_s}
+
+
+def test_paired_rounds_on_cuda_take_events_per_batch_and_flush_outside_them():
+    api = FakeCudaApi()
+    rule = StopRule(budget_s=0.05, warmup_s=0.0)  # auto: cold on CUDA
+    base = CudaClock(api=api)
+    clocks = [base.for_rule(rule) for _ in range(2)]  # as a run derives each case's: one flush buffer
+    fns = [api.fn, lambda: (api.fn(), api.fn())]  # 1 ms and 2 ms calls
+    syncs_before = api.syncs
+    out = timing.measure_paired([timing.Party(n, f, c, rule) for n, f, c in zip(("a", "b"), fns, clocks)],
+                                seed=0, wall=lambda: api.t / 1e3)
+    a, b = out.measurements
+    assert out.paired and set(a.samples_ms) == {1.0} and set(b.samples_ms) == {2.0}  # flushes not in them
+    assert api.syncs - syncs_before >= len(a.batches) + len(b.batches)  # one synchronize per batch
+    assert api.flushes >= len(a.samples_ms) + len(b.samples_ms) and len(api.buffers) == 1

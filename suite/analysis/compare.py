@@ -25,7 +25,11 @@ device, clocks, code hash, threads, and per case the kernel that ran where recor
 (`suite.analysis.envdiff`).
 
 The headline verdict is about the speedup (a ratio inside one run, so it survives a different card,
-clock or machine). Absolute times get the same treatment in `time_verdict` (regressed = slower),
+clock or machine): the paired one (`speedup_paired`, from the rounds in which the case and its baseline
+were timed interleaved, which a level drifting within the run does not move) where both sides have it
+in every run, else the ratio of the two cases' medians; `speedup_kind` says which. The two kinds are
+fitted apart (their run-to-run spreads differ), each with its own `spread` and `reach`: `speedup` (the
+paired ones, where any case has them) and `speedup (ratio of medians)` beside them. Absolute times get the same treatment in `time_verdict` (regressed = slower),
 only where both sides ran on the same device model. Statistics: `suite.analysis.stats` (runs are the
 unit of replication; each case's verdict at `confidence`).
 
@@ -72,6 +76,9 @@ DEFAULT_FAIL_ON = (stats.REGRESSED, TIME_PREFIX + stats.REGRESSED, NEW_FAILURE, 
 TESTED = (stats.REGRESSED, stats.IMPROVED, BASELINE_CHANGED)
 MOVED = (stats.REGRESSED, stats.IMPROVED)
 METRICS = ("speedup", "time")
+# The two kinds of speedup a record may have: from paired rounds (`speedup_paired`: the cases of a
+# setting timed together, docs/timing.md) and the ratio of the two cases' medians.
+PAIRED, MEDIANS = "paired", "ratio of medians"
 
 
 def parse_fail_on(text: str) -> tuple[str, ...]:
@@ -174,6 +181,7 @@ class Reach:
     runs: tuple[int, int]  # typical (median) runs per case on the baseline and candidate side
     detectable: float  # relative change a typical case needs to be told from noise (interval half-width); NaN if none
     worst: float  # the least favourable end of any tested case's interval, as a ratio (speedup: lowest; time: highest); NaN if none
+    kind: str = ""  # speedups: PAIRED or MEDIANS, the kind these cases were compared on
 
 
 @dataclass(frozen=True)
@@ -226,6 +234,7 @@ class Comparison:
       identity (case_id, baseline_case_id, workload, precision, baseline, m, k, n, params, shape);
       base_status / cand_status and base_reason / cand_reason (a side's status: ok if any of its runs
       measured the case); base_runs / cand_runs (runs that measured it);
+      speedup_kind ("paired" or "ratio of medians": which speedup the case is compared on);
       base_speedup / cand_speedup (geometric mean over runs of the in-run speedup) with _low/_high
       (that side's interval); speedup_ratio (candidate / baseline speedup) with _low/_high (the
       change's interval at `confidence`), speedup_p (two-sided p-value of no change),
@@ -235,8 +244,9 @@ class Comparison:
       detail, base_rel_err / cand_rel_err, effect (|log change|, for sorting), explanation (what
       differs between the sides' runs of the case, one line each; empty for a "same" verdict),
       gate (the case fails `options.fail_on`).
-    - spread: metric -> `stats.Spread`, the pooled run-to-run spread ("time" only when compared).
-    - reach: metric -> `Reach`, what that metric's data can and cannot show.
+    - spread: test -> `stats.Spread`, the pooled run-to-run spread ("speedup", "speedup (ratio of
+      medians)" where both kinds are compared, "time" only when compared).
+    - reach: test -> `Reach`, what that test's data can and cannot show.
     - time_compared: both sides ran on the same device model, so absolute times were compared.
     - drift: one `BaselineDrift` per baseline precision whose own time change moved speedups.
     - environment: what differs between the sides' runs (`envdiff.EnvDiff`); each case's own list is
@@ -328,7 +338,8 @@ def _side_status(rows: list[dict]) -> tuple[str, str]:
 class Measured:
     """What one side measured of one case, run by run."""
 
-    speedups: dict[str, float] = field(default_factory=dict)  # run_id -> in-run speedup
+    speedups: dict[str, float] = field(default_factory=dict)  # run_id -> in-run speedup (ratio of medians)
+    paired: dict[str, float] = field(default_factory=dict)  # run_id -> in-run speedup from paired rounds
     times: dict[str, float] = field(default_factory=dict)  # run_id -> median time (ms)
     speedup_why: str = ""  # why there is no speedup
     emulated: bool = False
@@ -342,10 +353,26 @@ class Measured:
     def time_ms(self) -> float:
         return derived.geomean(self.times.values())
 
+    @property
+    def all_paired(self) -> bool:
+        """Every run with a speedup has one from paired rounds."""
+        return bool(self.speedups) and all(r in self.paired for r in self.speedups)
+
+    def speedups_of(self, kind: str) -> dict[str, float]:
+        """run_id -> speedup of that kind (PAIRED or MEDIANS)."""
+        return {r: self.paired[r] for r in self.speedups} if kind == PAIRED else self.speedups
+
+
+def speedup_kind(base: Measured, cand: Measured) -> str:
+    """PAIRED where both sides have a paired speedup in every run (`speedup_paired`: the median of
+    the rounds' ratios, which drift within a run does not move), else MEDIANS (the baseline's median
+    time over the case's, each taken in its own window)."""
+    return PAIRED if base.all_paired and cand.all_paired else MEDIANS
+
 
 # The columns a comparison reads from the records (a record has some 140).
 USED_COLUMNS = ("run_id", "case_id", "baseline_case_id", "workload", "precision", "baseline", "m", "k", "n", "params",
-                "status", "reason", "time_ms_median", "rel_err", "emulated")
+                "status", "reason", "time_ms_median", "rel_err", "emulated", "speedup_paired")
 
 
 @dataclass(frozen=True)
@@ -354,18 +381,25 @@ class SideRecords:
 
     by_case: dict[str, list[dict]]
     times: dict[tuple[str, str], float]  # (run_id, case_id) -> median time of a measured record
+    paired: dict[tuple[str, str], float] = field(default_factory=dict)  # (run_id, case_id) -> speedup_paired
 
     @classmethod
     def of(cls, records: pd.DataFrame) -> "SideRecords":
         rows = records[[c for c in USED_COLUMNS if c in records]].to_dict("records")
         by_case: dict[str, list[dict]] = {}
-        times = {}
+        times, paired = {}, {}
         for r in rows:
             by_case.setdefault(r["case_id"], []).append(r)
-            t = r["time_ms_median"]
-            if r["status"] == "ok" and not _missing(t) and math.isfinite(t) and t > 0:
-                times[(r["run_id"], r["case_id"])] = float(t)
-        return cls(by_case, times)
+            if r["status"] != "ok":
+                continue
+            for value, into in ((r["time_ms_median"], times), (r.get("speedup_paired"), paired)):
+                if _positive(value):
+                    into[(r["run_id"], r["case_id"])] = float(value)
+        return cls(by_case, times, paired)
+
+
+def _positive(value) -> bool:
+    return not _missing(value) and math.isfinite(value) and value > 0
 
 
 def measure(rows: list[dict], side: SideRecords) -> Measured:
@@ -385,6 +419,7 @@ def measure(rows: list[dict], side: SideRecords) -> Measured:
         m.speedup_why = "timing is emulated on this device (numerics only, not speed)"
     else:
         m.speedups = {r: side.times[(r, base_id)] / t for r, t in m.times.items() if (r, base_id) in side.times}
+        m.paired = {r: side.paired[(r, case_id)] for r in m.speedups if (r, case_id) in side.paired}
         if not m.speedups:
             m.speedup_why = "its baseline-precision case was not measured in the same run"
     return m
@@ -399,6 +434,7 @@ class _Case:
     cand: Measured
     base_runs: frozenset = frozenset()  # the runs of each side that hold the case
     cand_runs: frozenset = frozenset()
+    key: str = "speedup"  # which of the comparison's speedup tests holds it (`_tests`)
 
     @property
     def measured(self) -> bool:
@@ -490,15 +526,17 @@ def _identity(rows: list[dict]) -> dict:
     }
 
 
-def _run_values(cases: list[_Case], metric: str, time_ok: bool) -> tuple[dict, dict]:
+def _run_values(cases: list[_Case], metric: str, time_ok: bool, kind: str | None = None) -> tuple[dict, dict]:
     """Both sides' per-run log values of a metric (oriented: larger is better), for the cases that
-    have it on both sides: {case_id: {run_id: value}}."""
+    have it on both sides (speedups: of the `kind` the case is compared on): {case_id: {run_id: value}}."""
     base, cand = {}, {}
     for c in cases:
         if not c.measured:
             continue
         if metric == "speedup":
-            b, k = c.base.speedups, c.cand.speedups
+            if speedup_kind(c.base, c.cand) != kind:
+                continue
+            b, k = c.base.speedups_of(kind), c.cand.speedups_of(kind)
             sign = 1.0
         else:
             if not time_ok or c.base.emulated or c.cand.emulated:
@@ -509,6 +547,22 @@ def _run_values(cases: list[_Case], metric: str, time_ok: bool) -> tuple[dict, d
             base[c.row["case_id"]] = {r: sign * math.log(v) for r, v in b.items()}
             cand[c.row["case_id"]] = {r: sign * math.log(v) for r, v in k.items()}
     return base, cand
+
+
+def _tests(work: list[_Case]) -> dict[str, tuple[str, str | None]]:
+    """The comparison's tests: key -> (metric, speedup kind). Speedups of the two kinds are fitted
+    apart (a paired speedup's run-to-run spread is not a ratio of medians'): `speedup` is the paired
+    ones where any case has them, `speedup (ratio of medians)` the others beside them; `time`."""
+    kinds = {speedup_kind(c.base, c.cand) for c in work if c.measured and c.base.speedups and c.cand.speedups}
+    out: dict[str, tuple[str, str | None]] = {}
+    for kind in (PAIRED, MEDIANS):
+        if kind in kinds or (kind == MEDIANS and not kinds):
+            out["speedup" if not out else f"speedup ({kind})"] = ("speedup", kind)
+    out["time"] = ("time", None)
+    for c in work:
+        c.key = next((key for key, (m, kind) in out.items() if m == "speedup" and kind == speedup_kind(c.base, c.cand)),
+                     "speedup")
+    return out
 
 
 def _too_few_runs(ch: stats.Change, opts: Options, spread: stats.Spread) -> str:
@@ -530,19 +584,22 @@ def _finish(c: _Case, changes: dict[str, dict[str, stats.Change]], spread: dict[
                 "speedup_ratio_low", "speedup_ratio_high", "speedup_p", "time_ratio", "time_ratio_low",
                 "time_ratio_high", "time_p", "effect"):
         row[key] = math.nan
-    row["speedup_verdict"] = row["time_verdict"] = row["metric"] = ""
+    row["speedup_verdict"] = row["time_verdict"] = row["metric"] = row["speedup_kind"] = ""
     if not c.measured:
         return
     notes = {}
-    ch = changes["speedup"].get(row["case_id"])
+    ch = changes[c.key].get(row["case_id"])
     if ch is not None:
+        kind = speedup_kind(b, k)
+        row.update(speedup_kind=kind, base_speedup=derived.geomean(b.speedups_of(kind).values()),
+                   cand_speedup=derived.geomean(k.speedups_of(kind).values()))
         row.update(speedup_ratio=ch.ratio, speedup_ratio_low=ch.ratio_low, speedup_ratio_high=ch.ratio_high,
                    speedup_p=ch.p, effect=abs(ch.estimate))
         row.update(base_speedup_low=math.exp(ch.base.low), base_speedup_high=math.exp(ch.base.high),
                    cand_speedup_low=math.exp(ch.cand.low), cand_speedup_high=math.exp(ch.cand.high))
         row["speedup_verdict"] = stats.verdict(ch, opts.min_effect, opts.min_runs)
         if row["speedup_verdict"] == INSUFFICIENT_RUNS:
-            notes["speedup"] = _too_few_runs(ch, opts, spread["speedup"])
+            notes["speedup"] = _too_few_runs(ch, opts, spread[c.key])
     ch = changes["time"].get(row["case_id"])
     if ch is not None:
         # time_ratio is candidate / baseline time: the inverse of the (faster = positive) change
@@ -563,9 +620,11 @@ def _finish(c: _Case, changes: dict[str, dict[str, stats.Change]], spread: dict[
             row["detail"] += f"; time: {notes['time']}"
 
 
-def _reach(metric: str, cases: pd.DataFrame, spread: stats.Spread, changes: dict[str, stats.Change],
-           opts: Options) -> Reach:
+def _reach(metric: str, kind: str | None, cases: pd.DataFrame, spread: stats.Spread,
+           changes: dict[str, stats.Change], opts: Options) -> Reach:
     compared = list(changes.values())
+    if kind is not None:
+        cases = cases[cases["speedup_kind"] == kind]
     tested = cases[cases[f"{metric}_verdict"].isin([stats.REGRESSED, stats.IMPROVED, stats.UNCHANGED, stats.NOISY])]
     runs = ((int(np.median([c.base.runs for c in compared])), int(np.median([c.cand.runs for c in compared])))
             if compared else (0, 0))
@@ -574,7 +633,7 @@ def _reach(metric: str, cases: pd.DataFrame, spread: stats.Spread, changes: dict
     else:
         worst = float(tested["time_ratio_high"].max()) if len(tested) else math.nan
     return Reach(metric, spread, len(compared), len(tested), runs, stats.detectable(spread, *runs, opts.confidence)
-                 if compared else math.nan, worst)
+                 if compared else math.nan, worst, kind or "")
 
 
 def _baseline_changes(work: list[_Case]) -> None:
@@ -680,10 +739,11 @@ def compare(baseline: Side, candidate: Side, options: Options = Options()) -> Co
             for case_id in order]
 
     warnings += _failure_notes([c.row for c in work])
+    tests = _tests(work)
     spread, changes = {}, {}
-    for metric in METRICS:
-        spread[metric], changes[metric] = stats.run_changes(*_run_values(work, metric, time_ok), options.confidence,
-                                                             options.noise)
+    for key, (metric, kind) in tests.items():
+        spread[key], changes[key] = stats.run_changes(*_run_values(work, metric, time_ok, kind), options.confidence,
+                                                      options.noise)
     for c in work:
         _finish(c, changes, spread, options)
     _baseline_changes(work)
@@ -693,9 +753,9 @@ def compare(baseline: Side, candidate: Side, options: Options = Options()) -> Co
     cases = cases.sort_values(["priority", "effect"], ascending=[True, False], na_position="last")
     cases = cases.drop(columns="priority").reset_index(drop=True)
     cases["gate"] = gate(cases, options.fail_on, options.confidence)
-    metrics = [m for m in METRICS if m != "time" or time_ok]
-    reach = {m: _reach(m, cases, spread[m], changes[m], options) for m in metrics}
-    return Comparison(baseline, candidate, options, cases, {m: spread[m] for m in metrics}, reach, time_ok,
+    keys = [key for key, (metric, _) in tests.items() if metric != "time" or time_ok]
+    reach = {key: _reach(*tests[key], cases, spread[key], changes[key], options) for key in keys}
+    return Comparison(baseline, candidate, options, cases, {key: spread[key] for key in keys}, reach, time_ok,
                       _drift(cases, options.min_effect), environment, warnings)
 
 

@@ -3,8 +3,9 @@
 `build(scenario, results_dir, options)` reads the scenario's runs and orders them by run id (their
 UTC start time); `analyse(records, options)` gives every case its series of per-run values, the
 values `compare` compares (`compare.measure`): its in-run speedup over the baseline precision (not
-for the baseline itself, nor for emulated timing), and its median time (within the runs of one
-device model, as compare compares times only on one).
+for the baseline itself, nor for emulated timing), from paired rounds where every run of the case
+has one, else the ratio of medians (a series never mixes the two; each kind is tested apart), and
+its median time (within the runs of one device model, as compare compares times only on one).
 
 **Change points** are found by binary segmentation (Scott and Knott 1974; Vostrikova 1981) whose
 test is compare's own. For a segment of runs, every split with at least `min_runs` runs on each side
@@ -83,6 +84,7 @@ class CaseSeries:
     shape: str
     metric: str
     device: str  # the device model of a time series; "" for speedups
+    kind: str = ""  # a speedup series': paired (every run has speedup_paired) or ratio of medians
     run_index: list[int] = field(default_factory=list)  # positions in History.runs
     values: list[float] = field(default_factory=list)  # speedup (x) or median time (ms) per run
     change_points: list[ChangePoint] = field(default_factory=list)
@@ -112,8 +114,10 @@ class History:
     scenario: str
     runs: list[HistoryRun]
     series: list[CaseSeries]
-    spread: dict[str, stats.Spread]  # metric -> run-to-run spread over all runs (as if no change)
-    detectable: dict[str, float]  # metric -> smallest step a typical case shows with min_runs per side
+    # metric -> run-to-run spread over all runs (as if no change); speedups of the two kinds apart:
+    # "speedup" (paired, where any series is) and "speedup (ratio of medians)"
+    spread: dict[str, stats.Spread]
+    detectable: dict[str, float]  # the same keys -> smallest step a typical case shows with min_runs per side
     options: Options
 
     def change_points(self) -> list[tuple[CaseSeries, ChangePoint]]:
@@ -194,7 +198,7 @@ def _prune(tester: _Tester, case: str, runs: list[str], found: list[int], opts: 
 class _Context:
     """What building change points needs besides the series: the testers, run facts, devices."""
 
-    speedup: _Tester
+    speedup: dict[str, _Tester]  # speedup kind -> its series' tester
     times: dict[str, _Tester]  # device model -> its runs' times
     device_of: dict[str, str]  # run id -> device model
     facts: envdiff.RunFacts
@@ -224,7 +228,7 @@ def _cause(s: CaseSeries, before: tuple[str, ...], after: tuple[str, ...], ratio
 
 
 def _change_points(s: CaseSeries, runs: list[str], found: list[int], ctx: _Context) -> list[ChangePoint]:
-    tester = ctx.speedup if s.metric == SPEEDUP else ctx.times[s.device]
+    tester = ctx.speedup[s.kind] if s.metric == SPEEDUP else ctx.times[s.device]
     sign = 1.0 if s.metric == SPEEDUP else -1.0  # the tester's values are log speedup, -log time
     bounds = [0, *found, len(runs)]
     out = []
@@ -254,15 +258,18 @@ def _series(records: pd.DataFrame, runs: list[str], device_of: dict[str, str]) -
         named = dict(case_id=case_id, baseline_case_id=str(first.get("baseline_case_id") or ""),
                      workload=first["workload"], precision=first["precision"], baseline=str(first.get("baseline") or ""),
                      shape=derived.shape_label(first))
-        per_metric = [(SPEEDUP, "", measured.speedups)]
+        # a series is paired only where every run of it is: a switch of kind would look like a step
+        kind = compare.PAIRED if measured.all_paired else compare.MEDIANS
+        per_metric = [(SPEEDUP, "", measured.speedups_of(kind))]
         if not measured.emulated:
             for device in sorted({device_of[r] for r in measured.times}):
                 per_metric.append((TIME, device, {r: t for r, t in measured.times.items() if device_of[r] == device}))
         for metric, device, values in per_metric:
             if values:
                 ordered = sorted(values, key=position.get)
-                out.append((CaseSeries(**named, metric=metric, device=device, run_index=[position[r] for r in ordered],
-                                       values=[values[r] for r in ordered]), values))
+                out.append((CaseSeries(**named, metric=metric, device=device, kind=kind if metric == SPEEDUP else "",
+                                       run_index=[position[r] for r in ordered], values=[values[r] for r in ordered]),
+                            values))
     return sorted(out, key=lambda sv: sv[0].metric != SPEEDUP)
 
 
@@ -270,6 +277,14 @@ def _runs_table(df: pd.DataFrame) -> list[HistoryRun]:
     first = select.runs_of(df).iloc[::-1].reset_index(drop=True)  # oldest first
     return [HistoryRun(i, str(r["run_id"]), {c: envdiff.as_text(r.get(c)) or "" for c in RUN_COLUMNS})
             for i, r in first.iterrows()]
+
+
+def _spreads(logs: dict) -> list[tuple[str, str, str | None]]:
+    """(name, metric, speedup kind) of the spreads a history reports: `speedup` (the paired series
+    where any case has them), `speedup (ratio of medians)` beside them, `time` (every device)."""
+    kinds = [k for k in (compare.PAIRED, compare.MEDIANS) if (SPEEDUP, k) in logs]
+    out = [(SPEEDUP if i == 0 else f"{SPEEDUP} ({kind})", SPEEDUP, kind) for i, kind in enumerate(kinds)]
+    return out + ([(TIME, TIME, None)] if any(m == TIME for m, _ in logs) else [])
 
 
 def analyse(records: pd.DataFrame, scenario: str, options: Options = Options()) -> History:
@@ -280,24 +295,25 @@ def analyse(records: pd.DataFrame, scenario: str, options: Options = Options()) 
     series = _series(records, ids, device_of)
     if not series:
         raise UserError(f"scenario {scenario!r}: no case was measured in {len(runs)} runs")
-    logs = {(SPEEDUP, ""): {}}
+    logs: dict[tuple[str, str], dict] = {}  # (speedup, kind) or (time, device) -> case -> run -> log value
     for s, values in series:
         sign = 1.0 if s.metric == SPEEDUP else -1.0
-        logs.setdefault((s.metric, s.device), {})[s.case_id] = {r: sign * math.log(v) for r, v in values.items()}
+        key = (s.metric, s.kind if s.metric == SPEEDUP else s.device)
+        logs.setdefault(key, {})[s.case_id] = {r: sign * math.log(v) for r, v in values.items()}
     testers = {key: _Tester(values, options.noise) for key, values in logs.items()}
-    ctx = _Context(testers[(SPEEDUP, "")], {d: t for (m, d), t in testers.items() if m == TIME}, device_of,
-                   envdiff.RunFacts(records), options)
+    ctx = _Context({k: t for (m, k), t in testers.items() if m == SPEEDUP},
+                   {d: t for (m, d), t in testers.items() if m == TIME}, device_of, envdiff.RunFacts(records), options)
     for s, values in series:
         own_runs = [ids[i] for i in s.run_index]
-        found = _segment(testers[(s.metric, s.device)], s.case_id, own_runs, options)
+        found = _segment(testers[(s.metric, s.kind if s.metric == SPEEDUP else s.device)], s.case_id, own_runs, options)
         s.change_points = _change_points(s, own_runs, found, ctx)
     spread, detectable = {}, {}
-    for metric in (SPEEDUP, TIME):
-        values = {f"{c} {d}": v for (m, d), cases in logs.items() if m == metric for c, v in cases.items()}
-        if values:
-            spread[metric] = stats.fit(values, {}, options.noise).spread
-            m = options.min_runs
-            detectable[metric] = stats.detectable(spread[metric], m, m, options.confidence)
+    for name, metric, kind in _spreads(logs):
+        values = {f"{c} {d}": v for (m, d), cases in logs.items() if m == metric and (kind is None or d == kind)
+                  for c, v in cases.items()}
+        spread[name] = stats.fit(values, {}, options.noise).spread
+        m = options.min_runs
+        detectable[name] = stats.detectable(spread[name], m, m, options.confidence)
     return History(scenario, runs, [s for s, _ in series], spread, detectable, options)
 
 

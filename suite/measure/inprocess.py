@@ -1,19 +1,30 @@
-"""One case measured in this process: its recipe set up, its workload prepared, its first call
-checked for accuracy, then the one timing loop (`suite.measure.timing`). Returns the case's record
-(`suite.measure.record`); a failing case never raises.
+"""The cases of one setting measured in this process: each case's recipe set up, its workload
+prepared, its first call checked for accuracy, then the one timing loop (`suite.measure.timing`)
+for all of them together: their batches interleaved in paired rounds (`timing.measure_paired`), or
+one case after another where they cannot be paired. Returns each case's record
+(`suite.measure.record`); a failing case never raises, and never costs the others their records.
+
+A setting is a case and the cases measured against the same baseline (`suite.fleet.shard.settings`:
+fp32, and bf16 and fp16 against it, at one shape). Caches, the first (compiling) call, the accuracy
+check and the warm-up stay each case's own; each case's batches run inside its own precision's
+`active()`, entered and restored around every batch, so no flag one case sets is in force while
+another's calls run.
 """
 
 from __future__ import annotations
 
 import gc
 import time
+import zlib
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 from suite.core.errors import Unsupported
+from suite.core.quantiles import quantile
 from suite.measure import attribution, record as records, telemetry
-from suite.measure.timing import measure, time_once
+from suite.measure.timing import Paired, Party, measure_paired, time_once
 from suite.precisions import flags
 from suite.scenario import registry
 from suite.scenario.plan import Case
@@ -41,40 +52,127 @@ def timed_first_call(prepared, sync: Callable[[], None]) -> dict:
 
 def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
     """The record of `case`, measured here with `clock` (`timing.clock_for(device)`)."""
+    return run_setting([case], device, clock, run_meta)[0]
+
+
+def run_setting(cases: list[Case], device: torch.device, clock, run_meta: dict,
+                partners: frozenset[str] = frozenset()) -> list[dict]:
+    """The records of one setting's `cases`, in their order, measured here together. The cases in
+    `partners` (case ids) are timed with the others but give no record: their records are in the
+    journal already (a resumed run), and the others' paired speedups need them in the rounds."""
     began = time.perf_counter()
-    record = records.started(case, run_meta)
-    record["cpu_threads"] = torch.get_num_threads()  # of the process that runs the case (a child too)
+    members = [_Member(case, records.started(case, run_meta)) for case in cases]
+    for member in members:
+        member.record["cpu_threads"] = torch.get_num_threads()  # of the process that runs it (a child too)
     try:
-        with records.outcome(record):
-            _measure(case, device, clock, record)  # its prepared case is gone when it returns or raises
+        ready = [m for m in members if _set_up(m, device, clock)]
+        if ready:
+            _time_together(ready, members, device)
     finally:
-        release(device, failed=record["status"] == "failed")
-    record["case_s"] = time.perf_counter() - began
-    return record
+        for member in members:
+            member.prepared = None  # its tensors go now, before the next setting's
+        release(device, failed=any(m.record["status"] == "failed" for m in members))
+    for member in members:
+        member.record["case_s"] = time.perf_counter() - began
+    return [m.record for m in members if m.case.case_id not in partners]
 
 
-def _measure(case: Case, device: torch.device, clock, record: dict) -> None:
-    # the recipe with this case's parameters applied (TE scaling knobs, FP8 padding)
-    precision = registry.precision(case.precision).configured(case.params)
-    workload = registry.workload(case.workload)
-    record["emulated"] = precision.emulated(device)
-    reason = precision.unsupported(device)
-    if reason:
-        raise Unsupported(reason)
-    case_clock = clock.for_rule(case.timing)  # the case's timing mode and cache; may not apply here
-    with precision.active():
-        record["matmul_flags"] = ", ".join(f"{k}={v}" for k, v in flags.snapshot().items())
-        prepared = workload.prepare(case, precision, device)
-        record.update(timed_first_call(prepared, case_clock.sync))
-        first_ms, spent_s = _check(prepared, case_clock, record)
-        with telemetry.Sampler.for_device(device) as sampler:
-            result = measure(prepared.fn, case_clock, case.timing, first_call_ms=first_ms, spent_s=spent_s,
-                             sm_clock_mhz=sampler.sm_clock_mhz, energy_mj=sampler.energy_mj)
-        if prepared.split_kernels:  # untimed: the profiler's view of the same calls
-            record.update(attribution.kernel_split(prepared.fn, case_clock.sync, device))
-    record.update(status="ok", **sampler.columns(result), **records.measured(result, prepared))
+@dataclass
+class _Member:
+    """One case of the setting on its way: its record, then its recipe, prepared workload and clock
+    once set up, and its checked first call (ms) and the seconds spent before timing."""
+
+    case: Case
+    record: dict
+    precision: object = None
+    prepared: object = None
+    clock: object = None
+    first_ms: float | None = None
+    spent_s: float = 0.0
+
+    def party(self) -> Party:
+        return Party(self.case.precision, self.prepared.fn, self.clock, self.case.timing, self.precision.active,
+                     self.first_ms, self.spent_s)
+
+
+def _set_up(member: _Member, device: torch.device, clock) -> bool:
+    """The case's recipe, workload and clock, its first call and accuracy check; False where it
+    cannot be timed (its record then says skipped or failed, and why)."""
+    case, record = member.case, member.record
+    with records.outcome(record):
+        # the recipe with this case's parameters applied (TE scaling knobs, FP8 padding)
+        precision = registry.precision(case.precision).configured(case.params)
+        workload = registry.workload(case.workload)
+        record["emulated"] = precision.emulated(device)
+        reason = precision.unsupported(device)
+        if reason:
+            raise Unsupported(reason)
+        member.clock = clock.for_rule(case.timing)  # the case's timing mode and cache; may not apply here
+        with precision.active():
+            record["matmul_flags"] = ", ".join(f"{k}={v}" for k, v in flags.snapshot().items())
+            member.prepared = workload.prepare(case, precision, device)
+            record.update(timed_first_call(member.prepared, member.clock.sync))
+            member.first_ms, member.spent_s = _check(member.prepared, member.clock, record)
+        member.precision = precision
+        return True
+    return False
+
+
+def pairing_seed(cases: list[Case]) -> int:
+    """The seed of a setting's rounds' order: from its cases' ids and the scenario's seed, so a
+    rerun of the same setting draws the same order."""
+    return zlib.crc32(f"{min(c.case_id for c in cases)}:{cases[0].seed}".encode())
+
+
+def _time_together(ready: list[_Member], members: list[_Member], device: torch.device) -> None:
+    """Time the set-up members (with a workload's peer harness, for a case alone) and fill in every
+    member's record: timing, telemetry, derived and pairing columns."""
+    peer = ready[0].prepared.peer if len(ready) == 1 else None
+    with telemetry.Sampler.for_device(device) as sampler:
+        result = measure_paired([m.party() for m in ready], seed=pairing_seed([m.case for m in members]),
+                                peer=peer, sm_clock_mhz=sampler.sm_clock_mhz, energy_mj=sampler.energy_mj)
+    for i, member in enumerate(ready):
+        with records.outcome(member.record):
+            _finish(member, result, i, sampler, device)
+    if len(members) > 1 or peer is not None:
+        for i, member in enumerate(ready):
+            member.record.update(_pairing(members, ready, result, i))
+
+
+def _finish(member: _Member, result: Paired, i: int, sampler, device: torch.device) -> None:
+    """A timed member's record: its measurement's columns, the profiler's split, derived columns
+    and its peer's; the error its calls raised, if they did."""
+    if result.errors[i] is not None:
+        raise result.errors[i]
+    measurement, prepared, record = result.measurements[i], member.prepared, member.record
+    if prepared.split_kernels:  # untimed: the profiler's view of the same calls
+        with member.precision.active():
+            record.update(attribution.kernel_split(prepared.fn, member.clock.sync, device))
+    record.update(status="ok", **sampler.columns(measurement), **records.measured(measurement, prepared))
     if prepared.derive is not None:
-        record.update(prepared.derive(result.median_ms / 1e3))
+        record.update(prepared.derive(measurement.median_ms / 1e3))
+    if prepared.peer is not None and result.peer_ms:
+        blocks = [quantile(sorted(block), 0.5) for block in result.peer_ms]
+        ratios = records.round_ratios(measurement.batch_medians_ms, blocks) if result.paired else []
+        record.update(prepared.peer.columns([t for block in result.peer_ms for t in block], ratios,
+                                            measurement.median_ms))
+
+
+def _pairing(members: list[_Member], ready: list[_Member], result: Paired, i: int) -> dict:
+    """The pairing columns of ready member i: its speedup from the rounds over its baseline's
+    batches, or why there is none (its baseline not in this setting's run, skipped or failed)."""
+    case = ready[i].case
+    where = {m.case.case_id: j for j, m in enumerate(ready)}
+    base_index = where.get(case.baseline_case_id)
+    why = None
+    if base_index is None or result.measurements[base_index] is None:
+        base = next((m for m in members if m.case.case_id == case.baseline_case_id), None)
+        why = (f"its baseline {case.baseline} was not timed with it" if base is None
+               else f"its baseline {case.baseline} {base.record['status']}: {base.record['reason']}")
+        base_index = None
+    if case.baseline_case_id is None:
+        base_index = i  # no baseline precision: nothing to take a speedup over
+    return records.pairing(result, i, min(m.case.case_id for m in members), base_index, why)
 
 
 def _check(prepared, clock, record: dict) -> tuple[float | None, float]:

@@ -62,9 +62,18 @@ HEARTBEAT_AFTER_S = 5.0
 HEARTBEAT_EVERY_S = 10.0
 
 
+def unit_label(cases: list[Case]) -> str:
+    """What a unit of cases timed together is called: `gemm 512x512x512: fp32, bf16, fp16`."""
+    first = cases[0]
+    rest = first.label.removeprefix(f"{first.workload} {first.precision}")
+    return f"{first.workload}{rest}: {', '.join(c.precision for c in cases)}"
+
+
 class Progress:
     """One line per case: position, case, outcome, elapsed time and an estimate of what is left,
-    weighted by each case's predicted cost (`CostModel`); a heartbeat line during a long case."""
+    weighted by each case's predicted cost (`CostModel`); a heartbeat line during a long case. The
+    cases of a unit, timed together, get a line that names them as they begin, and a line each as
+    they end."""
 
     def __init__(self, total: int, stream: TextIO | None = None, already_done: int = 0, device_type: str = "cpu"):
         self.total, self.stream, self.start, self.done = total, stream or sys.stderr, time.perf_counter(), already_done
@@ -72,18 +81,36 @@ class Progress:
         self.already_done = already_done  # finished by an earlier process of a resumed run
         self.cost = CostModel(device_type)
         self._todo: list[Case] = []
-        self._case: Case | None = None
+        self._unit: list[Case] = []  # the cases running (one, or a unit's timed together)
+        self._together = False  # the running cases are a unit's, timed together
         self._case_start = 0.0
         self._next_beat = HEARTBEAT_AFTER_S
         self.out_of_order = False  # cases finish elsewhere, several at once (`finished`)
+
+    @property
+    def _case(self) -> Case | None:
+        return self._unit[0] if len(self._unit) == 1 else None
+
+    @property
+    def running_label(self) -> str:
+        return self._unit[0].label if len(self._unit) == 1 else unit_label(self._unit)
 
     def plan(self, todo: list[Case]) -> None:
         """The cases this process will run, in order (for the work-weighted estimate)."""
         self._todo = list(todo)
 
     def begin(self, case: Case) -> None:
-        self._case, self._case_start, self._next_beat = case, time.perf_counter(), HEARTBEAT_AFTER_S
-        self.stream.write(f"[{self.done + 1:>{self.width}}/{self.total}] {case.label} ... ")
+        self.begin_unit([case])
+
+    def begin_unit(self, cases) -> None:
+        """The cases of a unit begin, timed together (one case: its line begins)."""
+        self._unit, self._case_start, self._next_beat = list(cases), time.perf_counter(), HEARTBEAT_AFTER_S
+        self._together = len(self._unit) > 1
+        if not self._together:
+            self.stream.write(f"[{self.done + 1:>{self.width}}/{self.total}] {self._unit[0].label} ... ")
+        else:
+            self.stream.write(f"[{self.done + 1}-{self.done + len(self._unit)}/{self.total}] "
+                              f"{self.running_label}, timed together ...\n")
         self.stream.flush()
 
     def finished(self, case: Case, record: dict) -> None:
@@ -96,57 +123,72 @@ class Progress:
     def heartbeat(self, running_s: float) -> None:
         """Called while a case runs; writes a line once it has run HEARTBEAT_AFTER_S, then every
         HEARTBEAT_EVERY_S, so a minute-long case is visibly alive."""
-        if running_s < self._next_beat or self._case is None:
+        if running_s < self._next_beat or not self._unit:
             return
         self._next_beat = running_s + HEARTBEAT_EVERY_S
-        guess = self.cost.wall_s(self._case) if self.cost.speed else None
+        guess = sum(self.cost.wall_s(c) for c in self._unit) if self.cost.speed else None
         expected = f", expected ~{fmt_duration(guess)}" if guess and guess > running_s else ""
-        self.stream.write(f"\n    ... {self._case.label}: still running after {fmt_duration(running_s)}{expected} ")
+        self.stream.write(f"\n    ... {self.running_label}: still running after {fmt_duration(running_s)}{expected} ")
         self.stream.flush()
 
     def interrupted(self) -> None:
         """End the half-written line of the case that was running when the run was stopped."""
-        if self._case is not None:
-            self.stream.write("interrupted\n")
+        if self._unit:
+            self.stream.write(f"    {self.running_label}: interrupted\n" if self._together else "interrupted\n")
             self.stream.flush()
 
     def left_s(self) -> float:
         return sum(self.cost.wall_s(c) for c in self._todo)
 
+    def _ended(self, record: dict) -> Case | None:
+        """The running case `record` is of, taken off the unit and the plan (the cost model learns
+        from it: a unit's wall time is shared among its cases)."""
+        case = next((c for c in self._unit if c.case_id == record.get("case_id")), self._case)
+        if case is None:
+            return None
+        wall = (time.perf_counter() - self._case_start) / max(1, len(self._unit))
+        self.cost.learn(case, record, wall)
+        self._todo = [c for c in self._todo if c is not case]
+        return case
+
     def end(self, record: dict) -> None:
         self.done += 1
         now = time.perf_counter()
         elapsed = now - self.start
-        if self._case is not None:
-            self.cost.learn(self._case, record, now - self._case_start)
-            if self._todo and self._todo[0] is self._case:
-                self._todo.pop(0)
-        if (self._todo or self._case is not None) and not self.out_of_order:
+        case = self._ended(record)
+        if (self._todo or case is not None) and not self.out_of_order:
             left = self.left_s()
         else:  # no plan given: the average case so far
             left = elapsed / max(1, self.done - self.already_done) * (self.total - self.done)
-        if record["status"] == "ok":
-            rate = f" {record['tflops']:.3g} TFLOP/s" if record.get("tflops") else ""
-            if record.get("emulated"):
-                rate = " (emulated: not device speed)"
-            err = f" rel_err {record['rel_err']:.2e}" if record.get("rel_err") is not None else ""
-            few = ""
-            if record.get("stop_reason") == "cap":
-                few = f" ({record['n_samples']} sample{'s' * (record['n_samples'] != 1)}: case cap {record['case_cap_s']:g} s)"
-            what = f"ok {record['time_ms_median']:.4g} ms{rate}{err}{few}"
-        else:
-            what = f"{record['status']}: {record['reason']}"
-        self._write_end(what, elapsed, left, long=now - self._case_start >= HEARTBEAT_AFTER_S)
-        self._case = None
+        named = case if self._together or now - self._case_start >= HEARTBEAT_AFTER_S else None
+        self._write_end(outcome(record), elapsed, left, named)
+        self._unit = [c for c in self._unit if c is not case]
 
-    def _write_end(self, what: str, elapsed: float, left: float, long: bool) -> None:
-        if self._case is not None and long:  # heartbeat lines came between: name the case again
-            what = f"\n[{self.done:>{self.width}}/{self.total}] {self._case.label}: {what}"
+    def _write_end(self, what: str, elapsed: float, left: float, named: Case | None) -> None:
+        if named is not None:  # heartbeat lines or a unit's other cases came between: name the case again
+            what = f"{'' if self._together else chr(10)}[{self.done:>{self.width}}/{self.total}] {named.label}: {what}"
         self.stream.write(f"{what}  [{fmt_duration(elapsed)} elapsed, ~{fmt_duration(left)} left]\n")
         self.stream.flush()
 
     def close(self) -> None:
         """The run is over (finished or stopped)."""
+
+
+def outcome(record: dict) -> str:
+    """How a case ended, in a few words: its time, rate and accuracy, or why it did not run."""
+    if record["status"] != "ok":
+        return f"{record['status']}: {record['reason']}"
+    rate = f" {record['tflops']:.3g} TFLOP/s" if record.get("tflops") else ""
+    if record.get("emulated"):
+        rate = " (emulated: not device speed)"
+    err = f" rel_err {record['rel_err']:.2e}" if record.get("rel_err") is not None else ""
+    few = ""
+    if record.get("stop_reason") == "cap":
+        few = f" ({record['n_samples']} sample{'s' * (record['n_samples'] != 1)}: case cap {record['case_cap_s']:g} s)"
+    paired = ""
+    if record.get("speedup_paired") is not None:
+        paired = f", {record['speedup_paired']:.3g}x paired"
+    return f"ok {record['time_ms_median']:.4g} ms{rate}{err}{few}{paired}"
 
 
 class TerminalProgress(Progress):
@@ -167,21 +209,24 @@ class TerminalProgress(Progress):
         self._task = self._bar.add_task("starting", total=total, completed=already_done, left="")
         self._bar.start()
 
-    def begin(self, case: Case) -> None:
-        self._case, self._case_start, self._next_beat = case, time.perf_counter(), HEARTBEAT_AFTER_S
-        self._bar.update(self._task, description=printable(case.label))
+    def begin_unit(self, cases) -> None:
+        self._unit, self._case_start, self._next_beat = list(cases), time.perf_counter(), HEARTBEAT_AFTER_S
+        self._together = len(self._unit) > 1
+        together = " (timed together)" if self._together else ""
+        self._bar.update(self._task, description=printable(self.running_label + together))
 
     def heartbeat(self, running_s: float) -> None:
-        if self._case is not None:
-            self._bar.update(self._task, description=printable(f"{self._case.label} (running {fmt_duration(running_s)})"))
+        if self._unit:
+            self._bar.update(self._task, description=printable(f"{self.running_label} (running {fmt_duration(running_s)})"))
 
     def interrupted(self) -> None:
-        if self._case is not None:
-            self._bar.console.print(printable(f"[{self.done + 1:>{self.width}}/{self.total}] {self._case.label}: interrupted"))
+        if self._unit:
+            self._bar.console.print(printable(f"[{self.done + 1:>{self.width}}/{self.total}] {self.running_label}: "
+                                              "interrupted"))
         self.close()
 
-    def _write_end(self, what: str, elapsed: float, left: float, long: bool) -> None:
-        label = self._case.label if self._case is not None else ""
+    def _write_end(self, what: str, elapsed: float, left: float, named: Case | None) -> None:
+        label = named.label if named is not None else (self._case.label if self._case is not None else "")
         self._bar.console.print(printable(f"[{self.done:>{self.width}}/{self.total}] {label}: {what}"))
         self._bar.update(self._task, completed=self.done, left=f"~{fmt_duration(left)} left")
 

@@ -2,7 +2,8 @@
 
 Every way a case runs (`suite.measure.executors`) makes its record here: `base` (the case and the
 run's facts, status "failed" until something better is known), `skipped` and `failed` (a case that
-never ran, or whose process sent nothing back), `measured` (the columns of a timing), and `outcome`,
+never ran, or whose process sent nothing back), `measured` (the columns of a timing), `paired` (those of paired rounds: how the case was timed
+beside the other cases of its setting, and its speedup from the rounds), and `outcome`,
 the error triage around running a case: a case that cannot run here is skipped with the reason, one
 that broke is failed with its error's first line, and neither stops the run.
 """
@@ -14,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Iterator
 
 from suite.core import peaks
+from suite.core.quantiles import median_interval, quantile
 from suite.core.errors import NonFiniteOutput, TimingUnsupported, Unsupported
 from suite.measure import telemetry
 from suite.scenario import registry
@@ -123,6 +125,8 @@ def measured(result, prepared) -> dict:
         n_samples=len(result.samples_ms),
         samples_ms=result.samples_ms,
         rel_ci=result.rel_ci,
+        rel_ci_window=result.rel_ci_window,
+        rel_ci_batches=result.rel_ci_batches,
         rel_spread=result.rel_spread,
         stop_reason=result.stop_reason,
         warmup_calls=result.warmup_calls,
@@ -141,3 +145,36 @@ def measured(result, prepared) -> dict:
         **telemetry.energy_columns(result, prepared.flops),  # null where the GPU's energy was not read
         **prepared.extra,
     )
+
+
+def round_ratios(numerator: list[float], denominator: list[float]) -> list[float]:
+    """Round by round, one batch median over another's taken in the same round (paired rounds)."""
+    return [a / b for a, b in zip(numerator, denominator) if b > 0]
+
+
+def paired_speedup(base, own) -> dict:
+    """A case's speedup from paired rounds (`timing.Paired`): per round, its baseline's batch median
+    over its own in the same round, and the median of those ratios with its distribution-free 95%
+    interval from the rounds (`quantiles.median_interval`)."""
+    ratios = round_ratios(base.batch_medians_ms, own.batch_medians_ms)
+    if not ratios:
+        return {"pairing_note": "no round holds a batch of both it and its baseline"}
+    low, high = median_interval(ratios)
+    return {"speedup_paired": quantile(sorted(ratios), 0.5), "speedup_paired_low": low, "speedup_paired_high": high,
+            "paired_ratios": ratios, "paired_rounds": len(ratios)}
+
+
+def pairing(result, index: int, group: str, baseline_index: int | None, alone_why: str | None) -> dict:
+    """The pairing columns of party `index` of paired rounds (`timing.Paired`) of the setting `group`:
+    how it was timed, with the seed of the rounds' order; its paired speedup over party
+    `baseline_index` (None: its baseline is not among the parties, `alone_why` says why), or why
+    there is none."""
+    own = result.measurements[index]
+    out = {"pairing": "paired" if result.paired else "sequential", "pairing_group": group, "pairing_seed": result.seed,
+           "pairing_note": result.note}
+    if not result.paired or own is None or baseline_index == index:
+        return out
+    base = result.measurements[baseline_index] if baseline_index is not None else None
+    if base is None:
+        return {**out, "pairing_note": alone_why}
+    return {**out, **paired_speedup(base, own)}

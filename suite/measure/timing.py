@@ -26,14 +26,17 @@ imported lazily here.
 
 from __future__ import annotations
 
+import math
+import random
 import statistics
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, NamedTuple, Protocol
+from typing import Callable, ContextManager, NamedTuple, Protocol
 
 from suite.core.errors import TimingUnsupported
-from suite.core.quantiles import quantile, rel_ci_of_median, rel_spread
+from suite.core.quantiles import MIN_BATCHES, batch_medians, quantile, rel_ci_of_batches, rel_ci_of_median, rel_spread
 from suite.scenario.stop_rule import StopRule
 
 
@@ -41,28 +44,33 @@ from suite.scenario.stop_rule import StopRule
 # The rules
 
 
-def stop_reason(samples: list[float], spent_s: float, rule: StopRule) -> str | None:
-    """Why to stop measuring now, or None to keep going. Checked after each batch."""
+def stop_reason(samples: list[float], spent_s: float, rule: StopRule, medians: list[float] | None = None) -> str | None:
+    """Why to stop measuring now, or None to keep going. Checked after each batch. `medians`: the
+    batches' medians so far; given, "converged" also needs them to agree (MIN_BATCHES of them, their
+    CI within the target too), so that a level drifting between batches is not called known."""
     n = len(samples)
     if n >= rule.max_samples:
         return "max_samples"
     if n >= rule.min_samples and rel_ci_of_median(samples) <= rule.target_rel_ci:
-        return "converged"
+        between = rel_ci_of_batches(medians) if medians is not None else 0.0
+        if between is not None and between <= rule.target_rel_ci:
+            return "converged"
     if spent_s >= rule.budget_s and n >= rule.min_samples:
         return "budget"
     return None
 
 
 def next_batch(samples: list[float], spent_s: float, rule: StopRule, calibrated_s: float | None = None) -> int:
-    """How many repetitions to run before checking again: about a tenth of the budget's worth,
-    at least one, never past max_samples, and enough to reach min_samples. Before any sample, the
-    per-call time is the calibration's (`calibrated_s`), if any."""
+    """How many repetitions to run before checking again: about a tenth of the budget's worth and
+    at most a MIN_BATCHES-th of max_samples (so that even a fast call's samples come in batches
+    whose medians show drift), at least one, never past max_samples, and enough to reach
+    min_samples. Before any sample, the per-call time is the calibration's (`calibrated_s`), if any."""
     n = len(samples)
     per_call = statistics.median(samples) / 1e3 if samples else calibrated_s
     if per_call is None or per_call <= 0:
         want = 1
     else:
-        want = max(1, int(0.1 * rule.budget_s / per_call))
+        want = max(1, min(int(0.1 * rule.budget_s / per_call), rule.max_samples // MIN_BATCHES))
     want = max(want, rule.min_samples - n)
     return max(1, min(want, rule.max_samples - n))
 
@@ -361,13 +369,15 @@ class Measurement:
     first_call_ms: float | None = None  # the calibration call (the case's first call)
     first_call_kept: bool = False  # a slow case keeps its first call as a sample
     case_cap_s: float | None = None
-    # GPU energy over the timed samples' window (NVML's counter), and that window in seconds
+    # GPU energy over the timed samples (NVML's counter), and the seconds it was read over
     energy_j: float | None = None
     energy_s: float | None = None
     median_ms: float = field(init=False)
     p10_ms: float = field(init=False)
     p90_ms: float = field(init=False)
     rel_ci: float = field(init=False)
+    rel_ci_window: float = field(init=False)
+    rel_ci_batches: float | None = field(init=False)
     rel_spread: float = field(init=False)
 
     def __post_init__(self):
@@ -375,13 +385,20 @@ class Measurement:
         self.median_ms = quantile(xs, 0.5)
         self.p10_ms = quantile(xs, 0.1)
         self.p90_ms = quantile(xs, 0.9)
-        self.rel_ci = rel_ci_of_median(xs)
+        self.rel_ci_window = rel_ci_of_median(xs)
+        self.rel_ci_batches = rel_ci_of_batches(self.batch_medians_ms)
+        self.rel_ci = max(self.rel_ci_window, self.rel_ci_batches or 0.0)
         self.rel_spread = rel_spread(xs)
 
     @property
     def window(self) -> tuple[float, float] | None:
         """Wall-clock span of the measured repetitions (warm-up excluded)."""
         return (self.batches[0].start_s, self.batches[-1].end_s) if self.batches else None
+
+    @property
+    def batch_medians_ms(self) -> list[float]:
+        """Each batch's median per call (in paired rounds, batch i is the case's batch of round i)."""
+        return batch_medians(self.samples_ms, [b.reps for b in self.batches])
 
 
 def measure(
@@ -417,118 +434,376 @@ def measure(
     wall: the host clock for budgets and batch windows (default: the clock's own `wall`, else
     time.perf_counter; a fake clock brings virtual time)."""
     wall = wall or getattr(clock, "wall", time.perf_counter)
-    per_rep = getattr(clock, "calls_per_rep", 1)
-    loop = _Loop(clock, rule, wall, rule.case_cap(getattr(clock, "device_type", "cpu")), wall() - spent_s, energy_mj)
-    run = clock.prepare(fn)
-    warm_start = wall()
-    if first_call_ms is None:
-        first_rep_ms = clock.time_batch(run, 1)[0]
-        first_calls = per_rep
-    else:  # one eager call the caller made: a replay costs per_rep of them
-        first_rep_ms = first_call_ms * per_rep
-        first_calls = 1
-    if first_rep_ms / 1e3 * (rule.min_warmup - 1 + rule.min_samples) > loop.left():
-        return loop.slow(run, first_rep_ms, first_calls)
-    medians, calls, warm_reason = loop.warm_up(run, first_rep_ms, first_calls, sm_clock_mhz, warm_start)
-    warm_s = wall() - warm_start
-    reps, reason = loop.sample(run, medians[-1])
-    return loop.result(
-        reps, reason, calls, warm_s, warmup_reason=warm_reason, warmup_medians_ms=[m / per_rep for m in medians],
-        first_call_ms=first_rep_ms / per_rep,
-    )
+    loop = _Loop(clock, rule, wall, spent_s, energy_mj)
+    loop.start(fn, first_call_ms)
+    return loop.alone(sm_clock_mhz)
 
 
 class _Loop:
     """`measure`'s state for one case: the clock, the rule, the cap's deadline, the batches timed and
-    the energy counter around them. Times here are per repetition."""
+    the energy counter around them. Times here are per repetition. In paired rounds
+    (`measure_paired`) each case has its own, and reads the energy counter around each batch."""
 
-    def __init__(self, clock, rule: StopRule, wall, cap_s: float, begin: float, energy_mj):
-        self.clock, self.rule, self.wall, self.cap_s, self.begin = clock, rule, wall, cap_s, begin
+    def __init__(self, clock, rule: StopRule, wall, spent_s: float, energy_mj, per_batch_energy: bool = False):
+        self.clock, self.rule, self.wall = clock, rule, wall
+        self.cap_s = rule.case_cap(getattr(clock, "device_type", "cpu"))
+        self.begin = wall() - spent_s
+        # The cap counts this case's own time only: in paired rounds the others' warm-ups do not
+        # use it up (`running`).
+        self.used, self.since = spent_s, self.begin + spent_s
         self.per_rep = getattr(clock, "calls_per_rep", 1)
-        self.energy_mj = energy_mj
+        self.energy_mj, self.per_batch_energy = energy_mj, per_batch_energy
         self.batches: list[Batch] = []
-        self.energy: list[tuple[float, float | None]] = []  # (wall, counter mJ) before and after the samples
+        self.reps: list[float] = []  # the timed samples, per repetition
+        self.spans: list[list] = []  # [wall, counter mJ, wall, counter mJ] the energy was read over
+        self.run, self.first_rep_ms, self.first_calls, self.warm_start = None, 0.0, 0, 0.0
+        self.warm: tuple[list[float], int, str, float] | None = None  # medians, calls, reason, seconds
 
     def left(self) -> float:
-        return self.cap_s - (self.wall() - self.begin)
+        return self.cap_s - self.used - (self.wall() - self.since if self.since is not None else 0.0)
 
-    def timed(self, run, reps: int) -> list[float]:
+    @contextmanager
+    def running(self):
+        """A stretch of this case's own time (its cap counts only these when others share the window)."""
+        self.since = self.wall()
+        try:
+            yield
+        finally:
+            self.used += self.wall() - self.since
+            self.since = None
+
+    def pause(self) -> None:
+        """Stop counting time against this case's cap until the next `running` block."""
+        if self.since is not None:
+            self.used += self.wall() - self.since
+            self.since = None
+
+    def start(self, fn, first_call_ms: float | None) -> None:
+        """What a repetition runs (a graph captured), and the calibration: the first call's time,
+        timed here unless the caller did (one eager call: a replay costs per_rep of them)."""
+        self.run = self.clock.prepare(fn)
+        self.warm_start = self.wall()
+        if first_call_ms is None:
+            self.first_rep_ms, self.first_calls = self.clock.time_batch(self.run, 1)[0], self.per_rep
+        else:
+            self.first_rep_ms, self.first_calls = first_call_ms * self.per_rep, 1
+
+    @property
+    def slow(self) -> bool:
+        """The minimum warm-up and samples do not fit in what is left of the cap."""
+        return self.first_rep_ms / 1e3 * (self.rule.min_warmup - 1 + self.rule.min_samples) > self.left()
+
+    def alone(self, sm_clock_mhz) -> Measurement:
+        """The rest of the case timed on its own: slow (`slow_samples`), or warm-up then samples."""
+        if self.slow:
+            return self.slow_samples()
+        self.warm_up(sm_clock_mhz)
+        reason = self.sample(self.warm[0][-1])
+        return self.result(reason)
+
+    def timed(self, reps: int) -> list[float]:
         """One batch of timed samples (repetition times), its window kept, the energy read around."""
-        if not self.energy and self.energy_mj is not None:
-            self.energy.append((self.wall(), self.energy_mj()))
+        reading = self.energy_mj is not None and (self.per_batch_energy or not self.spans)
+        if reading:
+            self.spans.append([self.wall(), self.energy_mj(), None, None])
         start = self.wall()
-        times = self.clock.time_batch(run, reps)
+        times = self.clock.time_batch(self.run, reps)
         self.batches.append(Batch(start, self.wall(), len(times)))
+        if reading and self.per_batch_energy:
+            self.spans[-1][2:] = [self.wall(), self.energy_mj()]
+        self.reps += times
         return times
 
-    def slow(self, run, first_rep_ms: float, first_calls: int) -> Measurement:
+    def slow_samples(self) -> Measurement:
         """A case whose minimum warm-up and samples do not fit in the cap: no warm-up, samples one
         repetition at a time while the next fits."""
-        call_s = first_rep_ms / 1e3
+        call_s = self.first_rep_ms / 1e3
         # The first call is a sample only where it ran what the samples run (not a graph's replay).
         keep = self.clock.timing_mode == "eager"
-        reps = [first_rep_ms] if keep else []
         if keep:
+            self.reps.append(self.first_rep_ms)
             self.batches.append(Batch(self.begin, self.begin + call_s, 1))
-        while len(reps) < self.rule.min_samples:
-            next_s = statistics.median(reps) / 1e3 if reps else call_s
-            if len(reps) >= self.rule.floor_samples and next_s > self.left():
+        while len(self.reps) < self.rule.min_samples:
+            next_s = statistics.median(self.reps) / 1e3 if self.reps else call_s
+            if len(self.reps) >= self.rule.floor_samples and next_s > self.left():
                 break
-            reps += self.timed(run, 1)
-        reason = "cap" if len(reps) < self.rule.min_samples else "budget"
-        return self.result(
-            reps, reason, first_calls, 0.0, warmup_reason="slow", warmup_medians_ms=[first_rep_ms / self.per_rep],
-            first_call_ms=first_rep_ms / self.per_rep, first_call_kept=keep,
-        )
+            self.timed(1)
+        self.warm = ([self.first_rep_ms], self.first_calls, "slow", 0.0)
+        return self.result("cap" if len(self.reps) < self.rule.min_samples else "budget", first_call_kept=keep)
 
-    def warm_up(self, run, first_rep_ms: float, first_calls: int, sm_clock_mhz,
-                warm_start: float) -> tuple[list[float], int, str]:
-        """Warm up (since `warm_start`, the first call's start) until settled (`warmup_done`) or the
-        cap leaves only room for the samples: (batch medians per repetition, calls made, why it ended)."""
-        rule, wall = self.rule, self.wall
+    def warm_up(self, sm_clock_mhz) -> None:
+        """Warm up (since the first call's start) until settled (`warmup_done`) or the cap leaves
+        only room for the samples; `warm` keeps the batch medians per repetition, the calls made,
+        why it ended and how long it took."""
+        rule, wall, run = self.rule, self.wall, self.run
         # Batch 0 is the first call plus the rest of `min_warmup` (compile, allocate: it never counts).
-        first = [first_rep_ms] + (self.clock.time_batch(run, rule.min_warmup - 1) if rule.min_warmup > 1 else [])
+        first = [self.first_rep_ms] + (self.clock.time_batch(run, rule.min_warmup - 1) if rule.min_warmup > 1 else [])
         medians: list[float] = [statistics.median(first)]
         clocks: list[float | None] = [sm_clock_mhz() if sm_clock_mhz else None]
-        calls = first_calls + (len(first) - 1) * self.per_rep
+        calls = self.first_calls + (len(first) - 1) * self.per_rep
         while True:
-            warm_reason = warmup_done(medians, clocks, wall() - warm_start, calls, rule)
-            if not warm_reason and medians[-1] / 1e3 * rule.min_samples >= self.left():
-                warm_reason = "cap"  # what is left of the case cap is for the samples
-            if warm_reason:
-                return medians, calls, warm_reason
-            reps = warmup_batch(medians[-1], wall() - warm_start, rule)
+            reason = warmup_done(medians, clocks, wall() - self.warm_start, calls, rule)
+            if not reason and medians[-1] / 1e3 * rule.min_samples >= self.left():
+                reason = "cap"  # what is left of the case cap is for the samples
+            if reason:
+                self.warm = (medians, calls, reason, wall() - self.warm_start)
+                return
+            reps = warmup_batch(medians[-1], wall() - self.warm_start, rule)
             medians.append(statistics.median(self.clock.time_batch(run, reps)))
             calls += reps * self.per_rep
             clocks.append(sm_clock_mhz() if sm_clock_mhz else None)
 
-    def sample(self, run, warm_rep_ms: float) -> tuple[list[float], str]:
+    def rep_s(self) -> float:
+        """A repetition's time so far: the samples' median, else the warm-up's last."""
+        return (statistics.median(self.reps) if self.reps else self.warm[0][-1]) / 1e3
+
+    def steady_s(self) -> float:
+        """A warm repetition's time: the fastest warm-up batch median after the first (one batch
+        caught by a descheduled thread is no slow path), else the first's."""
+        medians = self.warm[0]
+        return min(medians[1:] or medians) / 1e3
+
+    def sample(self, warm_rep_ms: float) -> str:
         """Timed repetitions until the rule says stop or the cap leaves no room for one more."""
-        rule, reps = self.rule, []
+        rule = self.rule
         start = self.wall()
         while True:
-            reason = stop_reason(reps, self.wall() - start, rule) if reps else None
-            if reason:
-                return reps, reason
-            rep_s = (statistics.median(reps) if reps else warm_rep_ms) / 1e3
+            if self.reps:
+                reason = stop_reason(self.reps, self.wall() - start, rule, self.medians())
+                if reason:
+                    return reason
+            rep_s = self.rep_s()
             fits = int(self.left() / rep_s) if rep_s > 0 else rule.max_samples
-            if fits < 1 and len(reps) >= rule.floor_samples:
-                return reps, "cap"
-            reps += self.timed(run, min(next_batch(reps, self.wall() - start, rule, rep_s), max(1, fits)))
+            if fits < 1 and len(self.reps) >= rule.floor_samples:
+                return "cap"
+            self.timed(min(next_batch(self.reps, self.wall() - start, rule, rep_s), max(1, fits)))
 
-    def result(self, reps: list[float], reason: str, calls: int, warm_s: float, **fields) -> Measurement:
-        energy_j = energy_s = None
-        if self.energy:
-            self.energy.append((self.wall(), self.energy_mj()))
-            (t0, e0), (t1, e1) = self.energy
-            # A counter that did not advance (too short a window for its update rate) says nothing.
-            if e0 is not None and e1 is not None and e1 > e0 and t1 > t0:
-                energy_j, energy_s = (e1 - e0) / 1e3, t1 - t0
+    def medians(self) -> list[float]:
+        return batch_medians(self.reps, [b.reps for b in self.batches])
+
+    def result(self, reason: str, **fields) -> Measurement:
+        energy_j, energy_s = self.energy()
+        medians, calls, warm_reason, warm_s = self.warm
         return Measurement(
-            [t / self.per_rep for t in reps], reason, calls, warm_s, self.clock.name,
-            timing_mode=self.clock.timing_mode, cache=self.clock.cache, batches=self.batches,
-            case_cap_s=self.cap_s, energy_j=energy_j, energy_s=energy_s, **fields,
+            [t / self.per_rep for t in self.reps], reason, calls, warm_s, self.clock.name,
+            warmup_reason=warm_reason, warmup_medians_ms=[m / self.per_rep for m in medians],
+            first_call_ms=self.first_rep_ms / self.per_rep, timing_mode=self.clock.timing_mode,
+            cache=self.clock.cache, batches=self.batches, case_cap_s=self.cap_s, energy_j=energy_j,
+            energy_s=energy_s, **fields,
         )
+
+    def energy(self) -> tuple[float | None, float | None]:
+        """(joules, seconds) the counter advanced over the samples: across the whole window, or in
+        paired rounds summed over this case's own batches. A counter that did not advance (too short
+        a window for its update rate) says nothing."""
+        if self.spans and self.spans[-1][2] is None:
+            self.spans[-1][2:] = [self.wall(), self.energy_mj()]
+        joules = seconds = 0.0
+        for t0, e0, t1, e1 in self.spans:
+            if e0 is None or e1 is None or t1 <= t0:
+                return None, None
+            joules, seconds = joules + max(0.0, e1 - e0) / 1e3, seconds + (t1 - t0)
+        return (joules, seconds) if joules > 0 else (None, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Paired rounds: the cases of one setting timed together
+
+# A paired round gives each case one batch of about this fraction of the budget: some 20 rounds per
+# budget, so a level that drifts over seconds (another job, a clock change) is the same for every
+# case of a round (Google Benchmark's random interleaving of repetitions, google/benchmark#1051).
+ROUND_FRACTION = 0.05
+# One call of a case more than this many times another's: the setting is timed one case after
+# another. Precisions a device runs natively differ by less: dense fp8 against fp32 on an H100 SXM is
+# 1979 / 67 = 30x (suite/core/peaks.py); a CPU without native bf16 runs bf16 100-400x slower than fp32
+# (docs/timing.md), where the few samples of the slow case would set the pace of every round.
+MAX_CALL_RATIO = 100.0
+
+
+@dataclass
+class Party:
+    """A callable timed in paired rounds: its clock (set up for its rule), the global state it runs
+    under (`context`, a precision's `active()`: entered around each of its batches, its warm-up and
+    its first call, and restored after each), and what the caller already paid: the first call,
+    timed (`first_call_ms`), and seconds against its cap (`spent_s`)."""
+
+    name: str
+    fn: Callable[[], object]
+    clock: Clock
+    rule: StopRule
+    context: Callable[[], ContextManager] = nullcontext
+    first_call_ms: float | None = None
+    spent_s: float = 0.0
+
+
+class Peer(Protocol):
+    """Another harness timing a party's callable (the fidelity workload's), one block of its own
+    loop at a time, interleaved with the party's batches."""
+
+    def block(self, seconds: float) -> list[float]:
+        """Run the peer's loop for about `seconds`: the per-call milliseconds of each of its samples."""
+
+
+@dataclass
+class Paired:
+    """What `measure_paired` gives, per party in order: its Measurement, or the error that ended it
+    (an exception its calls raised). `paired`: the batches were interleaved, round i holding batch i
+    of every party (and block i of the peer, `peer_ms`); else `note` says why each was timed alone.
+    `seed` seeded the order of each round (`order`: party indices, the peer as len(parties))."""
+
+    measurements: list[Measurement | None]
+    errors: list[Exception | None]
+    paired: bool
+    note: str | None
+    seed: int
+    order: list[list[int]] = field(default_factory=list)
+    peer_ms: list[list[float]] = field(default_factory=list)
+
+
+def measure_paired(parties: list[Party], *, seed: int, peer: Peer | None = None,
+                   sm_clock_mhz: Callable[[], float | None] | None = None,
+                   energy_mj: Callable[[], float | None] | None = None,
+                   wall: Callable[[], float] | None = None) -> Paired:
+    """Time `parties` (and `peer`) together: each calibrated on its first call and warmed up on its
+    own, then their batches interleaved, each round in a random order drawn from `seed`, round after
+    round under their one rule: every case's samples known well enough, the parties' budgets together
+    spent, or their case caps together reached (each case's cap counts its own time only). A party
+    whose calls raise is dropped (its error kept) and the others go on. Where they cannot be paired
+    (`unpaired_reason`: their rules differ, one is slow against its cap, or, once warm, one call is
+    more than MAX_CALL_RATIO times another's) each party is timed alone, one after another, as
+    `measure` times a case (warmed up again, just before its samples)."""
+    wall = wall or getattr(parties[0].clock, "wall", time.perf_counter)
+    loops: list[_Loop | None] = []
+    out = Paired([None] * len(parties), [None] * len(parties), False, None, seed)
+    for i, party in enumerate(parties):
+        loop = _Loop(party.clock, party.rule, wall, party.spent_s, energy_mj, per_batch_energy=True)
+        loop.pause()
+        out.errors[i] = _step(party, loop, lambda: loop.start(party.fn, party.first_call_ms))
+        loops.append(None if out.errors[i] else loop)
+    out.note = unpaired_reason(parties, loops, peer)
+    if out.note is None:
+        for i, loop in enumerate(loops):
+            if loop is not None:
+                out.errors[i] = _step(parties[i], loop, lambda: loop.warm_up(sm_clock_mhz))
+        out.note = unpaired_reason(parties, [lp if e is None else None for lp, e in zip(loops, out.errors)], peer,
+                                   warm=True)
+    if out.note is not None:
+        return _one_by_one(parties, loops, peer, sm_clock_mhz, out)
+    live = {i: loop for i, loop in enumerate(loops) if loop is not None and out.errors[i] is None}
+    out.paired = True
+    reason = _Rounds(parties, live, parties[0].rule, random.Random(seed), peer, out).run()
+    for i, loop in live.items():
+        if out.errors[i] is None:
+            out.measurements[i] = loop.result(reason)
+    return out
+
+
+def _one_by_one(parties: list[Party], loops: list, peer: Peer | None, sm_clock_mhz, out: Paired) -> Paired:
+    """Each party that got this far timed alone (`_Loop.alone`), one after another, then one block
+    of the peer's."""
+    for i, loop in enumerate(loops):
+        if loop is not None and out.errors[i] is None:
+            loop.per_batch_energy = False
+            out.errors[i] = _step(parties[i], loop, lambda: out.measurements.__setitem__(i, loop.alone(sm_clock_mhz)))
+    if peer is not None and any(m is not None for m in out.measurements):
+        out.peer_ms.append(peer.block(parties[0].rule.budget_s))
+    return out
+
+
+def _step(party: Party, loop: _Loop, step: Callable[[], object]) -> Exception | None:
+    """Run one step of a party under its global state, on its own time (`_Loop.running`); the
+    exception it raised, if any (Ctrl-C is not one: it stops the run)."""
+    try:
+        with party.context(), loop.running():
+            step()
+    except Exception as err:
+        return err
+    return None
+
+
+def unpaired_reason(parties: list[Party], loops: list, peer: Peer | None, warm: bool = False) -> str | None:
+    """Why these parties cannot be timed in paired rounds, or None when they can: before the
+    warm-up (their loops started: the first call timed), and once warm (`warm`: the ratio of their
+    calls, from the warm-up's last batch, the first call being no guide to a steady one)."""
+    live = [(p, loop) for p, loop in zip(parties, loops) if loop is not None]
+    if len(live) + (peer is not None and bool(live)) < 2:
+        return "nothing to pair with: the other cases of its setting did not get this far"
+    if any(p.rule != live[0][0].rule for p, _ in live):
+        return "the cases' timing rules differ (their sweeps' [timing] tables)"
+    if not warm:
+        for party, loop in live:
+            if loop.slow:
+                return (f"one {party.name} call takes {loop.first_rep_ms / loop.per_rep:.4g} ms: too slow for the "
+                        f"case cap ({loop.cap_s:g} s) to hold a warm-up and {loop.rule.min_samples} samples")
+        return None
+    (fast, f), (slow, s) = min(live, key=lambda pl: pl[1].steady_s()), max(live, key=lambda pl: pl[1].steady_s())
+    ratio = s.steady_s() / f.steady_s() if f.steady_s() > 0 else math.inf
+    if ratio > MAX_CALL_RATIO:
+        return (f"one {slow.name} call takes {ratio:.0f}x one {fast.name} call (more than {MAX_CALL_RATIO:g}x: a "
+                "slow path, such as bf16 on a CPU without native bf16)")
+    return None
+
+
+class _Rounds:
+    """The paired rounds of `measure_paired`: every live party one batch per round, in an order
+    drawn afresh each round; the peer's block among them."""
+
+    def __init__(self, parties: list[Party], live: dict[int, _Loop], rule: StopRule, rng: random.Random,
+                 peer: Peer | None, out: Paired):
+        self.parties, self.live, self.rule, self.rng, self.peer, self.out = parties, live, rule, rng, peer, out
+        self.wall = next(iter(live.values())).wall
+        self.budget_s = rule.budget_s * len(live)  # the parties' budgets, spent together
+        self.deadline = self.wall() + sum(loop.left() for loop in live.values())  # their caps, together
+        self.slice_s = ROUND_FRACTION * rule.budget_s
+        # At most this many samples of a party per batch, so that max_samples takes the rounds a
+        # budget holds rather than one round of a fast call.
+        self.most = max(1, int(rule.max_samples * ROUND_FRACTION))
+
+    def running(self) -> list[int]:
+        return [i for i in self.live if self.out.errors[i] is None]
+
+    def stop(self, spent_s: float) -> str | None:
+        """The group's stop reason after a round, or None to go on."""
+        loops, rule = [self.live[i] for i in self.running()], self.rule
+        if not loops:
+            return "failed"
+        if any(len(loop.reps) >= rule.max_samples for loop in loops):
+            return "max_samples"
+        if len(self.out.order) < rule.min_samples or any(len(loop.reps) < rule.min_samples for loop in loops):
+            return None
+        if all(stop_reason(loop.reps, 0.0, rule, loop.medians()) == "converged" for loop in loops):
+            return "converged"
+        return "budget" if spent_s >= self.budget_s else None
+
+    def run(self) -> str:
+        """Rounds until `stop` says so or the next would not fit the caps: the reason."""
+        start = self.wall()
+        while True:
+            reason = self.stop(self.wall() - start)
+            if reason:
+                return reason
+            need = sum(self.batch(i) * self.live[i].rep_s() for i in self.running())
+            if need > self.deadline - self.wall() and len(self.out.order) >= self.rule.floor_samples:
+                return "cap"
+            self.round()
+
+    def batch(self, i: int) -> int:
+        """Repetitions in party i's next batch: about a round's slice, at least one."""
+        loop, rep_s = self.live[i], self.live[i].rep_s()
+        reps = int(self.slice_s / rep_s) if rep_s > 0 else self.most
+        return max(1, min(reps, self.most, self.rule.max_samples - len(loop.reps)))
+
+    def round(self) -> None:
+        """One batch of each running party (and one block of the peer), in a random order."""
+        order = self.running() + ([len(self.parties)] if self.peer is not None else [])
+        self.rng.shuffle(order)
+        for i in order:
+            if i == len(self.parties):
+                self.out.peer_ms.append(self.peer.block(self.slice_s))
+                continue
+            loop, reps = self.live[i], self.batch(i)
+            self.out.errors[i] = _step(self.parties[i], loop, lambda: loop.timed(reps))
+        self.out.order.append(order)
 
 
 def time_once(fn: Callable[[], object], sync: Callable[[], None] = lambda: None) -> float:

@@ -126,13 +126,17 @@ def _runs(reach) -> str:
 def _reach_text(reach, cmp: compare.Comparison) -> str:
     """What one metric's data can and cannot show, in a sentence or two."""
     o = cmp.options
-    label = "Speedups" if reach.metric == "speedup" else "Absolute times (same device)"
+    label = "Absolute times (same device)"
+    cases = cmp.cases
+    if reach.metric == "speedup":
+        label = f"Speedups ({'from paired rounds' if reach.kind == compare.PAIRED else reach.kind})"
+        cases = cases[cases["speedup_kind"] == reach.kind] if reach.kind else cases
     column = "speedup_verdict" if reach.metric == "speedup" else "time_verdict"
     if reach.tested == 0:
         return (f"{label}: {_runs(reach)}, too few to measure run-to-run noise (a verdict needs {o.min_runs} per "
                 f"side), so no case can be called regressed or improved: record {stats.RECOMMENDED_RUNS} "
                 f"runs per side (runs={stats.RECOMMENDED_RUNS} in both selectors).")
-    verdicts = cmp.cases[column] if reach.metric == "time" else cmp.cases["verdict"]
+    verdicts = cases[column] if reach.metric == "time" else cases["verdict"]
     regressed, improved = int((verdicts == "regressed").sum()), int((verdicts == "improved").sum())
     moved = int((verdicts == compare.BASELINE_CHANGED).sum())
     if regressed:
@@ -186,8 +190,11 @@ def build_view(cmp: compare.Comparison) -> dict:
         "gate": _gate_text(cmp),
         "reach": [_reach_text(r, cmp) for r in cmp.reach.values() if r.compared],
         "method": (
-            f"Each run gives one value per case: its median time over the run's repetitions, and its speedup = "
-            f"median time of the in-run baseline precision / the case's. Runs are the unit of replication: a "
+            f"Each run gives one value per case: its median time over the run's repetitions, and its speedup: "
+            f"from paired rounds where both sides have one in every run (the median over rounds of the baseline "
+            f"precision's batch median / the case's in the same round, the two timed interleaved), else the median "
+            f"time of the in-run baseline precision / the case's; the two kinds are fitted apart. Runs are the unit "
+            f"of replication: a "
             f"side's estimate is the mean of its runs' log values, whose run-to-run variance is a whole-run shift "
             f"shared by every case plus the larger of the case's own variance and the variance pooled over all "
             f"cases and both sides (the median of the per-case variances over the median of chi-square(k-1)/(k-1)). "

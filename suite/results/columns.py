@@ -54,7 +54,14 @@ CORE: list[Column] = [
     ),
     *_group(
         "timing", False,
-        ("rel_ci", "float", "fraction", "half-width of the median's 95% CI over the median (inf for one sample)"),
+        ("rel_ci", "float", "fraction", "half-width of the median's 95% CI over the median: the larger of rel_ci_window "
+                                        "and rel_ci_batches, so a level that drifted between batches widens it (inf "
+                                        "for one sample)"),
+        ("rel_ci_window", "float", "fraction", "the same from the samples alone, as if they were independent: 1.57 IQR / "
+                                               "sqrt(n) over the median (what the spread within the window allows)"),
+        ("rel_ci_batches", "float", "fraction", "the same with batches as the replicates (1.57 IQR of the batch medians / "
+                                                "sqrt(batches)): the drift between batches, or paired rounds (null "
+                                                "with fewer than 3 batches)"),
         ("rel_spread", "float", "fraction", "IQR over the median of single samples"),
         ("stop_reason", "string", "", "converged, budget, max_samples, or cap (the whole-case cap cut it short)"),
         ("warmup_calls", "int", "", "calls before the timed ones"),
@@ -74,6 +81,23 @@ CORE: list[Column] = [
         ("emulated", "bool", "", "numerics real, speed not (FP8 on a CPU): never shown as speed"),
         ("matmul_flags", "string", "", "the float32 and reduced-precision matmul flags in force during the case"),
         ("compile_s", "float", "s", "the first (compiling) call of a torch.compile'd case"),
+    ),
+    *_group(
+        "paired timing (a setting's cases timed together, docs/timing.md)", False,
+        ("pairing", "string", "", "paired: its batches were interleaved with those of the other cases of its setting "
+                                  "(its baseline, the precisions against it; a fidelity case: its peer harness) in "
+                                  "rounds, each round in a seeded random order; sequential: its setting was timed one "
+                                  "case after another (pairing_note says why); null: nothing to pair it with"),
+        ("pairing_note", "string", "", "why its setting was timed sequentially, or why it has no speedup_paired"),
+        ("pairing_group", "string", "", "its setting: the smallest case_id of the cases timed together"),
+        ("pairing_seed", "int", "", "the seed of the rounds' random order"),
+        ("paired_rounds", "int", "", "rounds with a batch of both it and its baseline"),
+        ("speedup_paired", "float", "x", "its speedup over its baseline from the paired rounds: the median over the "
+                                         "rounds of the baseline's batch median / its own in the same round"),
+        ("speedup_paired_low", "float", "x", "lower end of the 95% interval of speedup_paired, from the rounds "
+                                             "(distribution-free: order statistics of the per-round ratios)"),
+        ("speedup_paired_high", "float", "x", "upper end of that interval"),
+        ("paired_ratios", "list<float>", "x", "the per-round speedups speedup_paired is the median of"),
     ),
     *_group(
         "accuracy", True,

@@ -35,6 +35,21 @@ class Prepared:
     # After timing, profile a few calls and split their time into GEMMs and the rest
     # (suite.measure.attribution): layer steps, where FP8's scaling and casting is the rest.
     split_kernels: bool = False
+    # Another harness timing `fn` (the fidelity workload's), whose blocks the runner interleaves with
+    # its own batches: the peer's loop is the peer's, the workload times nothing of its own.
+    peer: "Peer | None" = None
+
+
+class Peer(Protocol):
+    """A peer harness timing a prepared case's `fn`, one block of its own loop at a time."""
+
+    def block(self, seconds: float) -> list[float]:
+        """Run the peer's loop on `fn` for about `seconds`: the per-call ms of each of its samples."""
+
+    def columns(self, samples_ms: list[float], ratios: list[float], own_median_ms: float) -> dict[str, object]:
+        """The record columns from the peer's samples of every block, the rounds' ratios (the suite's
+        batch median over the peer's block median in each round; empty where the two were not
+        interleaved) and the suite's own median."""
 
 
 class Workload(Protocol):

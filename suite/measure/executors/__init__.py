@@ -7,9 +7,9 @@
 - `process.Process` (`--isolate`): a fresh subprocess per case, with a time limit;
 - `cuda_worker.CudaWorker` (a CUDA run): one worker process, replaced after a case that poisons it;
 - `thread.InThread` (otherwise): here, on one worker thread, so Ctrl-C is heard at once.
-Wherever a case lands (this process, a child, a Ray worker), `run_here` runs it: a case of a
-`launched` workload as one torchrun launch of its ranks (`torchrun`, `rank`), any other measured in
-that process (`suite.measure.inprocess`).
+Wherever a unit lands (this process, a child, a Ray worker), `run_here` runs it: the cases of a
+`launched` workload as one torchrun launch of its ranks each (`torchrun`, `rank`), any other
+measured in that process, the cases of a setting together (`suite.measure.inprocess`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from suite.scenario import registry
-from suite.scenario.plan import Case
 
 
 @dataclass(frozen=True)
@@ -31,22 +30,33 @@ class Options:
     address: str | None = None
 
 
-def run_here(case: Case, device, clock, run_meta: dict) -> dict:
-    """The record of `case`, run by this process: skipped where its device is missing, one torchrun
-    launch where its workload is `launched`, else measured here with `clock`."""
+# Why a launched workload's setting is timed one case after another: its ranks are processes of
+# their own, started per case; two launches cannot share rounds.
+LAUNCHED_NOTE = "a launched workload (torchrun): each case is a launch of its own, timed one after another"
+
+
+def run_here(unit, device, clock, run_meta: dict) -> list[dict]:
+    """The records of a unit's cases (`base.Unit`: one setting, not its partners), run by this
+    process: skipped where its device is missing; one torchrun launch per case, one after another,
+    where its workload is `launched`; else measured here with `clock`, together
+    (`suite.measure.inprocess.run_setting`: paired rounds where they can be)."""
     from suite.measure import env, record as records
 
     unavailable = env.device_unavailable(device)
     if unavailable:
-        return records.skipped(case, run_meta, unavailable)
-    known = registry.WORKLOADS.get(case.workload)
+        return [records.skipped(case, run_meta, unavailable) for case in unit.todo]
+    known = registry.WORKLOADS.get(unit.cases[0].workload)
     if known is not None and known.launched:  # its ranks run under torchrun, one launch per case
         from suite.measure.executors import torchrun
 
-        return torchrun.run_case(case, device, run_meta)
+        out = [torchrun.run_case(case, device, run_meta) for case in unit.todo]
+        if len(unit.cases) > 1:
+            for record in out:
+                record.update(pairing="sequential", pairing_note=LAUNCHED_NOTE)
+        return out
     from suite.measure import inprocess
 
-    return inprocess.run_case(case, device, clock, run_meta)
+    return inprocess.run_setting(list(unit.cases), device, clock, run_meta, unit.partners)
 
 
 def choose(options: Options, device, device_choice: str, threads: int | None = None):

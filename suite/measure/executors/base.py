@@ -1,9 +1,7 @@
 """What every executor is: `run(units, run_meta, progress)` yields one record per case, `close()`
-ends whatever it started. A `Unit` is what an executor runs in one go on one device.
-
-Today a unit is one case (`units`). Issue #26 times the cases of a setting (a baseline and each
-precision against it, `suite.fleet.shard.settings`) together, their batches interleaved in one
-window: a unit then holds that setting's cases, and the interface stays as it is.
+ends whatever it started. A `Unit` is what an executor runs in one go on one device: the cases of a
+setting (a baseline and each precision against it, `suite.fleet.shard.settings`), timed together,
+their batches interleaved in paired rounds (`suite.measure.inprocess.run_setting`).
 """
 
 from __future__ import annotations
@@ -11,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Protocol
 
+from suite.fleet.shard import settings
 from suite.measure import record as records
 from suite.measure.progress import Progress
 from suite.scenario.plan import Case
@@ -18,14 +17,29 @@ from suite.scenario.plan import Case
 
 @dataclass(frozen=True)
 class Unit:
-    """Cases an executor runs together, in one place, in this order."""
+    """Cases an executor runs together, in one place, in this order. `partners`: case ids among them
+    whose records the run has already (a resumed run): timed again beside the others, so that their
+    paired speedups have the baseline in the same rounds, but given no record."""
 
     cases: tuple[Case, ...]
+    partners: frozenset[str] = frozenset()
+
+    @property
+    def todo(self) -> tuple[Case, ...]:
+        """The cases that get a record."""
+        return tuple(c for c in self.cases if c.case_id not in self.partners)
 
 
-def units(cases: Iterable[Case]) -> list[Unit]:
-    """The units of a run's cases, in plan order: one case each."""
-    return [Unit((case,)) for case in cases]
+def units(cases: Iterable[Case], done: Iterable[str] = ()) -> list[Unit]:
+    """The units of a run's cases: one per setting, in the plan order of their first cases; a
+    setting whose cases are all `done` (case ids with a record) has none."""
+    done = frozenset(done)
+    out = []
+    for group in settings(list(cases)).values():
+        partners = frozenset(c.case_id for c in group) & done
+        if len(partners) < len(group):
+            out.append(Unit(tuple(group), partners))
+    return out
 
 
 class Executor(Protocol):
@@ -41,23 +55,27 @@ class Executor(Protocol):
 
 
 class OneByOne:
-    """An executor that runs each unit's cases one after another, each through `run_case`, and
-    shows each on `progress` as it begins and ends."""
+    """An executor that runs one unit after another (`run_unit`), and shows each on `progress` as
+    it begins and each of its cases as it ends."""
 
     busy = False
 
     def run(self, units: Iterable[Unit], run_meta: dict, progress: Progress | None = None) -> Iterator[dict]:
         for unit in units:
-            for case in unit.cases:
-                if progress:
-                    progress.begin(case)
-                record = self.run_case(case, run_meta, progress)
+            if progress:
+                progress.begin_unit(unit.todo)
+            for record in self.run_unit(unit, run_meta, progress):
                 if progress:
                     progress.end(record)
                 yield record
 
-    def run_case(self, case: Case, run_meta: dict, progress: Progress | None) -> dict:
+    def run_unit(self, unit: Unit, run_meta: dict, progress: Progress | None) -> list[dict]:
+        """The records of the unit's cases (not its partners'), in its order."""
         raise NotImplementedError
+
+    def run_case(self, case: Case, run_meta: dict, progress: Progress | None = None) -> dict:
+        """The record of one case, run as a unit of its own."""
+        return self.run_unit(Unit((case,)), run_meta, progress)[0]
 
     def close(self) -> None:
         pass
@@ -70,5 +88,5 @@ class Unavailable(OneByOne):
     def __init__(self, reason: str):
         self.reason = reason
 
-    def run_case(self, case: Case, run_meta: dict, progress: Progress | None) -> dict:
-        return records.skipped(case, run_meta, self.reason)
+    def run_unit(self, unit: Unit, run_meta: dict, progress: Progress | None) -> list[dict]:
+        return [records.skipped(case, run_meta, self.reason) for case in unit.todo]

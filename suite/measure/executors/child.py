@@ -1,8 +1,8 @@
-"""A process that runs cases for a parent: `python -m suite.measure.executors.child` runs one case
-(`process`: `--isolate`), `... child --serve` runs cases until its stdin closes (`cuda_worker`).
+"""A process that runs cases for a parent: `python -m suite.measure.executors.child` runs one unit
+(`process`: `--isolate`), `... child --serve` runs units until its stdin closes (`cuda_worker`).
 
-A request is one JSON line (`protocol`: the case, the device, the run's facts); the record goes back
-as one JSON line on the process's original stdout. Before anything heavy is imported, fd 1 is
+A request is one JSON line (`protocol`: a unit's cases, the device, the run's facts); each record
+goes back as one JSON line on the process's original stdout. Before anything heavy is imported, fd 1 is
 pointed at stderr, so whatever a library prints lands in the log and the record channel carries
 records only; a segfault prints the Python stack into the log (faulthandler) before the process dies.
 """
@@ -24,23 +24,23 @@ def apply_threads(run_meta: dict) -> None:
         torch.set_num_threads(int(threads))
 
 
-def _run(request: dict) -> tuple[dict, object]:
-    """The record of the requested case, run here (`suite.measure.executors.run_here`), and its device."""
+def _run(request: dict) -> tuple[list[dict], object]:
+    """The records of the requested unit, run here (`suite.measure.executors.run_here`), and its device."""
     import torch
 
     from suite.measure.executors import run_here
-    from suite.measure.executors.protocol import case_from_json
+    from suite.measure.executors.protocol import unit_of
     from suite.measure.timing import clock_for
 
     apply_threads(request["run_meta"])
-    case = case_from_json(request["case"])
     device = torch.device(request["device"])
-    return run_here(case, device, clock_for(device), request["run_meta"]), device
+    return run_here(unit_of(request), device, clock_for(device), request["run_meta"]), device
 
 
 def serve() -> int:
-    """A worker: cases from stdin, one JSON line each, records to the original stdout, until stdin
-    closes or a case leaves the process unusable (then it says so in the record and exits)."""
+    """A worker: units from stdin, one JSON line each, their records to the original stdout, one
+    line each, until stdin closes or a unit leaves the process unusable (then its records say so
+    and it exits)."""
     faulthandler.enable()
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -49,11 +49,11 @@ def serve() -> int:
     from suite.measure.executors.cuda_worker import CASE_END, poisoned
 
     for line in sys.stdin.buffer:
-        record, device = _run(jsonl.decode(line))
-        bad = poisoned(record, device)
-        sys.stderr.write(f"\n{CASE_END}{record['case_id']}\n")  # what it wrote so far was this case's
+        out, device = _run(jsonl.decode(line))
+        bad = any(poisoned(record, device) for record in out)
+        sys.stderr.write(f"\n{CASE_END}{out[0]['case_id'] if out else ''}\n")  # what it wrote so far was this unit's
         sys.stderr.flush()
-        channel.write(jsonl.encode({**record, "worker_poisoned": bad}))
+        channel.write(b"".join(jsonl.encode({**record, "worker_poisoned": bad}) for record in out))
         channel.flush()
         if bad:
             return 3
@@ -61,7 +61,7 @@ def serve() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The child: one case from stdin, its record to the original stdout (`--serve`: many)."""
+    """The child: one unit from stdin, its records to the original stdout (`--serve`: many)."""
     if (argv if argv is not None else sys.argv[1:]) == ["--serve"]:
         return serve()
     faulthandler.enable()
@@ -70,9 +70,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from suite.core import jsonl
 
-    record, _ = _run(jsonl.decode(sys.stdin.buffer.read()))
+    out, _ = _run(jsonl.decode(sys.stdin.buffer.read()))
     with os.fdopen(record_fd, "wb") as channel:
-        channel.write(jsonl.encode(record))
+        channel.write(b"".join(jsonl.encode(record) for record in out))
     return 0
 
 

@@ -1,14 +1,17 @@
-"""A CUDA run's cases in one worker process (one interpreter, one CUDA context: cheaper than a
-process per case), replaced after a case that left it unusable or ran past its time limit.
+"""A CUDA run's units (a setting's cases, timed together) in one worker process (one interpreter,
+one CUDA context: cheaper than a process per case), replaced after a unit that left it unusable or
+ran past its time limit.
 
 A sticky CUDA error (an illegal access in a TE or cuBLAS kernel) in one process fails every later
-CUDA call there; here it costs the case that hit it, recorded with its error, and the next case
-starts in a fresh worker. A worker that dies (a segfault) likewise costs only its case, and so does
-one that hangs: a case that runs past its time limit (`timeout_s`, else `case_timeout(case)`) is
-recorded failed, "timed out after N s", its worker's process group killed and the next case started
-in a fresh one. The worker's stderr is read as it comes: a case's warning lines go in
-`worker_warnings`, a failed case's last lines in `isolate_log`. The worker is
-`suite.measure.executors.child --serve`: the protocol of `process`, one JSON line per case.
+CUDA call there; here it costs the case that hit it, recorded with its error, and the next unit
+starts in a fresh worker. A worker that dies (a segfault) while timing a setting together costs no
+case: each case of that unit runs again alone in a fresh worker (its `pairing_note` says so), so
+only the case that crashes is lost. One that hangs costs its unit: a unit that runs past its time
+limit (`timeout_s`, else `case_timeout(case)`, for each case it times) is recorded failed, "timed
+out after N s", its worker's process group killed and the next unit started in a fresh one. The
+worker's stderr is read as it comes: a unit's warning lines go in its records' `worker_warnings`, a
+failed case's last lines in `isolate_log`. The worker is `suite.measure.executors.child --serve`:
+the protocol of `process`, one JSON line per unit and per record.
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ import threading
 import time
 from collections import deque
 
-from suite.core import jsonl
 from suite.measure import record as records
-from suite.measure.executors.base import OneByOne
-from suite.measure.executors.protocol import DRAIN_S, case_to_json, child_command, child_env, clip, exit_status, last_line
+from suite.measure.executors.base import OneByOne, Unit
+from suite.measure.executors.protocol import (DRAIN_S, child_command, child_env, clip, exit_status, last_line, records_in,
+                                              request)
 from suite.measure.progress import Progress
 from suite.scenario.plan import Case
 
@@ -165,55 +168,76 @@ class CudaWorker(OneByOne):
             self.proc.wait()
             self.proc = None
 
-    def _send(self, case: Case, run_meta: dict) -> bytes | None:
-        """The worker's answer to `case` (one line; b"" when it died), or None when it ran past the limit."""
-        limit = self.timeout_s if self.timeout_s is not None else case_timeout(case)
-        request = jsonl.encode({"case": case_to_json(case), "device": self.device, "run_meta": run_meta})
+    def limit(self, unit: Unit) -> float:
+        """The unit's time limit: `timeout_s` (else `case_timeout`) for each case it times."""
+        return sum(self.timeout_s if self.timeout_s is not None else case_timeout(case) for case in unit.cases)
+
+    def _send(self, unit: Unit, run_meta: dict) -> list[bytes] | None:
+        """The worker's answer to `unit` (a line per case it records; fewer when it died), or None
+        when it ran past the limit."""
+        deadline = time.monotonic() + self.limit(unit)
         try:
-            self.proc.stdin.write(request)
+            self.proc.stdin.write(request(unit, self.device, run_meta))
             self.proc.stdin.flush()
         except BrokenPipeError:
             pass  # it died: its stdout ends too
-        try:
-            return self.lines.get(timeout=limit)
-        except queue.Empty:
-            return None
+        lines = []
+        while len(lines) < len(unit.todo):
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return None
+            if not line:
+                break
+            lines.append(line)
+        return lines
 
-    def run_case(self, case: Case, run_meta: dict, progress: Progress | None = None) -> dict:
+    def run_unit(self, unit: Unit, run_meta: dict, progress: Progress | None = None) -> list[dict]:
         started_at = records.now()
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         try:
-            line = self._send(case, run_meta)
+            lines = self._send(unit, run_meta)
         except BaseException:  # Ctrl-C: the worker (and its group) must not outlive the run
             self._stop()
             raise
-        if line is None:
-            limit = self.timeout_s if self.timeout_s is not None else case_timeout(case)
+        if lines is None:
             stderr = self.stderr
             self._stop()
-            return _failed(case, run_meta, f"timed out after {limit:g} s", stderr.text(DRAIN_S), started_at)
-        record = _decoded(line)
-        if record is not None and record.get("case_id") == case.case_id:
-            return self._with_log(record, case)
+            log = stderr.text(DRAIN_S)
+            return [_failed(c, run_meta, f"timed out after {self.limit(unit):g} s", log, started_at) for c in unit.todo]
+        found = records_in(b"".join(lines), unit)
+        if len(found) == len(unit.todo):
+            return self._with_log([found[c.case_id] for c in unit.todo])
         code = self.proc.wait()
         log = self.stderr.text(DRAIN_S)
         self.proc = None
+        if len(unit.cases) > 1:  # it died timing the setting together: each case again, alone
+            return [self._alone(case, run_meta, code) for case in unit.todo]
         detail = last_line(log) or "no record and no error message"
-        return _failed(case, run_meta, f"crashed: {exit_status(code)}: {detail}" if code >= 0
-                       else f"crashed: {exit_status(code)}", log, started_at)
+        why = f"crashed: {exit_status(code)}: {detail}" if code >= 0 else f"crashed: {exit_status(code)}"
+        return [_failed(case, run_meta, why, log, started_at) for case in unit.todo]
 
-    def _with_log(self, record: dict, case) -> dict:
-        """The worker's record, with the warnings it wrote during the case (and, for a failed case,
-        its last lines); a worker the case left unusable is let go."""
-        lines, warnings = self.stderr.of_case(case.case_id)
-        record["worker_warnings"] = "\n".join(warnings) or None
-        if record.get("status") == "failed" and lines:
-            record["isolate_log"] = clip("\n".join(lines))
-        if record.pop("worker_poisoned", False):
-            record["worker_replaced"] = True  # the next case runs in a fresh worker
-            self._stop()
+    def _alone(self, case: Case, run_meta: dict, code: int) -> dict:
+        record = self.run_unit(Unit((case,)), run_meta)[0]
+        record["pairing_note"] = f"the worker timing its setting together crashed ({exit_status(code)}): run again alone"
         return record
+
+    def _with_log(self, out: list[dict]) -> list[dict]:
+        """The worker's records of a unit, with the warnings it wrote during the unit (and, for a
+        failed case, its last lines); a worker the unit left unusable is let go."""
+        lines, warnings = self.stderr.of_case(out[0]["case_id"])
+        poisoned_now = False
+        for record in out:
+            record["worker_warnings"] = "\n".join(warnings) or None
+            if record.get("status") == "failed" and lines:
+                record["isolate_log"] = clip("\n".join(lines))
+            if record.pop("worker_poisoned", False):
+                record["worker_replaced"] = True  # the next unit runs in a fresh worker
+                poisoned_now = True
+        if poisoned_now:
+            self._stop()
+        return out
 
     def close(self) -> None:
         if self.proc is not None:
@@ -230,15 +254,6 @@ def lines_into(pipe, lines: queue.Queue) -> None:
     for line in iter(pipe.readline, b""):
         lines.put(line)
     lines.put(b"")
-
-
-def _decoded(line: bytes) -> dict | None:
-    if not line:
-        return None
-    try:
-        return jsonl.decode(line)
-    except ValueError:
-        return None
 
 
 def _failed(case: Case, run_meta: dict, reason: str, log: str, started_at: str) -> dict:

@@ -1,6 +1,7 @@
-"""How a case travels to a process of its own and its record comes back (`process`, `cuda_worker`,
-`torchrun`, `child`): the case as JSON, the child's environment, and the words for a process that
-ended without a record (its exit status, its log's start and end)."""
+"""How a case or a unit travels to a process of its own and its records come back (`process`,
+`cuda_worker`, `torchrun`, `child`): a unit's cases as one JSON line, a record per line back, the
+child's environment, and the words for a process that ended without a record (its exit status, its
+log's start and end)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import signal
 import sys
 from pathlib import Path
 
+from suite.core import jsonl
+from suite.measure.executors.base import Unit
 from suite.scenario.plan import Case
 from suite.scenario.stop_rule import StopRule
 
@@ -29,6 +32,32 @@ def case_to_json(case: Case) -> dict:
 
 def case_from_json(data: dict) -> Case:
     return Case(**{**data, "timing": StopRule(**data["timing"])})
+
+
+def request(unit: Unit, device: str, run_meta: dict) -> bytes:
+    """What a process is sent to run a unit: one JSON line."""
+    return jsonl.encode({"cases": [case_to_json(c) for c in unit.cases], "partners": sorted(unit.partners),
+                         "device": device, "run_meta": run_meta})
+
+
+def unit_of(request: dict) -> Unit:
+    """The unit a request (`request`, decoded) asks for."""
+    return Unit(tuple(case_from_json(c) for c in request["cases"]), frozenset(request.get("partners", ())))
+
+
+def records_in(out: bytes, unit: Unit) -> dict[str, dict]:
+    """The records of the unit's cases among a process's output lines, by case id (a line that is
+    not a record of one of them is left out)."""
+    wanted = {c.case_id for c in unit.todo}
+    found = {}
+    for line in out.splitlines():
+        try:
+            record = jsonl.decode(line)
+        except ValueError:
+            continue
+        if record.get("case_id") in wanted:
+            found[record["case_id"]] = record
+    return found
 
 
 def exit_status(returncode: int) -> str:

@@ -13,16 +13,18 @@ it: a GPU worker holding one CPU ran torch single-threaded (operand generation, 
 the host). Each worker sets torch's threads to the run's `--threads`, else the CPUs it holds, so
 `cpu_threads` in its records is what ran.
 
-A worker is sent a *setting* at a time (a case and the cases sharing its baseline,
-`suite.fleet.shard.settings`), so a speedup is the ratio of two timings on one device; each case is
-its own Ray call, so each record comes back as soon as its case ends, and runs the way
-`suite.measure.executors.run_here` says, on its node. Each worker captures its own node's facts
-(`suite.measure.env.run_meta`): on a mixed cluster every record names the device and versions it ran on.
+A worker is sent a *unit* at a time, as one Ray call: the cases of a setting (a case and the cases
+sharing its baseline, `suite.fleet.shard.settings`), which it times together in paired rounds the
+way `suite.measure.executors.run_here` says, on its node, so a speedup is the ratio of two timings
+on one device in one window; the unit's records come back together when it ends. Each worker
+captures its own node's facts (`suite.measure.env.run_meta`): on a mixed cluster every record names
+the device and versions it ran on.
 
-A worker that dies (killed, out of memory, its node lost) costs the cases it held: each is sent
-again to another worker, up to `RETRIES` more times (`worker_retries` counts them), then recorded as
-failed. A case is journaled once, when its record arrives, so nothing is lost or counted twice. A
-worker left with an unusable CUDA context (`suite.measure.executors.cuda_worker.poisoned`) is replaced.
+A worker that dies (killed, out of memory, its node lost) costs the unit it held: it is sent again
+to another worker, up to `RETRIES` more times (`worker_retries` counts them), then its cases are
+recorded as failed. A case is journaled once, when its record arrives, so nothing is lost or counted
+twice. A worker left with an unusable CUDA context (`suite.measure.executors.cuda_worker.poisoned`)
+is replaced.
 
 Ray is the optional extra `fleet`; nothing here imports it until a run asks for it.
 """
@@ -35,7 +37,7 @@ from collections import deque
 from typing import Iterable, Iterator
 
 from suite.core.errors import UserError
-from suite.fleet.shard import estimated_s, settings
+from suite.fleet.shard import estimated_s
 from suite.measure import record as records
 from suite.measure.executors.base import Unit
 
@@ -55,7 +57,7 @@ def _ray():
 
 
 class _Worker:
-    """One worker process (a Ray actor): the run's facts of its own node, then one case per call,
+    """One worker process (a Ray actor): the run's facts of its own node, then one unit per call,
     run by `run_here` (`suite.measure.executors.run_here`, handed over by the driver)."""
 
     def __init__(self, device_choice: str, run_level: dict, threads: int | None, run_here):
@@ -72,15 +74,17 @@ class _Worker:
     def ready(self) -> None:
         """Answered once the worker is up (torch imported, its node's facts captured)."""
 
-    def run(self, case, retries: int) -> dict:
+    def run(self, unit: Unit, retries: int) -> list[dict]:
         from suite.measure.executors.cuda_worker import poisoned
         from suite.measure.timing import clock_for
 
-        record = self.run_here(case, self.device, clock_for(self.device), self.meta)
-        record["worker_retries"] = retries
-        if poisoned(record, self.device):
-            record["worker_replaced"] = True
-        return record
+        out = self.run_here(unit, self.device, clock_for(self.device), self.meta)
+        bad = any(poisoned(record, self.device) for record in out)
+        for record in out:
+            record["worker_retries"] = retries
+            if bad:
+                record["worker_replaced"] = True
+        return out
 
 
 # What the driver knows of a run and every worker's records carry; each worker adds its own machine's facts.
@@ -157,26 +161,27 @@ class RayCluster:
         self.run_level = {key: meta[key] for key in RUN_LEVEL if key in meta}
         print(f"mpsuite: ray: {len(self.slots)} worker(s), "
               f"{'one per GPU' if 'num_gpus' in self.slots[0] else 'one per node, all its CPUs'}", file=sys.stderr)
-        plan = _Schedule(self, [case for unit in units for case in unit.cases])
+        plan = _Schedule(self, list(units))
         try:
             while plan.pending or plan.queue:
                 if not plan.pending:
-                    raise UserError(f"every Ray worker is gone with {len(plan.queue)} case(s) left to run")
+                    raise UserError(f"every Ray worker is gone with {len(plan.queue)} unit(s) left to run")
                 [ref], _ = ray.wait(list(plan.pending), num_returns=1)
-                slot, case, _ = plan.pending[ref]
+                slot, unit, _ = plan.pending[ref]
                 try:
-                    record = ray.get(ref)
+                    out = ray.get(ref)
                 except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                         ray.exceptions.ObjectLostError) as err:
                     for lost_case, failed in plan.lost(slot, err):
                         yield self._report(progress, failed, lost_case)
                 else:
                     plan.done(slot, ref)
-                    if case is None:  # a replacement worker is up
+                    if unit is None:  # a replacement worker is up
                         plan.feed(slot)
                         continue
-                    yield self._report(progress, record, case)
-                    if record.get("worker_replaced"):  # its CUDA context is unusable: a new worker
+                    for case, record in zip(unit.todo, out):
+                        yield self._report(progress, record, case)
+                    if any(record.get("worker_replaced") for record in out):  # its CUDA context is unusable
                         list(plan.lost(slot, None))
                 plan.feed_idle()
         finally:
@@ -206,32 +211,29 @@ class RayCluster:
 
 
 class _Schedule:
-    """Which worker holds which cases: settings go out longest first (a long one started last would
-    set the finish time alone), a whole setting to one worker, and the cases of a worker that died go
-    back to the front of the queue."""
+    """Which worker holds which unit: units (settings) go out longest first (a long one started last
+    would set the finish time alone), one at a time to an idle worker, and the unit of a worker that
+    died goes back to the front of the queue."""
 
-    def __init__(self, cluster: RayCluster, cases: list):
+    def __init__(self, cluster: RayCluster, units: list[Unit]):
         self.cluster = cluster
-        ordered = sorted(settings(cases).values(), key=lambda u: (-sum(map(estimated_s, u)), u[0].case_id))
-        self.queue = deque((case, 0, i) for i, unit in enumerate(ordered) for case in unit)  # (case, retries, setting)
-        self.mine: dict[int, deque] = {}  # slot -> its cases, in order
-        self.pending: dict = {}  # object ref -> (slot, case, attempt)
+        ordered = sorted(units, key=lambda u: (-sum(map(estimated_s, u.cases)), u.cases[0].case_id))
+        self.queue = deque((unit, 0) for unit in ordered)  # (unit, retries)
+        self.mine: dict[int, deque] = {}  # slot -> the refs it holds
+        self.pending: dict = {}  # object ref -> (slot, unit, attempt)
         for slot in range(len(cluster.slots)):
             cluster.start(slot)
             self.mine[slot] = deque()
         self.feed_idle()
 
     def feed(self, slot: int) -> None:
-        """Give an idle worker the next setting (cases queued for a retry count as one each)."""
+        """Give an idle worker the next unit."""
         if self.mine[slot] or not self.queue:
             return
-        batch = [self.queue.popleft()]
-        while self.queue and batch[0][2] is not None and self.queue[0][2] == batch[0][2]:
-            batch.append(self.queue.popleft())
-        for case, tries, _ in batch:
-            ref = self.cluster.workers[slot].run.remote(case, tries)
-            self.pending[ref] = (slot, case, tries)
-            self.mine[slot].append(ref)
+        unit, tries = self.queue.popleft()
+        ref = self.cluster.workers[slot].run.remote(unit, tries)
+        self.pending[ref] = (slot, unit, tries)
+        self.mine[slot].append(ref)
 
     def feed_idle(self) -> None:
         for slot in [s for s in self.mine if self.cluster.slots[s] is not None]:
@@ -242,26 +244,26 @@ class _Schedule:
         self.mine[slot].remove(ref)
 
     def lost(self, slot: int, err: BaseException | None) -> Iterator[tuple]:
-        """A worker died (`err`) or was let go (None): the cases it held go back to the front of the
-        queue, counted as a retry where it died (or are failed after RETRIES: yielded as (case,
-        record)), and a new worker takes its place."""
+        """A worker died (`err`) or was let go (None): the unit it held goes back to the front of the
+        queue, counted as a retry where it died (or its cases are failed after RETRIES: yielded as
+        (case, record)), and a new worker takes its place."""
         held = list(self.mine[slot])
         self.mine[slot].clear()
         self.cluster.stop(slot)
         for ref in reversed(held):
-            _, case, tries = self.pending.pop(ref)
-            if case is None:  # a replacement that died starting
+            _, unit, tries = self.pending.pop(ref)
+            if unit is None:  # a replacement that died starting
                 continue
             if err is None:
-                self.queue.appendleft((case, tries, None))
+                self.queue.appendleft((unit, tries))
             elif tries < RETRIES:
-                self.queue.appendleft((case, tries + 1, None))
+                self.queue.appendleft((unit, tries + 1))
             else:
-                yield case, self.cluster.failed(case, tries, err)
+                yield from ((case, self.cluster.failed(case, tries, err)) for case in unit.todo)
         cluster = self.cluster
         if cluster.replacements < REPLACEMENTS_PER_WORKER * len(cluster.slots) and cluster.node_alive(slot):
             cluster.replacements += 1
-            # Busy until it is up: the cases waiting go to the workers already running meanwhile.
+            # Busy until it is up: the units waiting go to the workers already running meanwhile.
             ref = cluster.start(slot).ready.remote()
             self.pending[ref] = (slot, None, 0)
             self.mine[slot].append(ref)

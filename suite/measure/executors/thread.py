@@ -13,10 +13,9 @@ import threading
 import time
 from typing import Callable
 
-from suite.measure.executors.base import OneByOne
+from suite.measure.executors.base import OneByOne, Unit
 from suite.measure.progress import Progress
 from suite.measure.timing import clock_for
-from suite.scenario.plan import Case
 
 
 class CaseThread:
@@ -39,7 +38,7 @@ class CaseThread:
             except BaseException as err:  # handed to the main thread, which raises it
                 self._results.put((None, err))
 
-    def call(self, job: Callable[[], dict], on_wait: Callable[[float], None] | None = None) -> dict:
+    def call(self, job: Callable[[], object], on_wait: Callable[[float], None] | None = None):
         """job() on the worker thread; on_wait(seconds so far) after each poll while it runs."""
         started = time.perf_counter()
         self.busy = True  # until the result is back: an interrupt leaves it set
@@ -65,11 +64,11 @@ class CaseThread:
 
 
 class InThread(OneByOne):
-    """Runs each case in this process (`run_here(case, device, clock, run_meta)`, the way
+    """Runs each unit in this process (`run_here(unit, device, clock, run_meta)`, the way
     `suite.measure.executors.choose` names) on one `CaseThread` for the whole run, so thread-local
-    state (autocast, cuBLAS handles) is set up once; a long case's wait feeds `progress`'s heartbeat."""
+    state (autocast, cuBLAS handles) is set up once; a long unit's wait feeds `progress`'s heartbeat."""
 
-    def __init__(self, device, run_here: Callable[..., dict]):
+    def __init__(self, device, run_here: Callable[..., list[dict]]):
         self.device, self.run_here = device, run_here
         self.clock = clock_for(device)
         self.thread = CaseThread()
@@ -78,8 +77,8 @@ class InThread(OneByOne):
     def busy(self) -> bool:
         return self.thread.busy
 
-    def run_case(self, case: Case, run_meta: dict, progress: Progress | None = None) -> dict:
-        return self.thread.call(lambda: self.run_here(case, self.device, self.clock, run_meta),
+    def run_unit(self, unit: Unit, run_meta: dict, progress: Progress | None = None) -> list[dict]:
+        return self.thread.call(lambda: self.run_here(unit, self.device, self.clock, run_meta),
                                 progress.heartbeat if progress else None)
 
     def close(self) -> None:

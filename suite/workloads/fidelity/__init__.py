@@ -1,4 +1,4 @@
-"""The suite's timer checked against a peer's (`workload`): the same GEMM timed twice."""
+"""The suite's timer checked against a peer's (`workload`): the same GEMM timed by both, interleaved."""
 
 from typing import Literal
 
@@ -23,7 +23,13 @@ COLUMNS = columns(
     ("ref_time_ms_median", "float", "ms", "the peer's median"),
     ("ref_n_samples", "int", "", "the peer's samples"),
     ("ref_calls_per_sample", "int", "", "calls the peer times per sample"),
-    ("fidelity_ratio", "float", "", "suite median / peer median"),
+    ("fidelity_ratio", "float", "", "the suite's time over the peer's: the median over paired rounds of the suite's "
+                                    "batch median / the peer's block median in the same round (the ratio of "
+                                    "medians where the two were not interleaved)"),
+    ("fidelity_ratio_low", "float", "", "lower end of the 95% interval of fidelity_ratio, from the rounds"),
+    ("fidelity_ratio_high", "float", "", "upper end of that interval"),
+    ("fidelity_ratio_medians", "float", "", "suite median / peer median over all their samples"),
+    ("fidelity_rounds", "int", "", "paired rounds fidelity_ratio was taken from (0: timed one after the other)"),
 )
 WORKLOADS = {
     "fidelity": WorkloadRecord("suite.workloads.fidelity.workload:FIDELITY", FidelityParams, shaped=True,

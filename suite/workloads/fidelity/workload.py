@@ -1,15 +1,21 @@
-"""The suite's timer checked against a peer's: the same GEMM timed twice.
+"""The suite's timer checked against a peer's: the same GEMM timed by both, interleaved.
 
-A `fidelity` case is a `gemm` case whose `check()` (called once, untimed by the suite, before the
-suite's own measurement) also times the GEMM's callable with an independent harness, the peers'
-own timing loops, not a second copy of ours:
+A `fidelity` case is a `gemm` case with a *peer* (`Prepared.peer`): an independent harness, the
+peers' own timing loops, not a second copy of ours, that the runner interleaves with the suite's
+own batches in paired rounds (`suite.measure.timing.measure_paired`): each round one batch of the
+suite's loop and one block of the peer's, in a seeded random order, so both see the machine in the
+same state. Peers:
 - `timer`: `torch.utils.benchmark.Timer.blocked_autorange` (any device; host clock, with a
-  synchronize on CUDA; back-to-back calls, so the cache stays warm),
+  synchronize on CUDA; back-to-back calls, so the cache stays warm), one `blocked_autorange` of
+  about a round's slice per block (its own block size estimate and warm-up each time),
 - `do_bench`: `triton.testing.do_bench` (CUDA and triton; CUDA events, L2 flushed before each call),
 - `do_bench_cudagraph`: `triton.testing.do_bench_cudagraph` (CUDA graph replays, warm cache).
-The case's record then carries both medians and `fidelity_ratio` (suite median over the harness'
-median, from `derive` once the suite has measured), so the suite's agreement with its peers is a
-tracked result like any other.
+The case's record then carries both medians, `fidelity_ratio` (the median over the rounds of the
+suite's batch median over the peer's block median in the same round, with its interval) and
+`fidelity_ratio_medians` (suite median over peer median, the two windows' ratio), so the suite's
+agreement with its peers is a tracked result like any other. Where the suite's loop cannot pair
+(a call too slow for the case cap), the peer times one block after it and only the ratio of medians
+is known.
 
 Like is compared with like: the case's timing settings (`mode`, `cache`) must match what the harness
 does, or the case fails with a message saying which setting to change.
@@ -24,9 +30,10 @@ from typing import Callable
 
 import torch
 
-from suite.scenario.stop_rule import StopRule
 from suite.core.errors import Unsupported
-from suite.workloads.base import Prepared, Workload
+from suite.core.quantiles import median_interval, quantile
+from suite.scenario.stop_rule import StopRule
+from suite.workloads.base import Workload
 from suite.workloads.fidelity import FidelityParams
 from suite.workloads.gemm.workload import GEMM
 
@@ -39,7 +46,9 @@ class Harness:
     mode: str  # "eager" or "cuda_graph"
     needs_triton: bool
     needs_cuda: bool
-    run: Callable[[Callable[[], object], StopRule], dict[str, float]]
+    # One block of the peer's loop on fn for about `seconds` (`first`: the case's first block, which
+    # warms up as the peer does by default): (per-call ms of each of its samples, calls per sample).
+    block: Callable[[Callable[[], object], StopRule, float, bool], tuple[list[float], int]]
 
     def unsupported(self, device: torch.device) -> str | None:
         if self.needs_cuda and device.type != "cuda":
@@ -52,14 +61,13 @@ class Harness:
         return None
 
 
-def _timer(fn, rule: StopRule) -> dict[str, float]:
+def _timer(fn, rule: StopRule, seconds: float, first: bool) -> tuple[list[float], int]:
     from torch.utils.benchmark import Timer
 
     # Timer runs with 1 thread unless told otherwise; the suite times with torch's default.
     timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-    m = timer.blocked_autorange(min_run_time=rule.budget_s)
-    return {"ref_time_ms_median": m.median * 1e3, "ref_n_samples": len(m.times),
-            "ref_calls_per_sample": m.number_per_run}
+    m = timer.blocked_autorange(min_run_time=seconds)
+    return [t * 1e3 for t in m.times], m.number_per_run
 
 
 def _median_kwargs(bench) -> dict:
@@ -79,22 +87,23 @@ def _first(value) -> float:
     return float(value[0] if isinstance(value, (list, tuple)) else value)
 
 
-def _do_bench(fn, rule: StopRule) -> dict[str, float]:
+def _do_bench(fn, rule: StopRule, seconds: float, first: bool) -> tuple[list[float], int]:
     from triton.testing import do_bench
 
-    # warmup and rep are milliseconds; at least triton's defaults (25, 100), else the suite's own.
-    ms = do_bench(fn, warmup=max(25, int(rule.warmup_s * 1e3)), rep=max(100, int(rule.budget_s * 1e3)),
-                  **_median_kwargs(do_bench))
-    return {"ref_time_ms_median": _first(ms)}
+    # warmup and rep are milliseconds: triton's default warm-up (25 ms), or the suite's own, before
+    # the first block; later blocks follow the suite's batches, already warm.
+    warmup = max(25, int(rule.warmup_s * 1e3)) if first else 1
+    ms = do_bench(fn, warmup=warmup, rep=max(1, int(seconds * 1e3)), **_median_kwargs(do_bench))
+    return [_first(ms)], 1
 
 
-def _do_bench_cudagraph(fn, rule: StopRule) -> dict[str, float]:
+def _do_bench_cudagraph(fn, rule: StopRule, seconds: float, first: bool) -> tuple[list[float], int]:
     from triton.testing import do_bench_cudagraph
 
     # capture must not run on the default stream (older triton raises there)
     with torch.cuda.stream(torch.cuda.Stream()):
-        ms = do_bench_cudagraph(fn, rep=max(100, int(rule.budget_s * 1e3)), **_median_kwargs(do_bench_cudagraph))
-    return {"ref_time_ms_median": _first(ms)}
+        ms = do_bench_cudagraph(fn, rep=max(1, int(seconds * 1e3)), **_median_kwargs(do_bench_cudagraph))
+    return [_first(ms)], 1
 
 
 HARNESSES: dict[str, Harness] = {
@@ -127,6 +136,29 @@ def harness_for(case, device: torch.device) -> Harness:
     return harness
 
 
+class PeerTiming:
+    """The case's peer (`suite.workloads.base.Peer`): blocks of the harness' loop on the GEMM, and
+    the record columns from what the rounds gave."""
+
+    def __init__(self, harness: Harness, fn: Callable[[], object], rule: StopRule):
+        self.harness, self.fn, self.rule = harness, fn, rule
+        self.calls_per_sample = 0
+
+    def block(self, seconds: float) -> list[float]:
+        times, self.calls_per_sample = self.harness.block(self.fn, self.rule, seconds, not self.calls_per_sample)
+        return times
+
+    def columns(self, samples_ms: list[float], ratios: list[float], own_median_ms: float) -> dict[str, object]:
+        ref = quantile(sorted(samples_ms), 0.5) if samples_ms else None
+        medians = own_median_ms / ref if ref else None
+        low, high = median_interval(ratios) if ratios else (None, None)
+        return {"ref_time_ms_median": ref, "ref_n_samples": len(samples_ms),
+                "ref_calls_per_sample": self.calls_per_sample or None,
+                "fidelity_ratio": quantile(sorted(ratios), 0.5) if ratios else medians,
+                "fidelity_ratio_low": low, "fidelity_ratio_high": high, "fidelity_ratio_medians": medians,
+                "fidelity_rounds": len(ratios)}
+
+
 class Fidelity(Workload):
     name = "fidelity"
 
@@ -134,28 +166,9 @@ class Fidelity(Workload):
         harness = harness_for(case, device)
         gemm_case = dataclasses.replace(case, params={k: v for k, v in case.params.items() if k != "harness"})
         gemm = GEMM.prepare(gemm_case, precision, device)
-
-        reference: dict[str, float] = {}
-
-        def check():
-            metrics = gemm.check()  # first: the GEMM's first call compiles/allocates outside both timers
-            reference.update(harness.run(gemm.fn, case.timing))
-            return {**metrics, **reference}
-
-        def derive(median_s: float) -> dict[str, object]:
-            ref_ms = reference.get("ref_time_ms_median")
-            out = dict(gemm.derive(median_s)) if gemm.derive else {}
-            out["fidelity_ratio"] = median_s * 1e3 / ref_ms if ref_ms else None
-            return out
-
-        return Prepared(
-            fn=gemm.fn,
-            flops=gemm.flops,
-            bytes_moved=gemm.bytes_moved,
-            check=check,
-            extra={**gemm.extra, "ref_harness": harness.label, "ref_cache": harness.cache, "ref_mode": harness.mode},
-            derive=derive,
-        )
+        return dataclasses.replace(
+            gemm, extra={**gemm.extra, "ref_harness": harness.label, "ref_cache": harness.cache, "ref_mode": harness.mode},
+            peer=PeerTiming(harness, gemm.fn, case.timing))
 
 
 FIDELITY = Fidelity()
