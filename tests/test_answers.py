@@ -201,6 +201,17 @@ def test_a_terminal_gets_a_progress_bar_under_the_finished_cases(tiny_scenario):
     assert "\x1b[" in text  # drawn with the terminal's codes, which piped output never gets
     plain = progress.progress_for(2, 0, "cpu", io.StringIO())
     assert type(plain) is progress.Progress
+    # a setting's cases, timed together: the bar names them all, each line names its case
+    screen = io.StringIO()
+    bar = progress.TerminalProgress(2, screen, force_terminal=True)
+    bar.plan(cases)
+    bar.begin_unit(cases)
+    assert bar.running_label == progress.unit_label(cases) == "gemm 32x32x32: fp32, tf32"
+    for case in reversed(cases):
+        bar.end({"status": "skipped", "reason": "not here", "case_id": case.case_id})
+    bar.close()
+    text = screen.getvalue()
+    assert f"[1/2] {cases[1].label}: skipped" in text and f"[2/2] {cases[0].label}: skipped" in text
 
 
 def test_compare_json_has_the_documented_shape(tiny, tmp_path, capsys):

@@ -201,3 +201,88 @@ def test_the_committed_history_table_meets_the_targets():
             k, n = _share(row["power 20% (±1 run)"])
             assert n >= 100 and k >= 0.8 * n, (model, runs)
     assert "python -m benchmarks.calibrate --history" in text
+
+
+# --- drift within a run: sequential against paired timing --------------------------------------------------
+
+def test_a_paired_run_interleaves_each_settings_cases_in_rounds(tmpl):
+    rng = np.random.default_rng(SEED)
+    paired, sequential = calibrate.timeline(tmpl, rng, True), calibrate.timeline(tmpl, rng, False)
+    assert paired.shape == sequential.shape == (len(tmpl), calibrate.SAMPLES)
+    assert ((0 <= paired) & (paired < 1)).all() and ((0 <= sequential) & (sequential < 1)).all()
+    # one after another: each case's repetitions in a slot of their own, in plan order
+    assert (sequential[1:].min(axis=1) > sequential[:-1].max(axis=1)).all()
+    # paired: a setting's cases share one slot, round after round, one batch each a round
+    group = calibrate.settings_of(tmpl)
+    members = np.flatnonzero(group == 0)
+    per = calibrate.SAMPLES // calibrate.ROUNDS
+    starts = paired[members][:, ::per]  # each batch's first repetition
+    assert (starts.max(axis=0)[:-1] < starts.min(axis=0)[1:]).all()  # round r ends before round r + 1 begins
+    assert paired[members].max() < paired[np.flatnonzero(group == 1)].min()
+    orders = {tuple(np.argsort(starts[:, r])) for r in range(calibrate.ROUNDS)}
+    assert len(orders) > 1  # the order is drawn afresh each round
+
+
+def test_paired_rounds_recover_the_true_speedup_where_steps_move_the_ratio_of_medians(tmpl):
+    """A machine halving its speed three times a run and no other noise: each round's ratio sees one
+    speed, so the median of the rounds' ratios is the true speedup; the medians of cases timed one
+    after the other are taken at different speeds."""
+    noise = calibrate.Noise("steps", iid=0.0, steps=1.0, switches=3)
+    true = dict(zip(tmpl["case_id"], tmpl["true_ms"]))
+    wrong = 0
+    for i in range(5):
+        for paired in (True, False):
+            run = calibrate.synthetic_run(tmpl, noise, np.random.default_rng([SEED, i]), "r", paired=paired)
+            speed = run[run["case_id"] != run["baseline_case_id"]]
+            truth = np.array([true[b] / true[c] for c, b in zip(speed["case_id"], speed["baseline_case_id"])])
+            if paired:
+                assert speed["speedup_paired"].to_numpy() == pytest.approx(truth, rel=1e-9)
+            else:
+                assert speed["speedup_paired"].isna().all()
+                medians = dict(zip(run["case_id"], run["time_ms_median"]))
+                ratio = np.array([medians[b] / medians[c] for c, b in zip(speed["case_id"], speed["baseline_case_id"])])
+                wrong += int((np.abs(ratio / truth - 1) > 0.5).sum())
+    assert wrong > 0
+
+
+def test_under_steps_paired_timing_detects_far_smaller_changes(tmpl):
+    cell = calibrate.run_drift_cell(tmpl, calibrate.DRIFT_BY_NAME["steps 20%"], clean=3, planted=1, seed=SEED)
+    assert cell.median_detectable("paired") < 0.2 * cell.median_detectable("sequential")
+    assert cell.tests["paired"] == cell.tests["sequential"] == 60
+    assert cell.alarms["paired"] <= most_alarms(60) and cell.found["paired"] == cell.planted["paired"] == 5
+
+
+def _drift_rows(text: str) -> dict[str, dict[str, str]]:
+    section = text[text.index("<!-- begin drift -->"):text.index("<!-- end drift -->")]
+    lines = section.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| drift |"))
+    header = [h.strip() for h in lines[start].strip("|").split("|")]
+    rows = [dict(zip(header, (v.strip() for v in ln.strip("|").split("|")))) for ln in lines[start + 2:]
+            if ln.startswith("|")]
+    return {r["drift"]: r for r in rows}
+
+
+def _pct(cell: str) -> float:
+    return float(re.match(r"±?([\d.]+)%", cell).group(1)) / 100
+
+
+def test_the_committed_drift_table_shows_what_it_claims():
+    """The issue's table: the minimum detectable change at 3 runs per side, sequential against
+    paired, under the drift model; paired timing keeps false alarms rare and finds 20% slowdowns."""
+    text = (ROOT / "docs" / "calibration.md").read_text()
+    rows = _drift_rows(text)
+    assert set(rows) == set(calibrate.DRIFT_BY_NAME)
+    assert "python -m benchmarks.calibrate --drift" in text
+    for model, row in rows.items():
+        seq, paired = _pct(row["detectable sequential"]), _pct(row["detectable paired"])
+        k, n = _share(row["FA/case paired"])
+        assert n >= 1000 and k <= 0.01 * n, model
+        k, n = _share(row["power 20% paired"])
+        assert n >= 100 and k >= 0.8 * n, model
+        if calibrate.DRIFT_BY_NAME[model].switches:  # steps: what interleaving cancels
+            assert paired <= seq / 5, model
+        else:  # a slow trend barely separates neighbouring windows: both small
+            assert max(paired, seq) < 0.05, model
+    worst = max(rows.values(), key=lambda r: _pct(r["detectable sequential"]))
+    assert (f"Under `{worst['drift']}` a speedup timed sequentially must change by about "
+            f"{worst['detectable sequential']}") in " ".join(text.split())

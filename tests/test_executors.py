@@ -49,25 +49,39 @@ def test_the_options_and_the_device_choose_the_executor(monkeypatch):
 def test_a_launched_workload_runs_under_torchrun_wherever_its_case_lands(monkeypatch):
     launched = []
     monkeypatch.setattr(torchrun, "run_case", lambda c, device, meta: launched.append(c.workload) or {"status": "ok"})
-    assert executors.run_here(case("dist_train_step"), CPU, CpuClock(), META) == {"status": "ok"}
-    record = executors.run_here(case(), CPU, CpuClock(), META)  # measured here
+    assert executors.run_here(Unit((case("dist_train_step"),)), CPU, CpuClock(), META) == [{"status": "ok"}]
+    [record] = executors.run_here(Unit((case(),)), CPU, CpuClock(), META)  # measured here
     assert launched == ["dist_train_step"] and record["status"] == "ok" and record["n_samples"] >= 3
+    # a launched setting: one launch per case, one after another, and the records say so
+    two = Unit((case("dist_train_step"), case("dist_train_step", "bf16")))
+    group = min(c.case_id for c in two.cases)
+    assert executors.run_here(two, CPU, CpuClock(), META) == [
+        {"status": "ok", "pairing": "sequential", "pairing_note": executors.LAUNCHED_NOTE, "pairing_group": group}] * 2
     if not torch.cuda.is_available():  # a Ray worker on a node without the GPU asked for
-        skipped = executors.run_here(case(), torch.device("cuda"), None, META)
+        [skipped] = executors.run_here(Unit((case(),)), torch.device("cuda"), None, META)
         assert (skipped["status"], skipped["reason"]) == ("skipped", "no CUDA device: torch.cuda.is_available() is False")
 
 
 def test_a_unit_of_several_cases_yields_a_record_per_case_in_order():
-    """Issue #26 makes a unit a setting's cases timed together; the interface already carries them."""
-
     class Echo(OneByOne):
-        def run_case(self, c, run_meta, progress):
-            return {"case_id": c.case_id, **run_meta}
+        def run_unit(self, unit, run_meta, progress):
+            return [{"case_id": c.case_id, **run_meta} for c in unit.todo]
 
     cases = [case(size=s) for s in (16, 32, 48)]
     records = list(Echo().run([Unit(tuple(cases[:2])), Unit((cases[2],))], {"run_id": "r"}))
     assert [r["case_id"] for r in records] == [c.case_id for c in cases] and {r["run_id"] for r in records} == {"r"}
-    assert units(cases) == [Unit((c,)) for c in cases]  # today: one case each
+
+
+def test_units_are_the_settings_and_a_resumed_run_keeps_its_journaled_cases_as_partners():
+    """A unit is a setting: a baseline and the precisions measured against it, at one shape; a case
+    already in the journal of a resumed run is timed again beside the others but gets no record."""
+    cases = [case(size=s, precision=p) for s in (16, 32) for p in ("fp32", "bf16", "fp16")]
+    assert units(cases) == [Unit(tuple(cases[:3])), Unit(tuple(cases[3:]))]
+    resumed = units(cases, done={cases[0].case_id, cases[3].case_id, cases[4].case_id, cases[5].case_id})
+    assert resumed == [Unit(tuple(cases[:3]), frozenset({cases[0].case_id}))]
+    assert resumed[0].todo == tuple(cases[1:3])
+    lone = plan.Case("ex", "gemm", "fp32", None, 8, 8, 8, params={}, seed=0, timing=FAST, device="cpu")
+    assert units([lone, *cases[:3]]) == [Unit((lone,)), Unit(tuple(cases[:3]))]
 
 
 def test_every_case_of_a_missing_device_is_a_skipped_record_with_the_contract():

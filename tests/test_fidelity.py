@@ -1,5 +1,5 @@
-"""The fidelity workload: the same GEMM timed by an independent harness (in its untimed check) and
-by the suite (through the runner), with the ratio recorded. Speed itself is never asserted here:
+"""The fidelity workload: the same GEMM timed by an independent harness (the case's peer) and by the
+suite, interleaved in rounds by the runner, with the ratio recorded. Speed itself is never asserted here:
 the 0.9-1.1 agreement is measured by running `scenarios/fidelity.toml` (see the README)."""
 
 from __future__ import annotations
@@ -50,24 +50,41 @@ def test_gpu_harnesses_are_skipped_on_a_cpu():
         fidelity.harness_for(cases("do_bench_cudagraph", mode="cuda_graph", cache="warm")[0], CPU)
 
 
-def test_check_times_the_same_gemm_with_torch_benchmark():
+def test_the_peer_times_the_same_gemm_with_torch_benchmark_block_by_block():
     threads = torch.get_num_threads()
     case = cases("timer")[0]
     prepared = fidelity.FIDELITY.prepare(case, FP32, CPU)
-    metrics = prepared.check()
+    assert prepared.check_output is not None  # the GEMM's own check: its first call is the timed one
+    metrics = prepared.check_output(prepared.fn())
     assert metrics["rel_err"] < 1e-5  # fp32 GEMM vs float64: ~1e-7 (see tests for gemm)
-    assert metrics["ref_time_ms_median"] > 0 and metrics["ref_n_samples"] >= 1
+    times = prepared.peer.block(0.02)
+    assert times and all(t > 0 for t in times) and prepared.peer.calls_per_sample >= 1
     assert prepared.extra == {"ref_harness": "torch.utils.benchmark.Timer.blocked_autorange",
                               "ref_cache": "warm", "ref_mode": "eager"}
     assert prepared.flops == 2 * 48 * 32 * 40
     assert torch.get_num_threads() == threads  # Timer restores the thread count it sets
 
 
-def test_runner_records_both_medians_and_their_ratio():
+def test_the_peers_columns_come_from_the_rounds():
+    peer = fidelity.PeerTiming(fidelity.HARNESSES["timer"], lambda: None, cases("timer")[0].timing)
+    peer.calls_per_sample = 10
+    out = peer.columns([1.0, 2.0, 2.0, 4.0], [1.1, 0.9, 1.0, 1.2, 0.95], own_median_ms=3.0)
+    assert out["ref_time_ms_median"] == 2.0 and out["ref_n_samples"] == 4 and out["ref_calls_per_sample"] == 10
+    assert out["fidelity_ratio"] == 1.0 and out["fidelity_rounds"] == 5  # the rounds' median, not 3 / 2
+    assert (out["fidelity_ratio_low"], out["fidelity_ratio_high"]) == (0.9, 1.2)  # five rounds: their range
+    assert out["fidelity_ratio_medians"] == 1.5
+    alone = peer.columns([2.0], [], own_median_ms=3.0)  # not interleaved: the ratio of medians
+    assert alone["fidelity_ratio"] == alone["fidelity_ratio_medians"] == 1.5 and alone["fidelity_rounds"] == 0
+
+
+def test_runner_interleaves_the_suite_and_its_peer_and_records_both():
     meta = {"run_id": "r", "device": "cpu", "device_name": "cpu"}
     record = inprocess.run_case(cases("timer")[0], CPU, CpuClock(), meta)
     assert record["status"] == "ok", record["reason"]
-    assert record["fidelity_ratio"] == pytest.approx(record["time_ms_median"] / record["ref_time_ms_median"])
+    assert record["pairing"] == "paired" and record["pairing_note"] is None  # with its peer
+    assert record["fidelity_rounds"] >= FAST["min_samples"]
+    assert record["fidelity_ratio_low"] <= record["fidelity_ratio"] <= record["fidelity_ratio_high"]
+    assert record["fidelity_ratio_medians"] == pytest.approx(record["time_ms_median"] / record["ref_time_ms_median"])
     assert record["timing_mode"] == "eager" and record["cache"] == "warm"
     assert record["stop_reason"] in ("converged", "budget", "max_samples")
     assert record["warmup_reason"] in ("settled", "cap") and record["rel_spread"] >= 0

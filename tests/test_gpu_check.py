@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from suite.measure.executors import protocol
+from suite.measure.executors.base import Unit
 from suite.core import jsonl
 from suite.scenario import plan, spec
 from suite.scenario.stop_rule import StopRule
@@ -173,8 +174,7 @@ def worker_run(tmp_path_factory):
     """The check's cases, shrunk, through the CUDA worker's own loop (`child --serve`) on the CPU,
     with every import traced: (records, the worker's stderr)."""
     meta = {"run_id": "20261201T000000Z-abcdef", "device": "cpu", "device_name": "cpu", "torch_version": "x"}
-    requests = b"".join(jsonl.encode({"case": protocol.case_to_json(case), "device": "cpu", "run_meta": meta})
-                        for case in cpu_stand_ins())
+    requests = b"".join(protocol.request(Unit((case,)), "cpu", meta) for case in cpu_stand_ins())
     env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "suite.measure.executors.child", "--serve"], input=requests, env=env,
                           cwd=tmp_path_factory.mktemp("worker"), capture_output=True, timeout=600)

@@ -153,7 +153,7 @@ class DtypeClock(VirtualClock):
 def setting(precisions=("fp32", "bf16", "fp16"), **timing):
     from suite.measure.timing import StopRule
 
-    rule = StopRule(**{"budget_s": 0.5, "warmup_s": 0.0, "target_rel_ci": 1e-9, **timing})
+    rule = StopRule(**{"budget_s": 0.1, "warmup_s": 0.0, "target_rel_ci": 1e-9, **timing})
     return [plan.Case("paired", "gemm", p, "fp32", 64, 64, 64, params={}, seed=0, timing=rule, device="cpu")
             for p in precisions]
 
@@ -235,7 +235,7 @@ def test_a_case_whose_calls_fail_mid_rounds_is_failed_and_the_others_are_kept(mo
 
         def call():
             calls["n"] += 1
-            if calls["n"] > 40:
+            if calls["n"] > 20:  # after its check and warm-up, in the rounds
                 raise RuntimeError("illegal memory access")
             return fn()
         return call
@@ -263,3 +263,9 @@ def test_partners_are_timed_but_give_no_record():
     bf16, fp16 = inprocess.run_setting(cases, CPU, clock, META, partners=frozenset({cases[0].case_id}))
     assert (bf16["precision"], fp16["precision"]) == ("bf16", "fp16")
     assert bf16["speedup_paired"] == pytest.approx(2.0)
+
+
+def test_a_case_whose_baseline_is_not_in_the_run_says_why_it_has_no_paired_speedup():
+    (bf16,) = inprocess.run_setting(setting(("bf16",)), CPU, DtypeClock({}), META)  # e.g. `run --only precision=bf16`
+    assert bf16["status"] == "ok" and bf16.get("pairing") is None and bf16.get("speedup_paired") is None
+    assert bf16["pairing_note"] == "its baseline fp32 was not timed with it"

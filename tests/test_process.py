@@ -49,7 +49,7 @@ if mode == "segv":  # a segfault inside the workload, after the case has started
 from suite.measure.executors import child, protocol
 from suite.core import jsonl
 if mode == "abort_at_exit":  # the case is done and its record sent, then a library's teardown crashes
-    case = protocol.case_from_json(jsonl.decode(sys.stdin.buffer.read())["case"])
+    case = protocol.unit_of(jsonl.decode(sys.stdin.buffer.read())).cases[0]
     sys.stdout.buffer.write(jsonl.encode({"case_id": case.case_id, "status": "ok", "n_samples": 3}))
     sys.stdout.flush()
     os.abort()
@@ -87,6 +87,19 @@ def test_a_segfault_is_one_failed_case(child):
     assert record["reason"] == "crashed: signal 11 (SIGSEGV)"
     assert "Segmentation fault" in record["isolate_log"]  # faulthandler's dump from the child
     assert record["case_id"] == case("segfault").case_id
+
+
+def test_a_setting_whose_process_crashes_runs_each_case_again_alone(child):
+    """A unit (a setting's cases, timed together in one process) that segfaults costs only the case
+    that crashes: each case without a record runs again in a process of its own, and says so."""
+    from suite.measure.executors.base import Unit
+
+    ok, bad = case(), case("segfault", "bf16")
+    records = Process("cpu", timeout_s=120, command=child("segv")).run_unit(Unit((ok, bad)), META)
+    assert [r["case_id"] for r in records] == [ok.case_id, bad.case_id]
+    assert records[0]["status"] == "ok" and records[0]["isolated"]
+    assert records[0]["pairing_note"].startswith("the process timing its setting together crashed (signal 11")
+    assert records[1]["status"] == "failed" and records[1]["reason"] == "crashed: signal 11 (SIGSEGV)"
 
 
 def test_an_exit_without_a_record_names_the_status_and_last_log_line(child):
@@ -220,6 +233,21 @@ def test_a_sticky_cuda_error_costs_one_case_and_the_worker_is_replaced():
     assert cuda_worker.poisoned({"status": "failed", "reason": f"RuntimeError: {STICKY_ERROR}"}, torch.device("cpu"))
     assert not cuda_worker.poisoned({"status": "failed", "reason": "RuntimeError: shapes cannot be multiplied"},
                                 torch.device("cpu"))
+
+
+def test_a_worker_that_dies_timing_a_setting_runs_each_case_again_alone():
+    from suite.measure.executors.base import Unit
+
+    cases = sticky_cases("ok", "segv", "ok")
+    worker = sticky_worker()
+    try:
+        records = worker.run_unit(Unit(tuple(cases)), META)
+    finally:
+        worker.close()
+    assert [r["status"] for r in records] == ["ok", "failed", "ok"]
+    assert records[1]["reason"].startswith("crashed: signal 11 (SIGSEGV)")
+    assert all("crashed (signal 11 (SIGSEGV)): run again alone" in r["pairing_note"] for r in records[::2])
+    assert worker.started == 3  # the unit's; after it died, one for the cases alone up to the segfault, one after
 
 
 def test_an_isolated_case_runs_with_the_runs_threads_setting(write_scenario, tmp_path):

@@ -15,13 +15,19 @@ META = {"run_id": "r1", "device": "cpu", "device_name": "test cpu"}
 
 
 def test_progress_lines(tiny_scenario):
+    """A setting's cases are timed together: a line names them as they begin, then each case's line
+    as it ends."""
     out = io.StringIO()
     run_cases(plan.expand(tiny_scenario), META, shown.Progress(8, out))
     lines = out.getvalue().splitlines()
-    assert len(lines) == 8
-    assert lines[0].startswith("[1/8] gemm fp32 32x32x32 ... ok")
+    assert len(lines) == 2 + 8
+    assert lines[0] == "[1-4/8] gemm 32x32x32: fp32, tf32, bf16, fp16, timed together ..."
+    assert lines[1].startswith("[1/8] gemm fp32 32x32x32: ok")
+    assert "skipped: TF32" in lines[2] and lines[2].startswith("[2/8] gemm tf32 32x32x32: ")
+    assert lines[5] == "[5-8/8] gemm 64x64x64: fp32, tf32, bf16, fp16, timed together ..."
     assert "elapsed" in lines[-1] and "left" in lines[-1]
-    assert "skipped: TF32" in lines[1]
+    paired = [line for line in lines if "x paired" in line]
+    assert all(" bf16 " in line or " fp16 " in line for line in paired)  # a speedup from the rounds
 
 
 def test_the_estimate_weighs_cases_by_their_work(tiny_scenario):

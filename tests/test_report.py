@@ -153,6 +153,18 @@ def test_capped_cases_and_stalls_are_counted():
     assert "stalls: 10% of samples over 2x the median" in rows[2]["status"]
 
 
+def test_settings_timed_one_case_after_another_are_counted_with_why():
+    df = cpu_run("avx2")
+    note = "one bf16 call takes 60x one fp32 call (more than 100x: a slow path)"
+    df["pairing"], df["pairing_group"] = "sequential", ["a", "a", "b", "b"]
+    df["pairing_note"] = note
+    line = next(line for line in summary.headline(df) if "one case after another" in line)
+    assert line == (f"2 setting(s) were timed one case after another, not in paired rounds, so their speedups are "
+                    f"ratios of medians only; e.g. {note}.")
+    df["pairing"] = "paired"
+    assert not any("one case after another" in line for line in summary.headline(df))
+
+
 def test_a_partial_run_says_so_first(tmp_path):
     from suite.results import store
 

@@ -144,6 +144,40 @@ def test_resume_refuses_a_changed_scenario_or_another_machine(slow, capsys, monk
     assert "torch_version = '1.0.0'" in err and err.count("\n") == 1
 
 
+def test_a_setting_journaled_in_part_resumes_with_its_journaled_cases_as_partners(slow, monkeypatch):
+    """Stopped between two records of one setting (fp32 at 64^3 journaled, bf16 not): the resumed
+    run times bf16 with fp32 beside it again (no second fp32 record), so bf16 still has its speedup
+    from paired rounds."""
+    from suite import pipeline
+    from suite.measure.executors.base import OneByOne
+
+    scenario, results, case_ids = slow
+    original = OneByOne.run
+
+    def stopped_after_three(self, units, meta, progress=None):
+        for i, record in enumerate(original(self, units, meta, progress)):
+            yield record
+            if i == 2:
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(OneByOne, "run", stopped_after_three)
+    request = pipeline.RunRequest(spec.load(scenario), results, None, progress=False)
+    with pytest.raises(pipeline.RunInterrupted) as stopped:
+        pipeline.run(request)
+    assert stopped.value.done == 3
+    monkeypatch.setattr(OneByOne, "run", original)
+    resumed = pipeline.run(pipeline.RunRequest(spec.load(scenario), results, None, progress=False,
+                                               resume=stopped.value.run_id))
+    df = resumed.records
+    assert list(df["case_id"]) == case_ids  # each case once
+    last = df.iloc[-1]
+    assert last["precision"] == "bf16" and last["pairing_group"] == min(case_ids[2:])  # timed with fp32
+    if last["pairing"] == "paired":
+        assert last["speedup_paired"] > 0
+    else:  # a machine this busy can make one warm-up look like a slow path: the record says so
+        assert last["pairing"] == "sequential" and "x one fp32 call" in last["pairing_note"]
+
+
 class Signalled:
     """A workload whose case receives `sig` while it runs: SIGTERM as from a batch scheduler (or
     SIGHUP as from a closed terminal)."""

@@ -41,7 +41,7 @@ def headline(df: pd.DataFrame, families: list[dict] | None = None) -> list[str]:
     cause, cases cut short by the cap, stalls) and what was not measured and why."""
     lines = (_partial_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df)
              + crossover.answer_lines(df, families) + update.update_answers(df) + _implausible_lines(df)
-             + _unusual_lines(df))
+             + _unusual_lines(df) + _sequential_lines(df))
     missing = answers.not_measured(df)
     return lines + ([missing] if missing else [])
 
@@ -110,3 +110,19 @@ def _unusual_lines(df: pd.DataFrame) -> list[str]:
                      f"{derived.STALL_FACTOR:g}x the median): threads descheduled on a busy machine? "
                      "`--threads 1` steadies them.")
     return lines
+
+
+def _sequential_lines(df: pd.DataFrame) -> list[str]:
+    """Settings timed one case after another rather than in paired rounds (`pairing` sequential):
+    how many, and why (the commonest reason, with its numbers)."""
+    if "pairing" not in df:
+        return []
+    seq = df[df["pairing"] == "sequential"]
+    if seq.empty:
+        return []
+    settings = seq.drop_duplicates(["run_id", "pairing_group"])
+    notes = settings["pairing_note"].dropna()
+    why = f"; e.g. {notes.value_counts().index[0]}" if len(notes) else ""
+    return [f"{len(settings)} setting(s) were timed one case after another, not in paired rounds, so their "
+            f"speedups are ratios of medians only{why}."]
+

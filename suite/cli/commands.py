@@ -90,10 +90,11 @@ RUN = [
         "whose CUDA is broken; the records are stored either way"),
     arg("--resume", metavar="RUN_ID", type=arguments.run_id,
         help="finish an interrupted run: run only the cases missing from its journal"),
-    arg("--isolate", action="store_true", help="run each case in its own subprocess, so a crash or hang costs one case"),
+    arg("--isolate", action="store_true", help="run each setting (a baseline and the precisions against it, timed "
+        "together) in its own subprocess, so a crash costs one case and a hang one setting"),
     arg("--case-timeout", metavar="SECONDS", type=arguments.seconds,
-        help=f"fail a case that runs longer, with --isolate (default: {DEFAULT_TIMEOUT_S:g}) or in a "
-        "CUDA run's worker (default: 10 case caps, at least 300)"),
+        help=f"fail a case that runs longer (a setting: this times its cases), with --isolate (default: "
+        f"{DEFAULT_TIMEOUT_S:g}) or in a CUDA run's worker (default: 10 case caps, at least 300)"),
     arg("--threads", metavar="N", type=arguments.threads,
         help="torch's intra-op CPU threads for the run (default: the scenario's `threads`, else "
         "torch's default of one per core); recorded as cpu_threads"),

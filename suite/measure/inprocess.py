@@ -137,6 +137,8 @@ def _time_together(ready: list[_Member], members: list[_Member], device: torch.d
     if len(members) > 1 or peer is not None:
         for i, member in enumerate(ready):
             member.record.update(_pairing(members, ready, result, i))
+    elif ready[0].case.baseline_case_id not in (None, ready[0].case.case_id):  # its baseline is not in the run
+        ready[0].record["pairing_note"] = f"its baseline {ready[0].case.baseline} was not timed with it"
 
 
 def _finish(member: _Member, result: Paired, i: int, sampler, device: torch.device) -> None:

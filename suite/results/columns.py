@@ -71,7 +71,7 @@ CORE: list[Column] = [
         ("first_call_kept", "bool", "", "a slow case kept its first call as a sample"),
         ("case_cap_s", "float", "s", "the whole-case cap in force"),
         ("check_s", "float", "s", "the accuracy check's wall time (with the first call, where it is the checked one)"),
-        ("case_s", "float", "s", "the whole case's wall time"),
+        ("case_s", "float", "s", "the whole case's wall time (a case timed with its setting: the setting's)"),
         ("timer", "string", "", "perf_counter (CPU) or cuda_event"),
         ("timing_mode", "string", "", "eager or cuda_graph"),
         ("cache", "string", "", "cold (flushed before each call) or warm"),

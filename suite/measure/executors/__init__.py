@@ -4,8 +4,8 @@
 `choose` picks the run's executor from the run's options and device:
 - `ray_cluster.RayCluster` (`--executor ray`): the cases on the workers of a Ray cluster;
 - `base.Unavailable`: the device asked for is missing, so every case is recorded as skipped;
-- `process.Process` (`--isolate`): a fresh subprocess per case, with a time limit;
-- `cuda_worker.CudaWorker` (a CUDA run): one worker process, replaced after a case that poisons it;
+- `process.Process` (`--isolate`): a fresh subprocess per unit, with a time limit;
+- `cuda_worker.CudaWorker` (a CUDA run): one worker process, replaced after a unit that poisons it;
 - `thread.InThread` (otherwise): here, on one worker thread, so Ctrl-C is heard at once.
 Wherever a unit lands (this process, a child, a Ray worker), `run_here` runs it: the cases of a
 `launched` workload as one torchrun launch of its ranks each (`torchrun`, `rank`), any other
@@ -51,8 +51,9 @@ def run_here(unit, device, clock, run_meta: dict) -> list[dict]:
 
         out = [torchrun.run_case(case, device, run_meta) for case in unit.todo]
         if len(unit.cases) > 1:
+            group = min(case.case_id for case in unit.cases)
             for record in out:
-                record.update(pairing="sequential", pairing_note=LAUNCHED_NOTE)
+                record.update(pairing="sequential", pairing_note=LAUNCHED_NOTE, pairing_group=group)
         return out
     from suite.measure import inprocess
 
