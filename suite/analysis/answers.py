@@ -8,6 +8,7 @@ case, and their errors are against the same reference.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis import derived
+from suite.scenario import registry
 from suite.errors import UserError
 
 
@@ -112,9 +114,22 @@ def largest_setting_answers(df: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _named(g: pd.DataFrame) -> pd.DataFrame:
+    """The rows with `precision` naming, where a precision has several cases in the setting (its
+    own parameters swept), the parameters that tell them apart: 'nvfp4 tensor_scale=False'."""
+    g = g.copy()
+    words = g["params"].map(lambda p: set(f"{k}={v}" for k, v in (json.loads(p) if isinstance(p, str) else {}).items()))
+    for precision, rows in g.groupby("precision", sort=False):
+        if len(rows) > 1:
+            common = set.intersection(*words[rows.index])
+            g.loc[rows.index, "precision"] = [" ".join([precision, *sorted(words[i] - common)]) for i in rows.index]
+    return g
+
+
 def _answer(workload: str, g: pd.DataFrame, label: str) -> list[str]:
     baseline = g["baseline"].dropna()
     baseline = str(baseline.iloc[0]) if len(baseline) else None
+    g = _named(g)
     ok = g[g["status"] == "ok"]
     emulated = derived.is_emulated(ok)
     timed = ok[~emulated & ok["speedup"].notna() & (ok["precision"] != baseline)]
@@ -132,6 +147,56 @@ def _answer(workload: str, g: pd.DataFrame, label: str) -> list[str]:
     parts += [f"{r['precision']} numerics only, emulated ({_err(r)})" for _, r in ok[emulated].iterrows()]
     parts += [f"{r['precision']} {r['status']} ({short(r.get('reason'))})" for _, r in g[g["status"] != "ok"].iterrows()]
     return [f"{workload} at {label}: " + "; ".join(parts) + "."] if parts else []
+
+
+def versus_answers(df: pd.DataFrame) -> list[str]:
+    """Per workload that declares `versus` (e.g. grouped GEMMs against a per-expert loop), in the
+    newest run: each precision's measured `versus_speedup`, its geomean and its extremes with the
+    `along` value (the load imbalance) each was measured at."""
+    df = derived.with_versus(derived.with_speedups(df[df["run_id"] == df["run_id"].max()]))
+    lines = []
+    for workload, record in registry.WORKLOADS.items():
+        versus = record.versus
+        rows = df[(df["workload"] == workload) & df["versus_speedup"].notna()] if versus else df.iloc[:0]
+        rows = rows[~derived.is_emulated(rows)]
+        if rows.empty or versus.along not in rows:
+            continue
+        parts = []
+        for precision, g in rows.groupby("precision", sort=False):
+            low, high = g.loc[g["versus_speedup"].idxmin()], g.loc[g["versus_speedup"].idxmax()]
+            parts.append(f"{precision} {derived.geomean(g['versus_speedup']):.3g}x (geomean of {len(g)}; "
+                         f"{float(low['versus_speedup']):.3g}x at {versus.along} {float(low[versus.along]):.3g} to "
+                         f"{float(high['versus_speedup']):.3g}x at {float(high[versus.along]):.3g})")
+        lines.append(f"{workload} against {versus.param}={versus.value} (its time over each case's): "
+                     + "; ".join(parts) + ".")
+    return lines
+
+
+def trend_answers(df: pd.DataFrame) -> list[str]:
+    """Per workload that declares a `trend` (e.g. SQNR against the outlier's magnitude), in the
+    newest run: each precision's (and parameter variant's) value at the smallest and the largest
+    swept x, where it was measured at three or more."""
+    newest = df[df["run_id"] == df["run_id"].max()]
+    lines = []
+    for workload, record in registry.WORKLOADS.items():
+        trend = record.trend
+        rows = newest[(newest["workload"] == workload) & (newest["status"] == "ok")] if trend else newest.iloc[:0]
+        if rows.empty or trend.x not in rows or trend.y not in rows:
+            continue
+        rows = rows[rows[trend.y].notna()]
+        rest = rows["params"].map(lambda p: derived._params_without(p, trend.param))
+        lines_of = [g.sort_values(trend.x) for _, g in rows.groupby([rows["precision"], rest], sort=False)
+                    if g[trend.x].nunique() >= 3]
+        if not lines_of:
+            continue
+        named = _named(pd.concat([g.iloc[[0]].assign(params=rest[g.index[0]]) for g in lines_of]))["precision"]
+        parts = [f"{name} {float(g[trend.y].iloc[0]):.3g} to {float(g[trend.y].iloc[-1]):.3g}"
+                 for name, g in zip(named, lines_of)]
+        if parts:
+            lo, hi = rows[trend.x].min(), rows[trend.x].max()  # each line's own ends may lie inside
+            lines.append(f"{workload}: {trend.what} at the smallest and the largest {trend.x} measured "
+                         f"({lo:g} to {hi:g}): " + "; ".join(parts) + ".")
+    return lines
 
 
 def short(reason, width: int = 72) -> str:

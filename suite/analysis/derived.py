@@ -69,7 +69,35 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
         return df
     contract = {c.name for c in columns.COLUMNS if c.contract}
     keep = [c for c in df.columns if c not in SAMPLE_COLUMNS and (c in contract or df[c].notna().any())]
-    return with_speedups(df[keep].assign(stall_share=stalls(df)))
+    return with_versus(with_speedups(df[keep].assign(stall_share=stalls(df))))
+
+
+def with_versus(df: pd.DataFrame) -> pd.DataFrame:
+    """Add `versus_speedup` where a workload declares `versus` (param, value): the median time of
+    the case differing from this one only in `param` = `value` (same run, device, precision and
+    shape) over this case's, e.g. a grouped GEMM's loop of per-expert GEMMs over the grouped call.
+    Null elsewhere, and on the reference cases themselves."""
+    if "versus_speedup" in df:
+        return df
+    df = df.copy(deep=False)
+    out = pd.Series(np.nan, index=df.index)
+    for workload, record in registry.WORKLOADS.items():
+        versus = record.versus
+        rows = df[(df["workload"] == workload) & (df["status"] == "ok")] if versus else df.iloc[:0]
+        if rows.empty:
+            continue
+        value = rows["params"].map(lambda p: str((json.loads(p) if isinstance(p, str) else {}).get(versus.param)))
+        parts = [rows[c].astype(str) for c in ("run_id", "device_name", "precision", "m", "k", "n") if c in rows]
+        key = rows["params"].map(lambda p: _params_without(p, versus.param))
+        for part in parts:
+            key = part + "|" + key
+        time_ms = pd.to_numeric(rows["time_ms_median"], errors="coerce")
+        is_ref = value == versus.value
+        reference = pd.Series(time_ms[is_ref].to_numpy(), index=key[is_ref].to_numpy())
+        reference = reference[~reference.index.duplicated()]
+        out.loc[rows.index[~is_ref]] = (key[~is_ref].map(reference) / time_ms[~is_ref]).to_numpy()
+    df["versus_speedup"] = out
+    return df
 
 
 def is_emulated(df: pd.DataFrame) -> pd.Series:

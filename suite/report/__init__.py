@@ -136,7 +136,7 @@ def headline(df: pd.DataFrame, families: list[dict] | None = None) -> list[str]:
     of the fp32-master loss and at what bytes per parameter: `suite.analysis.update`); then what makes the numbers unusual (a slow path and its
     cause, cases cut short by the cap, stalls) and what was not measured and why."""
     lines = (_partial_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df)
-             + crossover.answer_lines(df, families) + update.update_answers(df) + _implausible_lines(df)
+             + answers.versus_answers(df) + answers.trend_answers(df) + crossover.answer_lines(df, families) + update.update_answers(df) + _implausible_lines(df)
              + _unusual_lines(df))
     missing = answers.not_measured(df)
     return lines + ([missing] if missing else [])

@@ -72,6 +72,10 @@ CORE: list[Column] = [
         ("bytes_moved", "float", "B", "bytes one call reads and writes at least"),
         ("gbps", "float", "GB/s", "bytes_moved / median time"),
         ("emulated", "bool", "", "numerics real, speed not (FP8 on a CPU): never shown as speed"),
+        ("gemm_path", "string", "", "how a block-scaled recipe's GEMMs ran: torchao-emulated (torchao quantizes, "
+                                    "dequantizes to bf16 and multiplies in bf16), qdq-fp32 (torchao's quantize-"
+                                    "dequantize around a float32 GEMM, where torchao has no emulated path), "
+                                    "torchao-kernel (the format's own GEMM); null for formats multiplied as they are"),
         ("matmul_flags", "string", "", "the float32 and reduced-precision matmul flags in force during the case"),
         ("compile_s", "float", "s", "the first (compiling) call of a torch.compile'd case"),
     ),

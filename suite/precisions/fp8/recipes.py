@@ -41,6 +41,7 @@ from suite.precisions.fp8 import numerics as q
 from suite.errors import Unsupported
 from suite.precisions.fp8 import FP8GemmParams, FP8TensorwiseParams
 from suite.precisions.base import Precision
+from suite.precisions.grouped import grouped_mm
 
 
 
@@ -58,6 +59,20 @@ def fp8_device_reason(device: torch.device) -> str | None:
     major, minor = torch.cuda.get_device_capability(device)
     if (major, minor) < (8, 9):
         return f"FP8 tensor cores need compute capability >= 8.9 (Ada, Hopper); this GPU is {major}.{minor}"
+    return None
+
+
+def scaled_grouped_reason(device: torch.device) -> str | None:
+    """Why `device` cannot run FP8 rowwise grouped GEMMs, or None (a CPU emulates them). torch's own
+    gate for torch._scaled_grouped_mm is compute capability 9.x or 10.x exactly
+    (aten/src/ATen/native/cuda/GroupedBlas.cpp, _scaled_mm_allowed_device): not 8.9, not 12.0."""
+    if device.type != "cuda":
+        return None
+    if not hasattr(torch, "_scaled_grouped_mm"):
+        return f"torch {torch.__version__} has no torch._scaled_grouped_mm (PyTorch 2.8 or newer)"
+    major, minor = torch.cuda.get_device_capability(device)
+    if major not in (9, 10):
+        return f"torch._scaled_grouped_mm needs compute capability 9.0 or 10.x; this GPU is {major}.{minor}"
     return None
 
 
@@ -109,6 +124,12 @@ class ScaledFloat8(Precision):
 
     def operand_bytes(self):
         return 1  # float8 operands; the bf16 output is counted at the precision's dtype
+
+    def operand_values(self, a):
+        return q.quantize(a.to(self.dtype), self.granularity, q.E4M3, self.pow2_scales, q.ACTIVATION_BLOCK).dequantize()
+
+    def scale_block(self):
+        return q.ACTIVATION_BLOCK[1] if self.granularity == "block" else None
 
     # --- GEMM level -----------------------------------------------------------------------------
 
@@ -185,6 +206,42 @@ class ScaledFloat8(Precision):
             return out if np_ == n else out[:, :n]
 
         return quantize_and_multiply
+
+    # --- grouped GEMMs (MoE experts) ---------------------------------------------------------------
+
+    def grouped_gemm(self, x, w, offs, params):
+        """Every expert's GEMM in one call, rowwise scaled: A per row (M,), each expert's weight per
+        output column (E, N), as torchao's FP8 MoE training does. On compute capability 9.x and
+        10.x `torch._scaled_grouped_mm` (bf16 out); on a CPU the same quantized operands,
+        dequantized into a float32 `torch._grouped_mm` (emulation: real numerics)."""
+        if self.granularity != "rowwise":
+            raise Unsupported(f"{self.name}: FP8 grouped GEMMs take rowwise scales (torch._scaled_grouped_mm, "
+                              "torchao's FP8 MoE training): the rowwise recipes run them")
+        opts = FP8GemmParams.of(params)
+        experts, k, n = w.shape
+        self.check_alignment(k, n, pad=False)
+        reason = scaled_grouped_reason(x.device)
+        if reason or opts.pad:
+            raise Unsupported(reason or "pad is a setting of single GEMMs; grouped GEMMs need K and N aligned")
+        a_hp, w_nk = x.to(self.dtype), w.transpose(1, 2).contiguous().to(self.dtype)  # (E, N, K)
+
+        def quantized() -> tuple[q.Quantized, q.Quantized]:
+            return (q.quantize(a_hp, "rowwise", q.E4M3, self.pow2_scales),
+                    q.quantize(w_nk.reshape(experts * n, k), "rowwise", q.E4M3, self.pow2_scales))
+
+        def multiply(qa: q.Quantized, qw: q.Quantized) -> torch.Tensor:
+            if x.device.type == "cuda":
+                b = qw.data.view(experts, n, k).transpose(-2, -1)  # column-major per expert
+                return torch._scaled_grouped_mm(qa.data, b, qa.inv_scale.view(-1), qw.inv_scale.view(experts, n),
+                                                offs=offs, out_dtype=torch.bfloat16,
+                                                use_fast_accum=opts.use_fast_accum)
+            b = qw.dequantize().view(experts, n, k).transpose(-2, -1)
+            return grouped_mm(qa.dequantize(), b, offs).to(torch.bfloat16)
+
+        if opts.quantize == "pre":
+            operands = quantized()
+            return lambda: multiply(*operands)
+        return lambda: multiply(*quantized())
 
     # --- layer level (torchao) ------------------------------------------------------------------
 
