@@ -58,7 +58,7 @@ def test_check_times_the_same_gemm_with_torch_benchmark():
     assert metrics["rel_err"] < 1e-5  # fp32 GEMM vs float64: ~1e-7 (see tests for gemm)
     assert metrics["ref_time_ms_median"] > 0 and metrics["ref_n_samples"] >= 1
     assert prepared.extra == {"ref_harness": "torch.utils.benchmark.Timer.blocked_autorange",
-                              "ref_cache": "warm", "ref_mode": "eager"}
+                              "ref_cache": "warm", "ref_mode": "eager", "gemm_path": None}
     assert prepared.flops == 2 * 48 * 32 * 40
     assert torch.get_num_threads() == threads  # Timer restores the thread count it sets
 

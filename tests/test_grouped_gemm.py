@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import torch
 
@@ -102,3 +103,30 @@ def test_block_formats_group_as_their_kernels_need():
     assert nv.extra["gemm_path"] == "qdq-fp32" and 0.05 < nv.check()["rel_err"] < 0.2
     with pytest.raises(Unsupported, match="inline"):
         GROUPED_GEMM.prepare(_case("mxfp8", "balanced", m=128, k=64, align=32), MXFP8, CPU)
+
+
+@needs_grouped_mm
+def test_a_run_reports_speedup_against_the_load_and_the_loop(tmp_path, write_scenario):
+    from conftest import quick_toml
+    from suite import pipeline
+    from suite.report import render
+    from suite.scenario import spec
+
+    text = quick_toml("moe", """
+        [[sweep]]
+        workload = "grouped_gemm"
+        precisions = ["fp32", "bf16"]
+        mkn = [[64, 32, 32]]
+        params = { experts = 4, load = ["balanced", "one_hot", "half_empty"], impl = ["grouped", "loop"] }
+        """, baseline="fp32")
+    result = pipeline.run_scenario(spec.load(write_scenario(text)), tmp_path / "results", None, progress=False)
+    records = result.records
+    assert len(records) == 12 and all(r["status"] == "ok" for r in records)
+    skewed = [r for r in records if json.loads(r["params"]).get("load") == "one_hot"]
+    assert {r["imbalance"] for r in skewed} == {61 / 16}
+    files = render(pd.read_parquet(result.path), tmp_path / "report")
+    names = {f.name for f in files}
+    assert {"speedup_by_imbalance_grouped_gemm.png", "grouped_vs_loop_grouped_gemm.png"} <= names
+    page = (tmp_path / "report" / "report.md").read_text()
+    assert "grouped\\_gemm against impl=loop (its time over each case's): fp32" in page or \
+        "grouped_gemm against impl=loop (its time over each case's): fp32" in page

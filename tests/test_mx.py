@@ -208,3 +208,32 @@ def test_inner_dimensions_must_hold_whole_blocks():
     with pytest.raises(Unsupported, match="K=100 is not a multiple of it"):
         _gemm(MXFP8, {}, k=100)
     assert "token count (M = 48)" in MXFP8.configured({"block_size": 32}).tokens_unsupported(48, CPU)
+
+
+def test_a_run_draws_sqnr_against_the_outlier_and_the_block_size(tmp_path, write_scenario):
+    import pandas as pd
+
+    from conftest import quick_toml
+    from suite import pipeline
+    from suite.report import render
+    from suite.scenario import spec
+
+    text = quick_toml("mx", """
+        [[sweep]]
+        workload = "outlier"
+        precisions = ["bf16", "fp8_tensorwise", "mxfp8"]
+        mkn = [[16, 128, 16]]
+        params = { outlier = [1e1, 1e3, 1e6] }
+        [[sweep]]
+        workload = "outlier"
+        precisions = ["bf16", "mxfp8"]
+        mkn = [[16, 128, 16]]
+        params = { outlier = 1e6, block_size = [16, 32, 64] }
+        """, baseline="bf16")
+    result = pipeline.run_scenario(spec.load(write_scenario(text)), tmp_path / "results", None, progress=False)
+    assert all(r["status"] == "ok" for r in result.records)
+    files = {f.name for f in render(pd.read_parquet(result.path), tmp_path / "report")}
+    assert {"outlier_elements_outlier.png", "outlier_block_size_outlier.png", "outlier_sqnr_outlier.png"} <= files
+    page = (tmp_path / "report" / "report.md").read_text()
+    line = next(line for line in page.splitlines() if "SQNR of A's other elements" in line)
+    assert "fp8_tensorwise" in line and "mxfp8" in line

@@ -214,10 +214,10 @@ def fused_cast(role: str, elements: float, source: int, scaling: str, fuse_prev:
     raise ValueError(f"the model has no cast kernels for scaling {scaling!r}; known: {', '.join(SCALINGS)}")
 
 
-def gemm_case(precision: str, m: int, k: int, n: int, params: dict, groups: int = 1) -> list[Kernel]:
+def gemm_case(precision: str, m: int, k: int, n: int, params: dict, groups: int = 1, fused: bool = False) -> list[Kernel]:
     """One GEMM (the `gemm` workload's call), or one grouped GEMM of `groups` weights; an FP8
     recipe's operands quantized before timing (`pre`) or in the timed call (`inline`, eager: A and
-    the weight B^T, each from bf16)."""
+    the weight B^T, each from bf16; `fused`: by its library's own cast kernels)."""
     recipe = registry.PRECISIONS[precision]
     fmt, scaling = recipe.peak, recipe.scaling
     if scaling is None:
@@ -229,10 +229,10 @@ def gemm_case(precision: str, m: int, k: int, n: int, params: dict, groups: int 
         # tensorwise kernel, then the outer product of the scales applied to its bf16 output
         kernels += [Kernel("cast", "row x column scales", 4.0 * m * n),
                     Kernel("cast", "output scaling", 10.0 * m * n), Kernel("cast", "output to bf16", 6.0 * m * n)]
-    if recipe.fused_casts:  # one te.Linear forward: TE's own cast kernels for the input and the weight
+    if recipe.fused_casts or fused:  # one te.Linear forward: TE's own cast kernels for the input and the weight
         width = OPERAND_BYTES[fmt]
         return kernels + fused_cast("input", m * k, 2, scaling, False, width) + \
-            fused_cast("weight", n * k, 2, scaling, False, width)
+            fused_cast("weight", groups * n * k, 2, scaling, False, width)
     if opts.quantize == "inline":  # rowwise scales are powers of two (fp8.FP8_ROWWISE)
         for role, elements in (("A", m * k), ("B", groups * n * k)):
             kernels += eager_block_cast(role, elements, 2, OPERAND_BYTES[fmt]) if scaling == "microscaled" else \
@@ -243,11 +243,13 @@ def gemm_case(precision: str, m: int, k: int, n: int, params: dict, groups: int 
 def grouped_case(task, precision: str, m: int, k: int, n: int, params: dict) -> list[Kernel]:
     """A MoE layer's expert GEMMs (`grouped_matmul`): the groups the workload declares (rows per
     expert, `WorkloadRecord.groups`), as one grouped kernel that reads only the weights of experts
-    with rows, or as one GEMM per such expert (each paying its own floor and casts)."""
+    with rows, or as one GEMM per such expert (each paying its own floor and casts). A block-scaled
+    format's grouped call casts with torchao's own kernels (its MoE path's triton and CUDA casts)."""
     counts, one_kernel = registry.load(task.groups)(m, params)
     busy = [rows for rows in counts if rows]
     if one_kernel:
-        return gemm_case(precision, m, k, n, params, groups=len(busy))
+        fused = registry.PRECISIONS[precision].scaling == "microscaled"
+        return gemm_case(precision, m, k, n, params, groups=len(busy), fused=fused)
     return [kernel for rows in busy for kernel in gemm_case(precision, rows, k, n, params)]
 
 

@@ -98,12 +98,14 @@ def _renamed(df: pd.DataFrame, version: int = 5) -> pd.DataFrame:
     """Schema 5 -> 6: the precisions renamed after version 5 get their new names, and the rows
     naming them their case ids under those names (so they join runs made now, and never a case of
     the format that took the old name)."""
-    names = renamed(version)
-    hit = df["precision"].isin(list(names)) | df["baseline"].isin(list(names))
+    names, columns = renamed(version), [c for c in ("precision", "baseline") if c in df]
+    hit = pd.Series(False, index=df.index)
+    for column in columns:
+        hit |= df[column].isin(list(names))
     if not hit.any():
         return df
     df = df.copy()
-    for column in ("precision", "baseline"):
+    for column in columns:
         df.loc[hit, column] = df.loc[hit, column].replace(names)
     return _reidentify(df, df.index[hit])
 
