@@ -108,3 +108,17 @@ class Precision:
         """How many consecutive values along K share one scale in the recipe's quantization of an
         operand (None: no scaling, or one scale per tensor or row)."""
         return None
+
+
+def cuda_reason(device: torch.device, what: str, need: tuple[int, int], too_old: str, on_rocm: str) -> str | None:
+    """Why `device` cannot run `what`'s kernels, or None: a CPU emulates them (real numerics), a
+    CUDA GPU needs compute capability `need` (else `too_old`, its `{cc}` the GPU's), ROCm gets
+    `on_rocm`, any other device type cannot."""
+    if device.type == "cpu":
+        return None
+    if device.type != "cuda":
+        return f"{what} run on CUDA GPUs (or emulated on the CPU); device is {device.type}"
+    if torch.version.hip:
+        return on_rocm
+    major, minor = torch.cuda.get_device_capability(device)
+    return too_old.format(cc=f"{major}.{minor}") if (major, minor) < need else None

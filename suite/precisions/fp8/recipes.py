@@ -40,26 +40,16 @@ import torch.nn.functional as F
 from suite.precisions.fp8 import numerics as q
 from suite.errors import Unsupported
 from suite.precisions.fp8 import FP8GemmParams, FP8TensorwiseParams
-from suite.precisions.base import Precision
+from suite.precisions.base import Precision, cuda_reason
 from suite.precisions.grouped import grouped_mm
 
 
 
 def fp8_device_reason(device: torch.device) -> str | None:
     """Why `device` cannot run FP8 GEMMs, or None. CPUs can (emulation: real numerics)."""
-    missing = q.missing_fp8_support()
-    if missing:
-        return missing
-    if device.type == "cpu":
-        return None
-    if device.type != "cuda":
-        return f"FP8 recipes run on CUDA GPUs (or emulated on the CPU); device is {device.type}"
-    if torch.version.hip:
-        return "FP8 recipes here use NVIDIA's float8_e4m3fn; ROCm GPUs use the e4m3fnuz variant"
-    major, minor = torch.cuda.get_device_capability(device)
-    if (major, minor) < (8, 9):
-        return f"FP8 tensor cores need compute capability >= 8.9 (Ada, Hopper); this GPU is {major}.{minor}"
-    return None
+    return q.missing_fp8_support() or cuda_reason(
+        device, "FP8 recipes", (8, 9), "FP8 tensor cores need compute capability >= 8.9 (Ada, Hopper); this GPU is {cc}",
+        "FP8 recipes here use NVIDIA's float8_e4m3fn; ROCm GPUs use the e4m3fnuz variant")
 
 
 def scaled_grouped_reason(device: torch.device) -> str | None:
@@ -74,6 +64,20 @@ def scaled_grouped_reason(device: torch.device) -> str | None:
     if major not in (9, 10):
         return f"torch._scaled_grouped_mm needs compute capability 9.0 or 10.x; this GPU is {major}.{minor}"
     return None
+
+
+def _cpu_rowwise(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+                 scale_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """On the CPU, one scale per tensor broadcast to every row of A and column of B: the same
+    quantized operands and float32-accumulated product (tests check it against the tensorwise
+    kernel), through the rowwise kernel. torch 2.13's CPU tensorwise kernel is a slow reference loop
+    (1.5 s for 256x512x384, ~500x its rowwise kernel), and with dispatch lowered to AVX2
+    (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2) it fails outright once the process has run a
+    bf16 matmul: "could not create a primitive descriptor for the matmul primitive". CPU timings
+    are emulation."""
+    if a.device.type != "cpu" or scale_a.dim() != 0:
+        return scale_a, scale_b
+    return scale_a.expand(a.shape[0], 1).contiguous(), scale_b.expand(1, b.shape[1]).contiguous()
 
 
 def _pad2d(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
@@ -153,7 +157,7 @@ class ScaledFloat8(Precision):
             # torchao's path for rowwise scales without fast accumulation: the tensorwise kernel with
             # unit scales, then the (M, N) product of the row and column scales multiplied into its
             # bf16 output in place (no second M x N temporary).
-            unit_a, unit_b = scale_a.new_ones(()), scale_b.new_ones(())
+            unit_a, unit_b = _cpu_rowwise(a, b, scale_a.new_ones(()), scale_b.new_ones(()))
 
             def unit_kernel_then_scales() -> torch.Tensor:
                 out = torch._scaled_mm(a, b, unit_a, unit_b, out_dtype=torch.bfloat16, use_fast_accum=False)
@@ -161,13 +165,7 @@ class ScaledFloat8(Precision):
                 return out
 
             return unit_kernel_then_scales
-        if a.device.type == "cpu" and scale_a.dim() == 0:
-            # torch 2.13's CPU tensorwise kernel is a slow reference loop (1.5 s for 256x512x384,
-            # ~500x its rowwise kernel on the same operands), so on the CPU the one scale is
-            # broadcast to every row and column: the same quantized operands and fp32-accumulated
-            # product (tests check it against the tensorwise kernel). CPU timings are emulation.
-            scale_a = scale_a.expand(a.shape[0], 1).contiguous()
-            scale_b = scale_b.expand(1, b.shape[1]).contiguous()
+        scale_a, scale_b = _cpu_rowwise(a, b, scale_a, scale_b)
         return lambda: torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=use_fast_accum)
 
     def _matmul(self, qa: q.Quantized, qw: q.Quantized, use_fast_accum: bool) -> torch.Tensor:

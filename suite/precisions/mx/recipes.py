@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from suite.errors import Unsupported
-from suite.precisions.base import Precision
+from suite.precisions.base import Precision, cuda_reason
 from suite.precisions.fp8.recipes import fp8_linears
 from suite.precisions.mx import BLACKWELL, BlockGemmParams, MXParams, NVFP4Params
 
@@ -76,16 +76,9 @@ def ao() -> SimpleNamespace:
 
 def capability_reason(device: torch.device) -> str | None:
     """Why `device` cannot run block-scaled kernels, or None (a CPU emulates them)."""
-    if device.type == "cpu":
-        return None
-    if device.type != "cuda":
-        return f"block-scaled formats run on CUDA GPUs (or emulated on the CPU); device is {device.type}"
-    if torch.version.hip:
-        return "block-scaled formats here use NVIDIA's kernels through torchao; ROCm is not wired"
-    major, minor = torch.cuda.get_device_capability(device)
-    if (major, minor) < (int(BLACKWELL), 0):
-        return f"needs compute capability {BLACKWELL:.1f}; this GPU is {major}.{minor}"
-    return None
+    return cuda_reason(device, "block-scaled formats", (int(BLACKWELL), 0),
+                       f"needs compute capability {BLACKWELL:.1f}; this GPU is {{cc}}",
+                       "block-scaled formats here use NVIDIA's kernels through torchao; ROCm is not wired")
 
 
 @dataclass(frozen=True)
