@@ -130,3 +130,23 @@ def test_a_run_reports_speedup_against_the_load_and_the_loop(tmp_path, write_sce
     page = (tmp_path / "report" / "report.md").read_text()
     assert "grouped\\_gemm against impl=loop (its time over each case's): fp32" in page or \
         "grouped_gemm against impl=loop (its time over each case's): fp32" in page
+
+
+@pytest.mark.parametrize("isa", ["avx2", "amx"])
+def test_the_reference_runs_record_every_load_with_its_imbalance(isa):
+    from pathlib import Path
+
+    from suite.results import store
+
+    files = sorted((Path(__file__).resolve().parent.parent / "results" / "reference" / "cpu_moe" / isa).glob("*.parquet"))
+    df = store.read_file(files[-1])
+    assert (df["status"] == "ok").all() and len(df) == 64
+    for row in df.to_dict("records"):
+        opts = json.loads(row["params"])
+        counts = expert_tokens(int(row["m"]), opts.get("experts", 8), opts.get("load", "balanced"), opts.get("align", 1))
+        assert json.loads(row["expert_tokens"]) == counts and row["imbalance"] == pytest.approx(imbalance(counts))
+        assert row["empty_experts"] == counts.count(0)
+        bound = {"fp32": 1e-6, "bf16": 2.0 ** -8}.get(row["precision"])
+        if bound:  # grouped and loop alike, empty experts included: the format's own rounding only
+            assert row["rel_err"] < bound
+    assert df["imbalance"].max() > 30 and (df["empty_experts"] > 0).any()

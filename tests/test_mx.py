@@ -228,3 +228,60 @@ def test_a_run_draws_sqnr_against_the_outlier_and_the_block_size(tmp_path, write
     page = (tmp_path / "report" / "report.md").read_text()
     line = next(line for line in page.splitlines() if "SQNR of A's other elements" in line)
     assert "fp8_tensorwise" in line and "mxfp8" in line
+
+
+# --- the committed reference run (results/reference/cpu_mx, docs/reference-runs.md) ---------------
+
+REFERENCE = __import__("pathlib").Path(__file__).resolve().parent.parent / "results" / "reference" / "cpu_mx"
+
+
+@pytest.fixture(scope="module")
+def reference_run():
+    from suite.results import store
+
+    files = sorted(REFERENCE.glob("*.parquet"))
+    assert files, "the cpu_mx reference run is committed"
+    return store.read_file(files[-1])
+
+
+def _rows(df, workload, **params):
+    import json
+
+    keep = df["params"].map(lambda p: all(json.loads(p).get(k) == v for k, v in params.items()))
+    return df[(df["workload"] == workload) & (df["status"] == "ok") & keep]
+
+
+def test_the_reference_run_shows_mxfp8_flat_where_tensorwise_collapses(reference_run):
+    df = reference_run
+    assert set(df["status"]) <= {"ok", "skipped"} and (df[df["status"] == "skipped"]["reason"].str.len() > 0).all()
+    sweep = df[(df["workload"] == "outlier") & df["params"].str.contains('"outlier"') & ~df["params"].str.contains("block")]
+    by = {p: g.set_index("outlier")["sqnr_elements_db"] for p, g in sweep[~sweep["params"].str.contains("tensor_scale")]
+          .groupby("precision")}
+    assert by["mxfp8"].max() - by["mxfp8"].min() < 2.0 and by["mxfp4"].max() - by["mxfp4"].min() < 0.5
+    assert by["fp8_tensorwise"][1e1] - by["fp8_tensorwise"][1e6] > 25 and by["nvfp4"][1e1] - by["nvfp4"][1e6] > 15
+
+
+def test_the_reference_runs_errors_follow_the_mantissas(reference_run):
+    for workload in ("gemm", "linear"):
+        err = _rows(reference_run, workload).groupby("precision")["rel_err"].min()
+        assert err["bf16"] < err["mxfp8"] < err["nvfp4"] < err["mxfp4"]
+        assert err["nvfp4"] > 2.5 * err["mxfp8"]
+
+
+@pytest.mark.parametrize("recipe,params,qdq", [
+    ("mxfp8", {"quantize": "inline"}, lambda x: mx_qdq(x, E4M3)),
+    ("mxfp8", {"quantize": "inline", "scale_mode": "rceil"}, lambda x: mx_qdq(x, E4M3, mode="rceil")),
+    ("mxfp4", {"quantize": "inline"}, lambda x: mx_qdq(x, E2M1)),
+    ("nvfp4", {"quantize": "inline"}, lambda x: nvfp4_qdq(x)),
+])
+def test_the_reference_runs_gemm_errors_are_the_independent_computations(reference_run, recipe, params, qdq):
+    from suite.workloads.gemm.workload import random_operands
+
+    df = _rows(reference_run, "gemm")
+    row = df[(df["precision"] == recipe) & (df["params"].map(lambda p: __import__("json").loads(p)) == params)].iloc[0]
+    a, b = random_operands(int(row["m"]), int(row["k"]), int(row["n"]), int(row["seed"]), CPU)
+    out = qdq(a.bfloat16()).double() @ qdq(b.t().contiguous().bfloat16()).double().t()
+    exact = a.double() @ b.double()
+    rows = slice(0, min(int(row["m"]), 2048))
+    want = float((out[rows] - exact[rows]).norm() / exact[rows].norm())
+    assert row["rel_err"] == pytest.approx(want, abs=BF16_ROUNDOFF)
