@@ -282,5 +282,5 @@ def test_the_summary_shows_the_anchors_the_warnings_and_energy_where_measured():
     assert anchors[-1] == "suite / do_bench time: median 1.010 over 1 GEMMs (anchor: within 2%)"
     assert GPU_CHECK.warning_lines(df) == [f"[2 cases] {fallback}"]
     assert GPU_CHECK.energy_lines(df) == [
-        "8192x8192x8192 quantize=pre use_fast_accum=True fp8_rowwise: 0.5 J/TFLOP (bf16 0.9 J/TFLOP: 0.556x of it)"]
+        "8192x8192x8192 fp8_rowwise: 0.5 J/TFLOP (bf16 0.9 J/TFLOP: 0.556x of it)"]
     assert GPU_CHECK.energy_lines(df.drop(columns=["joules_per_tflop"])) == []  # absent: nothing shown
