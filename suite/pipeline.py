@@ -1,7 +1,10 @@
-"""A whole run: plan a scenario, run its cases, store the records, render the report.
+"""A whole run, top to bottom: a run request in (`RunRequest`, checked once), its cases planned,
+run by the executor the request's options choose, each record journaled as it comes, the run stored
+whole, its records handed on as the store typed them (never read back from the file just written),
+its report rendered; records out (`RunResult`).
 
-The only module that ties runner (measure), store (results/) and report (reports/) together; the
-CLI and the nox sessions call `run_scenario`.
+The only module that ties measure, results and report together; the CLI (`suite.cli.run`) and the
+nox sessions call `run`.
 
 How a run survives trouble:
 - every finished case is appended to the run's journal (`store.start_run`) before the next starts,
@@ -11,16 +14,16 @@ How a run survives trouble:
   for a complete run);
 - `resume=RUN_ID` reopens that run's journal and runs only the cases missing from it, on the same
   kind of machine and software (`IDENTITY`), then writes the one complete parquet;
-- `isolate=True` runs each case in its own subprocess with a time limit (`suite.measure.isolate`);
-- on a GPU the cases run in one worker process, replaced after a case that leaves CUDA unusable
-  or runs past its time limit (`isolate.CaseWorker`; `case_timeout`, else ten case caps and at
-  least five minutes), so one sticky CUDA error or one hang costs one case;
+- how each case runs is `suite.measure.executors.choose`'s: `isolate` a subprocess per case with a
+  time limit; on a GPU one worker process, replaced after a case that leaves CUDA unusable or runs
+  past its time limit (`case_timeout`, else ten case caps and at least five minutes), so one sticky
+  CUDA error or one hang costs one case;
 - a scenario asking for CUDA on a machine without it records every case as skipped, with the reason.
 
 Fleet runs (`suite.fleet`): `shard` runs one cost-balanced slice of the cases as a run of its own,
 tagged with its run group, and a shard started again under the same group and shard finds its
-journal and resumes it (or, complete, does nothing); `executor="ray"` sends the cases to Ray
-workers and journals their records here, on the driver.
+journal and resumes it (or, complete, does nothing); the executor option `kind="ray"` sends the
+cases to Ray workers and journals their records here, on the driver.
 """
 
 from __future__ import annotations
@@ -31,17 +34,22 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pandas as pd
+
 from suite.analysis import model
-from suite.measure import env, runner
-from suite.scenario import plan
+from suite.core.errors import UserError
+from suite.fleet import shard as sharding
+from suite.measure import env, executors
+from suite.measure.executors.base import units
+from suite.measure.progress import progress_for
 from suite.results import location, store
 from suite.results.atomic import remove_stale
-from suite.errors import UserError
-from suite.fleet import shard as sharding
+from suite.scenario import plan
+from suite.scenario.plan import Case
 from suite.scenario.spec import Scenario
 
 # What must be the same for the records of one run to be compared with each other (speedups are
@@ -52,17 +60,87 @@ IDENTITY = (
 )
 
 
+@dataclass(frozen=True)
+class RunRequest:
+    """Everything one run is asked to do. The flags that do not depend on the machine are checked
+    when the request is made, once; the rest when the device is known (`check_device`).
+
+    `device` overrides the scenario's; `threads` (else the scenario's `threads`, else torch's
+    default) sets torch's intra-op threads for the run and is restored after it. A scenario of more
+    than `max_cases` cases (default `plan.MAX_CASES`) is refused before anything is expanded; `only`
+    (filters, `plan.only`) runs the matching cases alone. `shard` runs that slice of them
+    (`suite.fleet.shard`) as one shard of the run group `group`; `executor` says how the cases run
+    (`suite.measure.executors.Options`: a Ray cluster at `address`, default $RAY_ADDRESS, else a
+    local one)."""
+
+    scenario: Scenario
+    results: str | Path = "results"
+    reports: str | Path | None = "reports"
+    device: str | None = None
+    progress: bool = True
+    resume: str | None = None
+    threads: int | None = None
+    max_cases: int | None = None
+    only: list[str] | None = None
+    shard: sharding.Shard | None = None
+    group: str | None = None
+    executor: executors.Options = field(default_factory=executors.Options)
+
+    def __post_init__(self):
+        plan.check_size(self.scenario, self.max_cases)
+        kind = self.executor.kind
+        if kind not in ("local", "ray"):
+            raise UserError(f"executor {kind!r}: expected local or ray")
+        if kind == "ray" and self.executor.isolate:
+            raise UserError("--isolate and --executor ray: a Ray worker is already a process of its own per node or GPU")
+        if self.executor.address is not None and kind != "ray":
+            raise UserError("--address needs --executor ray")
+        if self.group is not None and self.shard is None and self.resume is None:
+            raise UserError("--group names the run group of shards: give --shard K/N too")
+
+    @property
+    def device_choice(self) -> str:
+        return self.device or self.scenario.defaults.device
+
+    @property
+    def run_threads(self) -> int | None:
+        return self.threads or self.scenario.defaults.threads
+
+    def check_device(self, device) -> None:
+        """The flags whose sense depends on the device the run resolved to."""
+        ray = self.executor.kind == "ray"
+        if self.executor.case_timeout is not None and not self.executor.isolate and (ray or device.type != "cuda"):
+            raise UserError("--case-timeout needs --isolate here: only a case in a process of its own can be "
+                            "stopped (a CUDA run's cases run in a worker process, which it stops)")
+
+
 @dataclass
 class RunResult:
     run_id: str
     path: Path
-    records: list[dict]
+    records: pd.DataFrame  # the run's records, typed as the store wrote them
     report_files: list[Path]
-    group_records: list[dict] | None = None  # a shard's: its whole run group as stored so far
+    group_records: pd.DataFrame | None = None  # a shard's: its whole run group as stored so far
 
     @property
     def failed(self) -> int:
-        return sum(r["status"] == "failed" for r in self.records)
+        return int((self.records["status"] == "failed").sum())
+
+
+@dataclass
+class Planned:
+    """The cases one run is to have (filtered, sharded), what it was asked (`scenario_spec`), and
+    the shard, run group and run to resume it belongs to."""
+
+    cases: list[Case]
+    spec: dict
+    shard: sharding.Shard | None
+    run_group: str | None
+    resume: str | None
+
+    @property
+    def order(self) -> list[str]:
+        return [case.case_id for case in self.cases]
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -137,9 +215,6 @@ def _stop_signals():
             signal.signal(sig, handler)
 
 
-run_meta = runner.run_meta  # the machine's facts for a run's records (also captured by each Ray worker)
-
-
 def scenario_spec(scenario: Scenario, device_choice: str, only: list[str] | None = None) -> dict:
     """Everything a run was asked to do (the validated scenario: its cases, baselines, seed, timing
     rules; the device asked for; the case filter) as plain data, and its hash, kept in the journal
@@ -190,61 +265,72 @@ def _check_resumable(journal, order: list[str], meta: dict, spec: dict) -> None:
               file=sys.stderr)
 
 
-def run_scenario(
-    scenario: Scenario,
-    results_dir: str | Path = "results",
-    reports_dir: str | Path | None = "reports",
-    device: str | None = None,
-    progress: bool = True,
-    *,
-    resume: str | None = None,
-    isolate: bool = False,
-    case_timeout: float | None = None,
-    threads: int | None = None,
-    max_cases: int | None = None,
-    only: list[str] | None = None,
-    shard: sharding.Shard | None = None,
-    group: str | None = None,
-    executor: str = "local",
-    address: str | None = None,
-) -> RunResult:
-    """Run a scenario; `threads` (else the scenario's `threads`, else torch's default) sets torch's
-    intra-op threads for the run and is restored after it. A scenario of more than `max_cases`
-    cases (default `plan.MAX_CASES`) is refused before anything is expanded; `only` (filters,
-    `plan.only`) runs the matching cases alone. `shard` runs that slice of them (`suite.fleet.shard`)
-    as one shard of the run group `group`; `executor="ray"` runs the cases on the Ray cluster at
-    `address` (default: $RAY_ADDRESS, else a local one)."""
-    plan.check_size(scenario, max_cases)
-    if executor not in ("local", "ray"):
-        raise UserError(f"executor {executor!r}: expected local or ray")
-    if executor == "ray" and isolate:
-        raise UserError("--isolate and --executor ray: a Ray worker is already a process of its own per node or GPU")
-    if address is not None and executor != "ray":
-        raise UserError("--address needs --executor ray")
-    if group is not None and shard is None and resume is None:
-        raise UserError("--group names the run group of shards: give --shard K/N too")
-    fleet = {"shard": shard, "group": group, "executor": executor, "address": address}
-    threads = threads or scenario.defaults.threads
+def run(request: RunRequest) -> RunResult:
+    """Run what `request` asks: plan, measure, store, report."""
+    threads = request.run_threads
     if threads is None:
-        return _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, isolate, case_timeout, None,
-                             only, fleet)
+        return _run(request, None)
     import torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        return _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, isolate, case_timeout,
-                             threads, only, fleet)
+        return _run(request, threads)
     finally:
         torch.set_num_threads(before)
 
 
-def _shard_of(results_dir, scenario: Scenario, spec: dict, fleet: dict, resume: str | None):
+def _run(request: RunRequest, threads: int | None) -> RunResult:
+    planned = _plan(request)
+    device = env.resolve_device(request.device_choice)
+    request.check_device(device)
+    meta = _run_meta(request, planned, device, threads)
+    report_dir = _report_dir(request)
+    name = request.scenario.name
+    remove_stale(store.scenario_dir(request.results, name))  # temporaries of writes killed midway
+    if planned.resume is not None and store.run_path(request.results, name, planned.resume).exists():
+        return _already_complete(store.run_path(request.results, name, planned.resume), report_dir)
+    if planned.resume is None:
+        _note_unfinished(request)
+    # a Ray cluster is reached (or found unreachable) before a journal is made
+    executor = executors.choose(request.executor, device, request.device_choice, threads)
+    try:
+        journal = _open_journal(request, planned, meta)
+        run_id = journal.header["run_id"]
+        meta = {"run_id": run_id, **meta, **({"shard_run_id": run_id} if planned.shard is not None else {})}
+        _announce(request, planned, journal, meta, device)
+        stored = _measure(request, planned, journal, executor, meta, device)
+    finally:
+        executor.close()
+    print(f"mpsuite: wrote {stored.path}", file=sys.stderr)
+    shown = stored.records
+    if planned.shard is not None:
+        shown = _group_records(stored.path.parent, planned.run_group, stored.records)
+    return RunResult(run_id, stored.path, stored.records, _render(shown, stored.path, report_dir),
+                     None if planned.shard is None else shown)
+
+
+def _plan(request: RunRequest) -> Planned:
+    scenario = request.scenario
+    cases = plan.only(plan.expand(scenario), request.only)
+    if not cases:
+        raise UserError(f"scenario {scenario.name!r} has no cases: its include/exclude rules leave none")
+    spec = scenario_spec(scenario, request.device_choice, request.only)
+    shard, run_group, resume = _shard_of(request, spec)
+    if shard is not None:
+        cases = sharding.select(cases, shard)
+        if not cases:
+            raise UserError(f"shard {shard} of scenario {scenario.name!r} has no cases: there are fewer "
+                            "settings (a case and its baseline) than shards")
+    return Planned(cases, spec, shard, run_group, resume)
+
+
+def _shard_of(request: RunRequest, spec: dict):
     """(shard, run group id, the run to resume) of a sharded run. A resumed shard takes its shard
     and group from its journal; a shard started again under its group finds its earlier run."""
-    shard, run_group = fleet["shard"], None
+    shard, name, resume = request.shard, request.scenario.name, request.resume
     if resume is not None:
-        head = store.journal_header(results_dir, scenario.name, resume)
+        head = store.journal_header(request.results, name, resume)
         then = head.get("shard")
         then = sharding.Shard(*then) if then else None
         if shard is not None and then != shard:
@@ -253,12 +339,12 @@ def _shard_of(results_dir, scenario: Scenario, spec: dict, fleet: dict, resume: 
         return then, head.get("run_group"), resume
     if shard is None:
         return None, None, None
-    if fleet["group"] is None:
+    if request.group is None:
         raise UserError("--shard needs a run group shared by every shard of the fleet run: --group NAME, or "
                         "$MPSUITE_RUN_GROUP (a SLURM array's SLURM_ARRAY_JOB_ID, a GitHub Actions run's "
                         "GITHUB_RUN_ID name it by themselves)")
-    run_group = sharding.group_id(fleet["group"], spec["spec_hash"])
-    found = store.find_shard_run(results_dir, scenario.name, run_group, shard.index, shard.count)
+    run_group = sharding.group_id(request.group, spec["spec_hash"])
+    found = store.find_shard_run(request.results, name, run_group, shard.index, shard.count)
     if found is not None:
         run_id, complete = found
         print(f"mpsuite: shard {shard} of run group {run_group} is run {run_id} "
@@ -267,134 +353,103 @@ def _shard_of(results_dir, scenario: Scenario, spec: dict, fleet: dict, resume: 
     return shard, run_group, None
 
 
-def _run_scenario(scenario, results_dir, reports_dir, device, progress, resume, isolate, case_timeout,
-                  threads, only, fleet) -> RunResult:
-    cases = plan.only(plan.expand(scenario), only)
-    if not cases:
-        raise UserError(f"scenario {scenario.name!r} has no cases: its include/exclude rules leave none")
-    spec = scenario_spec(scenario, device or scenario.defaults.device, only)
-    shard, run_group, resume = _shard_of(results_dir, scenario, spec, fleet, resume)
-    if shard is not None:
-        cases = sharding.select(cases, shard)
-        if not cases:
-            raise UserError(f"shard {shard} of scenario {scenario.name!r} has no cases: there are fewer "
-                            "settings (a case and its baseline) than shards")
-    order = [case.case_id for case in cases]
-    ray = fleet["executor"] == "ray"
-    dev = env.resolve_device(device or scenario.defaults.device)
-    if case_timeout is not None and not isolate and (ray or dev.type != "cuda"):
-        raise UserError("--case-timeout needs --isolate here: only a case in a process of its own can be stopped "
-                        "(a CUDA run's cases run in a worker process, which it stops)")
-    meta = {**run_meta(dev), "scenario_description": scenario.description, "threads_setting": threads}
-    if shard is not None:
-        meta.update(run_group=run_group, shard_index=shard.index, shard_count=shard.count)
-    if ray:
+def _run_meta(request: RunRequest, planned: Planned, device, threads: int | None) -> dict:
+    """What every record of the run carries about the run and this machine."""
+    meta = {**env.run_meta(device), "scenario_description": request.scenario.description, "threads_setting": threads}
+    if planned.shard is not None:
+        meta.update(run_group=planned.run_group, shard_index=planned.shard.index, shard_count=planned.shard.count)
+    if request.executor.kind == "ray":
         meta["executor"] = "ray"
+    return meta
 
-    report_dir = None if reports_dir is None else location.where(reports_dir) / scenario.name
-    if report_dir is not None:
-        from suite import report  # matplotlib and jinja2: only paid for when a report is wanted
 
-        report.output_dir(report_dir)  # an unwritable report folder is found now, not after the run
-    folder = store.scenario_dir(results_dir, scenario.name)
-    remove_stale(folder)  # temporaries of writes killed midway (their process is gone)
-    if resume is not None and store.run_path(results_dir, scenario.name, resume).exists():
-        return _already_complete(store.run_path(results_dir, scenario.name, resume), report_dir)
-    if resume is None:
-        for other in store.incomplete_runs(results_dir, scenario.name):
-            print(f"mpsuite: note: run {other} of {scenario.name} is unfinished; "
-                  f"`python -m suite run {scenario.name} --resume {other}` finishes it", file=sys.stderr)
-    executor = None
-    if ray:  # the cluster is reached (or found unreachable) before a journal is made
-        from suite.fleet import ray_executor
+def _report_dir(request: RunRequest) -> Path | None:
+    """The run's report folder, found writable now rather than after the run (None: no report)."""
+    if request.reports is None:
+        return None
+    out = location.where(request.reports) / request.scenario.name
+    from suite.report import pages  # jinja2 and matplotlib: only paid for when a report is wanted
 
-        executor = ray_executor.Executor(device or scenario.defaults.device, fleet["address"], threads)
-    try:
-        if resume is not None:
-            journal = store.continue_run(results_dir, scenario.name, resume)
-            try:
-                _check_resumable(journal, order, meta, spec)
-            except BaseException:
-                journal.close()
-                raise
-        else:
-            header = {
-                "plan": order,
-                **spec,
-                **({"run_group": run_group, "shard": [shard.index, shard.count]} if shard is not None else {}),
-                **({"executor": "ray"} if ray else {}),
-                "identity": {key: meta.get(key) for key in IDENTITY},
-                "code_hash": meta.get("code_hash"),
-                "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            }
-            journal = store.start_run(results_dir, scenario.name, store.new_run_id(), header)
-    except BaseException:
-        if executor is not None:
-            executor.close()
-        raise
-    run_id = journal.header["run_id"]
-    meta = {"run_id": run_id, **meta, **({"shard_run_id": run_id} if shard is not None else {})}
-    todo = [case for case in cases if case.case_id not in journal.case_ids]
+    pages.output_dir(out)
+    return out
 
-    where = "a Ray cluster" if ray else meta["device_name"] or f"{dev.type} (not available)"
-    done = f", resuming with {len(journal)} done and {len(todo)} to run" if resume else ""
-    part = f", shard {shard} of run group {run_group}" if shard is not None else ""
-    print(f"mpsuite: {scenario.name}: {len(cases)} cases on {where} (torch {meta['torch_version']}), "
-          f"run {run_id}{part}{done}", file=sys.stderr)
-    unavailable = None if ray else runner.device_unavailable(dev)  # a Ray worker decides on its node
+
+def _note_unfinished(request: RunRequest) -> None:
+    name = request.scenario.name
+    for other in store.incomplete_runs(request.results, name):
+        print(f"mpsuite: note: run {other} of {name} is unfinished; "
+              f"`python -m suite run {name} --resume {other}` finishes it", file=sys.stderr)
+
+
+def _open_journal(request: RunRequest, planned: Planned, meta: dict):
+    """The run's journal: the one to resume (checked against what is asked now), or a new one."""
+    name = request.scenario.name
+    if planned.resume is not None:
+        journal = store.continue_run(request.results, name, planned.resume)
+        try:
+            _check_resumable(journal, planned.order, meta, planned.spec)
+        except BaseException:
+            journal.close()
+            raise
+        return journal
+    shard = planned.shard
+    header = {
+        "plan": planned.order,
+        **planned.spec,
+        **({"run_group": planned.run_group, "shard": [shard.index, shard.count]} if shard is not None else {}),
+        **({"executor": "ray"} if request.executor.kind == "ray" else {}),
+        "identity": {key: meta.get(key) for key in IDENTITY},
+        "code_hash": meta.get("code_hash"),
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    return store.start_run(request.results, name, store.new_run_id(), header)
+
+
+def _announce(request: RunRequest, planned: Planned, journal, meta: dict, device) -> None:
+    ray = request.executor.kind == "ray"
+    todo = len(planned.cases) - len(journal)
+    where = "a Ray cluster" if ray else meta["device_name"] or f"{device.type} (not available)"
+    done = f", resuming with {len(journal)} done and {todo} to run" if planned.resume else ""
+    part = f", shard {planned.shard} of run group {planned.run_group}" if planned.shard is not None else ""
+    print(f"mpsuite: {request.scenario.name}: {len(planned.cases)} cases on {where} (torch {meta['torch_version']}), "
+          f"run {meta['run_id']}{part}{done}", file=sys.stderr)
+    unavailable = None if ray else env.device_unavailable(device)  # a Ray worker decides on its node
     if unavailable:
         print(f"mpsuite: {unavailable}: every case is recorded as skipped", file=sys.stderr)
-    bar = runner.progress_for(len(cases), len(journal), dev.type) if progress else None
-    run_one, worker = None, None
-    if isolate:
-        from suite.measure import isolate as isolation
 
-        run_one = isolation.CaseProcess(dev, meta, case_timeout)
-    elif dev.type == "cuda" and unavailable is None:
-        from suite.measure import isolate as isolation
 
-        # One worker process for the run, replaced after a case that leaves CUDA unusable or hangs.
-        run_one = isolation.CaseWorker(dev, meta, timeout_s=case_timeout)
-    elif not ray:
-        worker = runner.CaseThread()
+def _measure(request: RunRequest, planned: Planned, journal, executor, meta: dict, device) -> store.Stored:
+    """Run the cases the journal lacks, journal each record as it comes (with the roofline model's
+    columns beside it), and store the run whole."""
+    todo = [case for case in planned.cases if case.case_id not in journal.case_ids]
+    bar = progress_for(len(planned.cases), len(journal), device.type) if request.progress else None
+    if bar is not None:
+        bar.plan(todo)
     try:
         with _stop_signals() as stop:
-            produced = executor.run(todo, meta, bar) if ray else runner.run(todo, dev, meta, bar, run_one, worker)
-            for record in produced:
+            for record in executor.run(units(todo), meta, bar):
                 record.update(model.record_columns(record))  # the roofline beside each measurement
                 with stop.atomic():
                     journal.append(record)
             with stop.atomic():
-                path = store.finish_run(journal, results_dir, order)
+                return store.finish_run(journal, request.results, planned.order)
     except KeyboardInterrupt:
         journal.close()
         if bar is not None:
             bar.interrupted()
-        if store.run_path(results_dir, scenario.name, run_id).exists():
+        if store.run_path(request.results, request.scenario.name, meta["run_id"]).exists():
             raise  # the run was complete and stored before the signal came
-        raise RunInterrupted(scenario.name, run_id, len(journal), len(cases), journal.path,
-                             int(stop.signal), abandoned=bool(worker and worker.busy)) from None
+        raise RunInterrupted(request.scenario.name, meta["run_id"], len(journal), len(planned.cases), journal.path,
+                             int(stop.signal), abandoned=executor.busy) from None
     except UserError as err:
         journal.close()
-        raise UserError(f"{err} (finished cases are kept: `--resume {run_id}` continues the run)") from None
+        raise UserError(f"{err} (finished cases are kept: `--resume {meta['run_id']}` continues the run)") from None
     except BaseException:
         journal.close()
         raise
     finally:
         if bar is not None:
             bar.close()
-        if worker is not None:
-            worker.close()
-        if hasattr(run_one, "close"):
-            run_one.close()
-        if executor is not None:
-            executor.close()
-    print(f"mpsuite: wrote {path}", file=sys.stderr)
-
-    records = store.read_file(path)
-    shown = records if shard is None else _group_records(folder, run_group, records)
-    return RunResult(run_id, path, records.to_dict("records"), _render(shown, path, report_dir),
-                     None if shard is None else shown.to_dict("records"))
 
 
 def _group_records(folder: Path, run_group: str, own):
@@ -429,5 +484,5 @@ def _already_complete(path: Path, report_dir: Path | None) -> RunResult:
     parquet and its report): nothing to run; its report is rendered, so a missing one is repaired."""
     print(f"mpsuite: run {path.stem} is already complete ({path}); rendering its report", file=sys.stderr)
     store.journal_path(path.parent.parent, path.parent.name, path.stem).unlink(missing_ok=True)  # inert now
-    records = store.read_file(path)
-    return RunResult(path.stem, path, records.to_dict("records"), _render(records, path, report_dir))
+    records = store.read_file(path)  # stored by an earlier process
+    return RunResult(path.stem, path, records, _render(records, path, report_dir))

@@ -70,4 +70,21 @@ def tiny_run(tmp_path_factory) -> Path:
 
     folder = tmp_path_factory.mktemp("tiny")
     (folder / "tiny.toml").write_text(TINY_SCENARIO, encoding="utf-8")
-    return pipeline.run_scenario(spec.load(folder / "tiny.toml"), folder / "results", None, progress=False).path
+    return pipeline.run(pipeline.RunRequest(spec.load(folder / "tiny.toml"), folder / "results", None, progress=False)).path
+
+
+def run_cases(cases, run_meta: dict, progress=None, device: str = "cpu") -> list[dict]:
+    """The records of `cases`, run the way a run on `device` with no options runs them
+    (`suite.measure.executors.choose`: on a CPU, in this process on the case thread)."""
+    import torch
+
+    from suite.measure import executors
+    from suite.measure.executors.base import units
+
+    executor = executors.choose(executors.Options(), torch.device(device), device)
+    if progress is not None:
+        progress.plan(list(cases))
+    try:
+        return list(executor.run(units(cases), run_meta, progress))
+    finally:
+        executor.close()

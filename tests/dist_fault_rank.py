@@ -1,4 +1,4 @@
-"""A rank that dies midway, for tests/test_dist_train_step.py: `suite.measure.rank` itself, except
+"""A rank that dies midway, for tests/test_dist_train_step.py: `suite.measure.executors.rank` itself, except
 that in an fp32 case rank 1 kills itself (SIGKILL, as an out-of-memory killer or a crashed driver
 would) at its third training step. The launcher cannot tell it from a real crash."""
 
@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from suite.measure import rank
+from suite.measure.executors import rank
 from suite.workloads.train_step import workload as train_step
 
 DIE_AT_STEP = 3

@@ -52,7 +52,7 @@ def record(folder: Path, runs: int = 2) -> list[Path]:
     path = folder / "cmp.toml"
     path.write_text(SCENARIO, encoding="utf-8")
     scenario = spec.load(path)
-    return [pipeline.run_scenario(scenario, folder / "results", None, "cpu", progress=False).path
+    return [pipeline.run(pipeline.RunRequest(scenario, folder / "results", None, "cpu", progress=False)).path
             for _ in range(runs)]
 
 

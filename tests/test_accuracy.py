@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from suite.measure import accuracy
+from suite.core import accuracy
 from suite.scenario import registry
 from suite.scenario.plan import Case
 from suite.measure.timing import StopRule

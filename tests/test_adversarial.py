@@ -22,8 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from suite import cli, pipeline, report, text
-from suite.report import plots
+from suite import cli, pipeline, report
+from suite.core import text
+from suite.report import pages, plots
+from suite.core import jsonl
 from suite.results import atomic, journal, store
 from suite.scenario import spec
 from tests.conftest import TINY_SCENARIO, quick_toml
@@ -360,7 +362,7 @@ def interrupted(write_scenario, tmp_path, monkeypatch) -> tuple[Path, Path, str]
     with monkeypatch.context() as patch:
         patch.setattr(store, "finish_run", stopped)
         with pytest.raises(pipeline.RunInterrupted) as stop:
-            pipeline.run_scenario(spec.load(scenario), results, None, progress=False)
+            pipeline.run(pipeline.RunRequest(spec.load(scenario), results, None, progress=False))
     path = stop.value.journal
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(b"".join(lines[:2]))  # the header and the first case
@@ -371,7 +373,7 @@ def _spoil_record(change):
     def spoil(lines):
         line = json.loads(lines[1])
         change(line["record"])
-        return [lines[0], journal.encode(line)]
+        return [lines[0], jsonl.encode(line)]
     return spoil
 
 
@@ -379,7 +381,7 @@ def _spoil_header(change):
     def spoil(lines):
         head = json.loads(lines[0])
         change(head)
-        return [journal.encode(head), lines[1]]
+        return [jsonl.encode(head), lines[1]]
     return spoil
 
 
@@ -478,7 +480,7 @@ def test_8_a_symlinked_report_folder_is_followed_and_the_link_kept(tiny_run, tmp
     for _ in range(2):  # into the empty target, then over the report now there
         assert cli.main(["report", str(tiny_run), "--out", str(link), "--quiet"]) == 0
         assert link.is_symlink() and link.resolve() == target.resolve()
-        assert (target / "index.html").exists() and (target / report.MARKER).exists()
+        assert (target / "index.html").exists() and (target / pages.MARKER).exists()
         assert [p.name for p in link.parent.iterdir()] == ["tiny"]
         assert [p.name for p in target.parent.iterdir()] == ["tiny"]
     dangling = tmp_path / "reports" / "gone"
@@ -548,7 +550,7 @@ def test_10_a_huge_journal_is_refused_with_the_limit(tiny_run, tmp_path, capsys,
     write_records(records_of(tiny_run), folder, tiny_run.name)
     path = store.journal_path(tmp_path / "results", "tiny", "20991231T000000Z-000003")
     path.parent.mkdir()
-    path.write_bytes(journal.encode({"kind": "header", "format": 1, "run_id": path.name[:23], "scenario": "tiny"}))
+    path.write_bytes(jsonl.encode({"kind": "header", "format": 1, "run_id": path.name[:23], "scenario": "tiny"}))
     monkeypatch.setattr(journal, "MAX_BYTES", 1024)
     with open(path, "r+b") as f:
         f.truncate(2048)
@@ -602,9 +604,9 @@ def test_s1_report_refuses_a_journal_of_a_newer_schema(tiny_run, tmp_path, capsy
     path = store.journal_path(tmp_path / "results", "tiny", run_id)
     path.parent.mkdir()
     record = {**records_of(tiny_run)[0], "run_id": run_id, "started_at": None}
-    path.write_bytes(journal.encode({"kind": "header", "format": 1, "run_id": run_id, "scenario": "tiny",
+    path.write_bytes(jsonl.encode({"kind": "header", "format": 1, "run_id": run_id, "scenario": "tiny",
                                      "schema_version": store.SCHEMA_VERSION + 1})
-                     + journal.encode({"kind": "case", "record": record}))
+                     + jsonl.encode({"kind": "case", "record": record}))
     assert cli.main(["report", str(folder), "--out", str(tmp_path / "rep"), "--quiet"]) == 0
     err = capsys.readouterr().err
     assert f"left out {path}" in err and "newer" in err
@@ -615,7 +617,7 @@ def test_s1_report_refuses_a_journal_of_a_newer_schema(tiny_run, tmp_path, capsy
                                   "\u2069", "\u200e", "\u200f", "\u061c"])
 def test_s2_direction_overrides_are_filtered_for_the_terminal(char):
     assert text.printable(f"fp8{char}_rowwise") == "fp8_rowwise"
-    assert "\u202e" not in report.md_text("a\u202eb")
+    assert "\u202e" not in pages.md_text("a\u202eb")
 
 
 def test_s3_sighup_stops_a_run_with_the_resume_hint(write_scenario, tmp_path, monkeypatch, capsys):

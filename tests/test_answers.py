@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from suite import cli, pipeline, report
-from suite.analysis import answers
+from suite.analysis import answers, summary
+from suite.measure import env
 from suite.report import plots
 from suite.results import store
 from suite.scenario import plan, spec
@@ -26,7 +27,7 @@ def tiny(tmp_path_factory) -> Path:
     """A real run of the tiny scenario (fp32, tf32 (skipped off CUDA), bf16, fp16 at 32 and 64)."""
     folder = tmp_path_factory.mktemp("answers")
     (folder / "tiny.toml").write_text(TINY_SCENARIO, encoding="utf-8")
-    return pipeline.run_scenario(spec.load(folder / "tiny.toml"), folder / "results", None, progress=False).path
+    return pipeline.run(pipeline.RunRequest(spec.load(folder / "tiny.toml"), folder / "results", None, progress=False)).path
 
 
 def json_of(capsys, argv) -> dict:
@@ -39,13 +40,13 @@ def json_of(capsys, argv) -> dict:
 
 def test_the_headline_answers_at_the_largest_shape_with_speedups_and_errors(tiny):
     df = store.read_file(tiny)
-    first = report.headline(df)[0]
+    first = summary.headline(df)[0]
     assert first.startswith("gemm at 64x64x64: ")
     ok = df[(df["status"] == "ok") & (df["m"] == 64)].set_index("precision")
     for precision in ("bf16", "fp16"):
         assert f"rel. error {ok.loc[precision, 'rel_err']:.1e}" in first
     assert "tf32 skipped (TF32 is a CUDA tensor-core mode" in first
-    assert any(line.startswith("Not measured: 2 of 8 cases: 2 tf32 skipped") for line in report.headline(df))
+    assert any(line.startswith("Not measured: 2 of 8 cases: 2 tf32 skipped") for line in summary.headline(df))
 
 
 def test_pareto_front_keeps_only_the_undominated_cases():
@@ -131,7 +132,7 @@ def test_only_runs_the_matching_cases_and_resume_keeps_the_filter(write_scenario
     run = store.start_run(results, "tiny", store.new_run_id(), {
         "plan": [c.case_id for c in plan.only(plan.expand(scenario), ["precision=bf16"])],
         **pipeline.scenario_spec(scenario, "cpu", ["precision=bf16"]),
-        "identity": {k: pipeline.run_meta(pipeline.env.resolve_device("cpu")).get(k) for k in pipeline.IDENTITY}})
+        "identity": {k: env.run_meta(env.resolve_device("cpu")).get(k) for k in pipeline.IDENTITY}})
     run.close()
     argv = ["run", str(path), "--resume", run.header["run_id"], "--results", str(results), "--no-report", "--quiet"]
     assert cli.main(argv + ["--only", "precision=fp16"]) == 2
@@ -176,7 +177,7 @@ def test_the_report_opens_with_its_answer_in_a_browser_and_every_image_loads(tin
             overflow = page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
         finally:
             browser.close()
-    assert first == report.headline(store.read_file(tiny))[0]
+    assert first == summary.headline(store.read_file(tiny))[0]
     assert images and all(loaded for _, loaded in images), images
     assert not overflow  # wide tables scroll inside their box; the page itself never does
 
@@ -184,10 +185,10 @@ def test_the_report_opens_with_its_answer_in_a_browser_and_every_image_loads(tin
 def test_a_terminal_gets_a_progress_bar_under_the_finished_cases(tiny_scenario):
     import io
 
-    from suite.measure import runner
+    from suite.measure import progress
 
     screen = io.StringIO()
-    bar = runner.TerminalProgress(2, screen, force_terminal=True)
+    bar = progress.TerminalProgress(2, screen, force_terminal=True)
     cases = plan.expand(tiny_scenario)[:2]
     bar.plan(cases)
     for case in cases:
@@ -198,8 +199,8 @@ def test_a_terminal_gets_a_progress_bar_under_the_finished_cases(tiny_scenario):
     text = screen.getvalue()
     assert f"[1/2] {cases[0].label}: skipped: not here" in text and f"[2/2] {cases[1].label}" in text
     assert "\x1b[" in text  # drawn with the terminal's codes, which piped output never gets
-    plain = runner.progress_for(2, 0, "cpu", io.StringIO())
-    assert type(plain) is runner.Progress
+    plain = progress.progress_for(2, 0, "cpu", io.StringIO())
+    assert type(plain) is progress.Progress
 
 
 def test_compare_json_has_the_documented_shape(tiny, tmp_path, capsys):

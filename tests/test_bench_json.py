@@ -15,7 +15,7 @@ import pytest
 from suite.analysis import bench_json, compare
 from suite import cli
 from suite.results import select, store
-from suite.errors import UserError
+from suite.core.errors import UserError
 from tests.recorded_runs import shared
 
 pytest.importorskip("pytest_benchmark")

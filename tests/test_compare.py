@@ -15,7 +15,7 @@ from suite import cli
 from suite.analysis import compare, stats
 from suite.report import compare_page
 from suite.results import select, store
-from suite.errors import UserError
+from suite.core.errors import UserError
 from benchmarks import calibrate
 from tests.recorded_runs import SPEEDUP_CASES, shared
 

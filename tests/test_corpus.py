@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.models.corpus import MarkovSource, generated
 
 

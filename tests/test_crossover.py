@@ -97,7 +97,7 @@ def test_predict_as_a_table_and_a_bad_device(capsys):
 
 
 def test_the_report_lists_every_crossover_and_the_headline_only_the_first():
-    from suite import report
+    from suite.report import pages
 
     runs = [sweep({1024: 0.5, 2048: 1.5}).assign(params=f'{{"variant": {i}}}') for i in range(crossover.MAX_LINES + 2)]
     df = pd.concat([r.assign(case_id=r["case_id"] + f"-{i}", baseline_case_id=r["baseline_case_id"] + f"-{i}")
@@ -106,5 +106,5 @@ def test_the_report_lists_every_crossover_and_the_headline_only_the_first():
     assert len(lines) == crossover.MAX_LINES + 1 and lines[-1].startswith("2 more recipe and shape families")
     rows = crossover.table_rows(crossover.measured_families(df))
     assert len(rows) == crossover.MAX_LINES + 2 and {r["case"] for r in rows} == {f"gemm, variant={i}" for i in range(8)}
-    table = report.md_table(rows, crossover.TABLE_COLUMNS)
+    table = pages.md_table(rows, crossover.TABLE_COLUMNS)
     assert table.count("pays from M=K=N of about") == crossover.MAX_LINES + 2

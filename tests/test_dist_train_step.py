@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from suite import pipeline
-from suite.measure import collectives, launch
+from suite.measure import collectives
+from suite.measure.executors import torchrun
 from suite.scenario import registry, spec
 from suite.scenario.plan import expand
 
@@ -34,9 +35,9 @@ def launched(tmp_path_factory):
                               "batch": 1, "steps": 2, "profile_steps": 1, "timeout_s": 120.0}}],
     })
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(launch, "ENTRY", [str(FAULT_RANK)])
-        result = pipeline.run_scenario(scenario, tmp_path_factory.mktemp("results"), reports_dir=None, progress=False)
-    return {r["precision"]: r for r in result.records}
+        mp.setattr(torchrun, "ENTRY", [str(FAULT_RANK)])
+        result = pipeline.run(pipeline.RunRequest(scenario, tmp_path_factory.mktemp("results"), reports=None, progress=False))
+    return {r["precision"]: r for r in result.records.to_dict("records")}
 
 
 def test_a_killed_rank_fails_its_case_with_that_ranks_error(launched):
@@ -71,9 +72,9 @@ def test_the_case_after_a_killed_rank_runs_and_measures_collectives(launched):
 def test_h100x8_fp8_plans_on_a_cpu_with_every_case_skipped(tmp_path):
     scenario = spec.load(Path(__file__).parent.parent / "scenarios" / "h100x8_fp8.toml")
     assert "+25.0%" in scenario.description and "+10.1%" in scenario.description
-    result = pipeline.run_scenario(scenario, tmp_path, reports_dir=None, progress=False)
-    assert result.records and {r["status"] for r in result.records} == {"skipped"}
-    assert all(r["reason"] for r in result.records)
+    result = pipeline.run(pipeline.RunRequest(scenario, tmp_path, reports=None, progress=False))
+    assert len(result.records) and set(result.records["status"]) == {"skipped"}
+    assert result.records["reason"].astype(bool).all()
     # with CUDA but fewer GPUs than world_size, the parent skips before launching anything
     case = next(c for c in expand(scenario) if c.precision == "bf16")
     workload = registry.workload("dist_train_step")
@@ -128,7 +129,7 @@ def test_fp8_all_gather_is_the_tensorwise_recipes_parameter():
 
 TORCHRUN_SUMMARY = """
 ============================================================
-suite.measure.rank FAILED
+suite.measure.executors.rank FAILED
 ------------------------------------------------------------
 Failures:
 [1]:
@@ -154,15 +155,15 @@ def test_the_reason_is_the_rank_that_failed_first_not_the_ones_that_followed(tmp
     (tmp_path / "rank0.error.json").write_text(json.dumps(
         {"rank": 0, "time": 2.0, "error": "RuntimeError: Connection reset by peer"}))
     (tmp_path / "rank1.log").write_text("loading\nKilled by the test\n")
-    reason, log = launch.failure(tmp_path, 2, TORCHRUN_SUMMARY, 1)
+    reason, log = torchrun.failure(tmp_path, 2, TORCHRUN_SUMMARY, 1)
     assert reason == "rank 1 crashed: signal 9 (SIGKILL): Killed by the test" and "loading" in log
     # a rank torchrun stopped (SIGTERM) because another raised is not the cause
     stopped = TORCHRUN_SUMMARY.replace("exitcode  : -9", "exitcode  : -15")
-    assert launch.failure(tmp_path, 2, stopped, 1)[0] == "rank 0: RuntimeError: Connection reset by peer"
+    assert torchrun.failure(tmp_path, 2, stopped, 1)[0] == "rank 0: RuntimeError: Connection reset by peer"
     # without torchrun's summary, the earliest error written
     (tmp_path / "rank1.error.json").write_text(json.dumps({"rank": 1, "time": 1.0, "error": "ValueError: bad"}))
-    assert launch.failure(tmp_path, 2, "", 1)[0] == "rank 1: ValueError: bad"
-    assert launch.failure(tmp_path / "none", 2, "torchrun: error: bad args\n", 2)[0] == (
+    assert torchrun.failure(tmp_path, 2, "", 1)[0] == "rank 1: ValueError: bad"
+    assert torchrun.failure(tmp_path / "none", 2, "torchrun: error: bad args\n", 2)[0] == (
         "torchrun failed: exit status 2: torchrun: error: bad args")
 
 
@@ -170,6 +171,6 @@ def test_a_launch_past_its_timeout_is_stopped_and_fails(tmp_path):
     case = next(c for c in expand(spec.parse({
         "name": "t", "defaults": {"device": "cpu"},
         "sweep": [{"workload": "dist_train_step", "precisions": ["fp32"], "params": {"timeout_s": 0.5}}]})))
-    columns, status, reason, _ = launch.Launch(case, torch.device("cpu"), tmp_path, 2, 0.5).run()
+    columns, status, reason, _ = torchrun.Launch(case, torch.device("cpu"), tmp_path, 2, 0.5).run()
     assert (columns, status) == (None, "failed")
     assert reason == "timed out after 0.5 s (ranks without a result: 0, 1)"

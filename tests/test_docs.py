@@ -56,7 +56,7 @@ def test_every_column_a_results_file_holds_is_defined(tiny_scenario, tmp_path):
     written = set()
     for path in (ROOT / "results").rglob("*.parquet"):
         written |= set(pq.read_schema(path).names)
-    run = pipeline.run_scenario(tiny_scenario, tmp_path / "results", None, "cpu", progress=False)
+    run = pipeline.run(pipeline.RunRequest(tiny_scenario, tmp_path / "results", None, "cpu", progress=False))
     written |= set(pq.read_schema(run.path).names)
     assert not written - set(columns.BY_NAME), sorted(written - set(columns.BY_NAME))
     assert set(columns.CONTRACT) <= set(pq.read_schema(run.path).names)

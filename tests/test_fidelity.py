@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from suite.scenario import plan, spec
-from suite.measure import runner
+from suite.measure import inprocess
 from suite.precisions.floating.recipes import FP32
 from suite.measure.timing import CpuClock
 from suite.workloads.fidelity import workload as fidelity
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 
 CPU = torch.device("cpu")
 CUDA = torch.device("cuda")  # a device object only: nothing here touches a GPU
@@ -65,7 +65,7 @@ def test_check_times_the_same_gemm_with_torch_benchmark():
 
 def test_runner_records_both_medians_and_their_ratio():
     meta = {"run_id": "r", "device": "cpu", "device_name": "cpu"}
-    record = runner.run_case(cases("timer")[0], CPU, CpuClock(), meta)
+    record = inprocess.run_case(cases("timer")[0], CPU, CpuClock(), meta)
     assert record["status"] == "ok", record["reason"]
     assert record["fidelity_ratio"] == pytest.approx(record["time_ms_median"] / record["ref_time_ms_median"])
     assert record["timing_mode"] == "eager" and record["cache"] == "warm"
@@ -73,9 +73,9 @@ def test_runner_records_both_medians_and_their_ratio():
     assert record["warmup_reason"] in ("settled", "cap") and record["rel_spread"] >= 0
     assert record["telemetry"] is None and record["samples_throttled"] is None  # no NVML on a CPU run
 
-    skipped = runner.run_case(cases("do_bench_cudagraph", mode="cuda_graph", cache="warm")[0], CPU, CpuClock(), meta)
+    skipped = inprocess.run_case(cases("do_bench_cudagraph", mode="cuda_graph", cache="warm")[0], CPU, CpuClock(), meta)
     assert skipped["status"] == "skipped" and "cuda_graph needs a CUDA device" in skipped["reason"]
-    mismatched = runner.run_case(cases("timer", cache="cold")[0], CPU, CpuClock(), meta)
+    mismatched = inprocess.run_case(cases("timer", cache="cold")[0], CPU, CpuClock(), meta)
     assert mismatched["status"] == "failed" and 'cache = "warm"' in mismatched["reason"]
 
 

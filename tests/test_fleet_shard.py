@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.fleet import shard
 from suite.results import groups
 from suite.scenario import plan, spec

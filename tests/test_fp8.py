@@ -20,12 +20,12 @@ import torch
 from suite.precisions.fp8 import numerics as q
 from suite import pipeline
 from suite.scenario import spec
-from suite.measure.accuracy import error_metrics
-from suite.errors import UserError
+from suite.core.accuracy import error_metrics
+from suite.core.errors import UserError
 from suite.precisions.fp8 import recipes as fp8
 from suite.precisions.fp8.recipes import FP8_BLOCK, FP8_ROWWISE, FP8_ROWWISE_GW_HP, FP8_TENSORWISE
 from suite.precisions.floating.recipes import BF16
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.workloads.gemm.workload import random_operands
 
 CPU = torch.device("cpu")
@@ -240,8 +240,8 @@ def test_missing_torchao_is_a_skip_with_the_import_error(monkeypatch):
 @pytest.mark.slow
 def test_cpu_fp8_scenario_end_to_end(tmp_path):
     scenario = spec.load("scenarios/cpu_fp8.toml")
-    result = pipeline.run_scenario(scenario, tmp_path / "results", tmp_path / "reports", progress=False)
-    records = result.records
+    result = pipeline.run(pipeline.RunRequest(scenario, tmp_path / "results", tmp_path / "reports", progress=False))
+    records = result.records.to_dict("records")
     assert result.failed == 0 and result.path.exists()
     by = {}
     for r in records:

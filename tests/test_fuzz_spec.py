@@ -278,24 +278,26 @@ def cli_sandbox(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(env, "capture", functools.lru_cache(env.capture))
 
-    from suite.measure import isolate, runner
     from suite import report
+    from suite.report import pages
+    from suite.measure import inprocess
+    from suite.measure.executors.process import Process
     from suite.measure.timing import clock_for
 
     def render_stub(df, out):
-        report.output_dir(out)  # the real folder checks, without drawing anything
+        pages.output_dir(out)  # the real folder checks, without drawing anything
         return []
 
-    def in_process(self, case):
+    def in_process(self, case, run_meta, progress=None):
         import torch
 
         device = torch.device(self.device)
-        return runner.run_case(case, device, clock_for(device), self.run_meta)
+        return inprocess.run_case(case, device, clock_for(device), run_meta)
 
     monkeypatch.setattr(report, "render", render_stub)
-    monkeypatch.setattr(isolate.CaseProcess, "__call__", in_process)
+    monkeypatch.setattr(Process, "run_case", in_process)
     scenario = spec.load(tmp_path / "tiny.toml")
-    meta = pipeline.run_meta(torch.device("cpu"))
+    meta = env.run_meta(torch.device("cpu"))
     header = {"plan": [c.case_id for c in plan.expand(scenario)],
               "identity": {key: meta.get(key) for key in pipeline.IDENTITY}}
     store.start_run(tmp_path / "results", scenario.name, RUN_ID, header).close()

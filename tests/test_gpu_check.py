@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite.measure import isolate
-from suite.results import journal
+from suite.measure.executors import protocol
+from suite.core import jsonl
 from suite.scenario import plan, spec
 from suite.scenario.stop_rule import StopRule
 
@@ -173,16 +173,16 @@ def cpu_stand_ins() -> list[plan.Case]:
 
 @pytest.fixture(scope="module")
 def worker_run(tmp_path_factory):
-    """The check's cases, shrunk, through the CUDA worker's own loop (`isolate --serve`) on the CPU,
+    """The check's cases, shrunk, through the CUDA worker's own loop (`child --serve`) on the CPU,
     with every import traced: (records, the worker's stderr)."""
     meta = {"run_id": "20261201T000000Z-abcdef", "device": "cpu", "device_name": "cpu", "torch_version": "x"}
-    requests = b"".join(journal.encode({"case": isolate.case_to_json(case), "device": "cpu", "run_meta": meta})
+    requests = b"".join(jsonl.encode({"case": protocol.case_to_json(case), "device": "cpu", "run_meta": meta})
                         for case in cpu_stand_ins())
     env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "suite.measure.isolate", "--serve"], input=requests, env=env,
+    proc = subprocess.run([sys.executable, "-m", "suite.measure.executors.child", "--serve"], input=requests, env=env,
                           cwd=tmp_path_factory.mktemp("worker"), capture_output=True, timeout=600)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
-    return [journal.decode(line) for line in proc.stdout.splitlines()], proc.stderr.decode(errors="replace")
+    return [jsonl.decode(line) for line in proc.stdout.splitlines()], proc.stderr.decode(errors="replace")
 
 
 def imported(stderr: str) -> set[str]:
@@ -285,5 +285,5 @@ def test_the_summary_shows_the_anchors_the_warnings_and_energy_where_measured():
     assert anchors[-1] == "suite / do_bench time: median 1.010 over 1 GEMMs (anchor: within 2%)"
     assert GPU_CHECK.warning_lines(df) == [f"[2 cases] {fallback}"]
     assert GPU_CHECK.energy_lines(df) == [
-        "8192x8192x8192 quantize=pre use_fast_accum=True fp8_rowwise: 0.5 J/TFLOP (bf16 0.9 J/TFLOP: 0.556x of it)"]
+        "8192x8192x8192 fp8_rowwise: 0.5 J/TFLOP (bf16 0.9 J/TFLOP: 0.556x of it)"]
     assert GPU_CHECK.energy_lines(df.drop(columns=["joules_per_tflop"])) == []  # absent: nothing shown

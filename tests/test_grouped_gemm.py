@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from suite.errors import Unsupported, UserError
+from suite.core.errors import Unsupported, UserError
 from suite.measure.timing import StopRule
 from suite.precisions.floating.recipes import BF16, FP32
 from suite.precisions.fp8.recipes import FP8_ROWWISE, FP8_TENSORWISE
@@ -119,11 +119,12 @@ def test_a_run_reports_speedup_against_the_load_and_the_loop(tmp_path, write_sce
         mkn = [[64, 32, 32]]
         params = { experts = 4, load = ["balanced", "one_hot", "half_empty"], impl = ["grouped", "loop"] }
         """, baseline="fp32")
-    result = pipeline.run_scenario(spec.load(write_scenario(text)), tmp_path / "results", None, progress=False)
+    result = pipeline.run(pipeline.RunRequest(spec.load(write_scenario(text)), tmp_path / "results", None,
+                                              progress=False))
     records = result.records
-    assert len(records) == 12 and all(r["status"] == "ok" for r in records)
-    skewed = [r for r in records if json.loads(r["params"]).get("load") == "one_hot"]
-    assert {r["imbalance"] for r in skewed} == {61 / 16}
+    assert len(records) == 12 and (records["status"] == "ok").all()
+    skewed = records[records["params"].map(lambda p: json.loads(p).get("load")) == "one_hot"]
+    assert set(skewed["imbalance"]) == {61 / 16}
     files = render(pd.read_parquet(result.path), tmp_path / "report")
     names = {f.name for f in files}
     assert {"speedup_by_imbalance_grouped_gemm.png", "grouped_vs_loop_grouped_gemm.png"} <= names

@@ -16,7 +16,7 @@ import pytest
 from benchmarks import calibrate
 from suite import cli
 from suite.analysis import compare, history, stats
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.report import history_page
 from suite.results import store
 from tests.recorded_runs import shared
@@ -222,7 +222,7 @@ def test_history_needs_runs_and_valid_options(tmp_path, store_with_a_step):
 
 def test_cli_defaults_are_the_library_defaults():
     parsed = cli.parser().parse_args(["history", "cpu"])
-    assert parsed.min_runs == cli.DEFAULT_HISTORY_MIN_RUNS == history.Options().min_runs == stats.RECOMMENDED_RUNS
+    assert parsed.min_runs == cli.commands.DEFAULT_HISTORY_MIN_RUNS == history.Options().min_runs == stats.RECOMMENDED_RUNS
     assert parsed.confidence == history.Options().confidence and parsed.noise is None
 
 

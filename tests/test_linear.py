@@ -13,14 +13,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.scenario.plan import Case
 from suite.precisions import flags
 from suite.precisions.floating.recipes import BF16, FP32
 from suite.precisions.fp8.recipes import FP8_BLOCK, FP8_ROWWISE, FP8_ROWWISE_GW_HP, FP8_TENSORWISE
 from suite.measure.timing import StopRule
-from suite.errors import Unsupported
-from suite.measure import runner
+from suite.core.errors import Unsupported
+from suite.measure import inprocess
+from suite.measure.timing import clock_for
 from suite.workloads.linear.workload import LINEAR, LN_LINEAR
 
 CPU = torch.device("cpu")
@@ -34,7 +35,7 @@ def run(workload, precision, **params):
     case = Case("t", workload.name, precision.name, None, M, K, N, params, 0, StopRule())
     with precision.active():  # prepare, first call, check: as the runner calls them
         prepared = workload.prepare(case, precision, CPU)
-        first = runner.timed_first_call(prepared, lambda: None)
+        first = inprocess.timed_first_call(prepared, lambda: None)
         return prepared, {**first, **prepared.check()}
 
 
@@ -128,7 +129,7 @@ def test_the_profiler_splits_a_step_into_gemms_and_the_rest():
 def test_a_layer_record_carries_the_split():
     pytest.importorskip("torchao.float8")
     case = Case("t", "linear", "fp8_rowwise", "bf16", M, K, N, {}, 0, StopRule(budget_s=0.05, warmup_s=0.0))
-    record = runner.run_case(case, CPU, runner.clock_for(CPU), {"device": "cpu"})
+    record = inprocess.run_case(case, CPU, clock_for(CPU), {"device": "cpu"})
     assert record["status"] == "ok" and record["measured_gemm_ms"] > 0 and record["measured_other_ms"] > 0
 
 

@@ -235,7 +235,7 @@ def test_a_run_stores_the_model_beside_each_measured_record(tiny_scenario, tmp_p
 
     if env.cpu_clock_mhz() is None:
         pytest.skip("this platform reports no CPU clock (no cpufreq, no `cpu MHz` in /proc/cpuinfo)")
-    run = pipeline.run_scenario(tiny_scenario, tmp_path / "results", None, "cpu", progress=False)
+    run = pipeline.run(pipeline.RunRequest(tiny_scenario, tmp_path / "results", None, "cpu", progress=False))
     df = pd.read_parquet(run.path)
     ok = df[df["status"] == "ok"]
     assert ok["cpu_clock_mhz"].notna().all() and ok["bound"].eq("compute").all()

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.models import gpt2, llama
 
 

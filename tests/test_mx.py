@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from block_reference import E2M1, E4M3, mx_qdq, nvfp4_qdq, tensorwise_fp8_qdq
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.measure.timing import StopRule
 from suite.precisions.mx.recipes import KERNEL, MXFP4, MXFP8, NVFP4, QDQLinearFn, capability_reason
 from suite.scenario.plan import Case
@@ -186,12 +186,12 @@ def test_a_hopper_gpu_skips_with_the_capability(monkeypatch):
 
 def test_a_hopper_run_records_the_skip(monkeypatch):
     """Through the runner, as an H100 run would record it (the capability faked)."""
-    from suite.measure import runner
+    from suite.measure import inprocess
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     monkeypatch.setattr(torch.version, "hip", None)
     case = Case("t", "gemm", "mxfp8", "bf16", 64, 64, 64, {}, 0, StopRule())
-    record = runner.run_case(case, torch.device("cuda"), None, {})
+    record = inprocess.run_case(case, torch.device("cuda"), None, {})
     assert record["status"] == "skipped" and record["reason"] == "needs compute capability 10.0; this GPU is 9.0"
 
 
@@ -221,8 +221,9 @@ def test_a_run_draws_sqnr_against_the_outlier_and_the_block_size(tmp_path, write
         mkn = [[16, 128, 16]]
         params = { outlier = 1e6, block_size = [16, 32, 64] }
         """, baseline="bf16")
-    result = pipeline.run_scenario(spec.load(write_scenario(text)), tmp_path / "results", None, progress=False)
-    assert all(r["status"] == "ok" for r in result.records)
+    result = pipeline.run(pipeline.RunRequest(spec.load(write_scenario(text)), tmp_path / "results", None,
+                                              progress=False))
+    assert (result.records["status"] == "ok").all()
     files = {f.name for f in render(pd.read_parquet(result.path), tmp_path / "report")}
     assert {"outlier_elements_outlier.png", "outlier_block_size_outlier.png", "outlier_sqnr_outlier.png"} <= files
     page = (tmp_path / "report" / "report.md").read_text()

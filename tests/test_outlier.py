@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.scenario.plan import Case
 from suite.precisions.floating.recipes import BF16
 from suite.precisions.fp8.recipes import FP8_BLOCK, FP8_ROWWISE, FP8_TENSORWISE

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from suite.measure import peaks, runner
+from suite.core import peaks
+from suite.scenario import registry
+from suite.measure import record
 from suite.scenario.plan import Case
 from suite.measure.timing import StopRule
 
@@ -38,7 +40,7 @@ def test_unknown_devices_have_no_peak(name):
     assert peaks.peak_tflops(name, "bf16") is None
 
 
-# Sparse figures printed in the datasheets (see suite/measure/peaks.py): the table must hold half of each.
+# Sparse figures printed in the datasheets (see suite/core/peaks.py): the table must hold half of each.
 SPARSE_BF16 = {"H100 SXM": 1979, "H100 PCIe": 1513, "H100 NVL": 1671, "H200": 1979, "H200 NVL": 1671,
                "GH200": 1979, "A100 SXM": 624, "A100 PCIe": 624, "L4": 242, "L40S": 733,
                "B200": 4500, "GB200": 5000}
@@ -63,20 +65,24 @@ def test_numbers_are_dense(label, table):
 
 def test_peak_per_precision():
     h100 = "NVIDIA H100 80GB HBM3"
-    assert peaks.peak_tflops(h100, "bf16") == 989.5
-    assert peaks.peak_tflops(h100, "fp32") == 67.0
-    assert peaks.peak_tflops(h100, "tf32") == 494.5
-    assert peaks.peak_tflops(h100, "fp8_tensorwise") == peaks.peak_tflops(h100, "te_delayed") == 1979.0
-    assert peaks.peak_tflops("NVIDIA H100 PCIe", "bf16") == 756.5
-    assert peaks.peak_tflops("NVIDIA A100-SXM4-80GB", "fp8_rowwise") is None
-    assert peaks.peak_tflops(h100, "int8") is None
-    assert peaks.peak_tflops("NVIDIA H200", "bf16") == peaks.peak_tflops(h100, "bf16")
+
+    def peak(device, precision):
+        return peaks.peak_tflops(device, registry.peak_column(precision))
+
+    assert peak(h100, "bf16") == 989.5
+    assert peak(h100, "fp32") == 67.0
+    assert peak(h100, "tf32") == 494.5
+    assert peak(h100, "fp8_tensorwise") == peak(h100, "te_delayed") == 1979.0
+    assert peak("NVIDIA H100 PCIe", "bf16") == 756.5
+    assert peak("NVIDIA A100-SXM4-80GB", "fp8_rowwise") is None
+    assert peak(h100, "int8") is None and peaks.peak_tflops(h100, None) is None
+    assert peak("NVIDIA H200", "bf16") == peak(h100, "bf16")
 
 
 def test_cpu_records_get_no_gpu_peak():
     case = Case("s", "gemm", "bf16", None, 8, 8, 8, {}, seed=0, timing=StopRule())
-    cpu = runner.base_record(case, {"device": "cpu", "device_name": "NVIDIA A100 lookalike CPU"})
-    gpu = runner.base_record(case, {"device": "cuda", "device_name": "NVIDIA A100-SXM4-80GB"})
+    cpu = record.base(case, {"device": "cpu", "device_name": "NVIDIA A100 lookalike CPU"})
+    gpu = record.base(case, {"device": "cuda", "device_name": "NVIDIA A100-SXM4-80GB"})
     assert cpu["peak_tflops"] is None and gpu["peak_tflops"] == 312.0
 
 

@@ -169,12 +169,13 @@ def test_a_toy_precision_and_workload_run_through_plan_run_and_report(toy_folder
     assert [c.case_id for c in plan.expand(scenario)] == [c.case_id for c in cases]  # stable ids
 
     out = toy_folders / "out"
-    result = pipeline.run_scenario(scenario, out / "results", out / "reports", "cpu", progress=False)
-    toy = {r["params"]: r for r in result.records if r["precision"] == "toy_scaled"}
-    assert {r["status"] for r in result.records} == {"ok"}, [r["reason"] for r in result.records]
+    result = pipeline.run(pipeline.RunRequest(scenario, out / "results", out / "reports", "cpu", progress=False))
+    records = result.records.to_dict("records")
+    toy = {r["params"]: r for r in records if r["precision"] == "toy_scaled"}
+    assert {r["status"] for r in records} == {"ok"}, [r["reason"] for r in records]
     assert toy['{"shift": 0.5}']["rel_err"] < 2**-6  # bf16 operands: about 2^-8
     assert toy['{"shift": 0.5, "toy_scale": 2.0}']["rel_err"] > 0.5  # 2AB + s against AB + s: the parameter worked
-    assert all(r["shift"] in (0.5, 4.0) and r["out_mean"] == r["out_mean"] for r in result.records)
+    assert all(r["shift"] in (0.5, 4.0) and r["out_mean"] == r["out_mean"] for r in records)
 
     schema = pq.read_schema(result.path)  # the declared columns, typed, with their meaning
     assert schema.field("out_mean").metadata[b"description"] == b"the mean of one call's output"

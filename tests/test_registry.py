@@ -9,7 +9,6 @@ import sys
 import pytest
 
 from suite.scenario import declare, params, registry
-from suite.measure import peaks
 
 PEAK_COLUMNS = {"fp32", "tf32", "bf16", "fp16", "fp8", "fp4"}
 
@@ -22,7 +21,7 @@ def test_every_precision_record_is_complete(name):
     recipe = registry.precision(name)
     assert isinstance(recipe, Precision) and recipe.name == name and record.description
     assert issubclass(record.params, params.Params)
-    assert record.peak in PEAK_COLUMNS and peaks.peak_column(name) == record.peak
+    assert record.peak in PEAK_COLUMNS and registry.peak_column(name) == record.peak
     for field, info in record.params.model_fields.items():
         assert info.description, f"{name}: params.{field} has no description"
 

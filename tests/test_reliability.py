@@ -16,12 +16,12 @@ import torch
 
 from suite import cli, pipeline
 from suite.scenario import plan, registry, spec
-from suite.measure import runner
+from suite.measure import inprocess
 from suite.results import store
-from suite.measure.accuracy import error_metrics
+from suite.core.accuracy import error_metrics
 from suite.measure.timing import CpuClock, StopRule
 from suite.workloads.base import Prepared
-from tests.conftest import TINY_SCENARIO, quick_toml
+from tests.conftest import TINY_SCENARIO, quick_toml, run_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = torch.device("cpu")
@@ -81,11 +81,11 @@ def trouble(monkeypatch):
 ])
 def test_each_kind_of_failure_is_one_row_and_the_memory_is_released(trouble, mode, status, reason):
     cases = [trouble_case(mode), trouble_case("ok")]
-    first, second = runner.run(cases, CPU, META)
+    first, second = run_cases(cases, META)
     assert (first["status"], first["reason"]) == (status, reason)
     assert second["status"] == "ok" and second["rel_err"] < 1e-6
     # Nothing of the failed case is still referenced once the run has moved on.
-    record = runner.run_case(trouble_case(mode), CPU, CpuClock(), META)
+    record = inprocess.run_case(trouble_case(mode), CPU, CpuClock(), META)
     assert record["status"] == status
     if mode not in ("missing_backend", "broken_suite_import"):
         assert Trouble.allocated is not None and Trouble.allocated() is None
@@ -144,7 +144,7 @@ def test_interleaved_runs_in_one_folder_keep_their_own_records(tmp_path):
         for run_id, run in zip(ids, journals):
             run.append({"case_id": case_id, "run_id": run_id, "scenario": "s", "workload": "gemm",
                             "precision": "fp32", "status": "ok", "time_ms_median": 1.0})
-    paths = [store.finish_run(run, tmp_path, ["a", "b"]) for run in reversed(journals)]
+    paths = [store.finish_run(run, tmp_path, ["a", "b"]).path for run in reversed(journals)]
     for run_id, path in zip(reversed(ids), paths):
         df = store.read_file(path)
         assert list(df["case_id"]) == ["a", "b"] and set(df["run_id"]) == {run_id}
@@ -152,8 +152,8 @@ def test_interleaved_runs_in_one_folder_keep_their_own_records(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cuda_scenario_without_cuda_records_every_case_as_skipped(tiny_scenario, tmp_path):
-    result = pipeline.run_scenario(tiny_scenario, tmp_path / "results", tmp_path / "reports", device="cuda",
-                                   progress=False)
+    result = pipeline.run(pipeline.RunRequest(tiny_scenario, tmp_path / "results", tmp_path / "reports", device="cuda",
+                                   progress=False))
     df = store.read_file(result.path)
     assert len(df) == len(plan.expand(tiny_scenario))
     assert set(df["status"]) == {"skipped"}
@@ -169,9 +169,9 @@ def test_strings_from_the_scenario_and_the_records_are_escaped_in_the_report(wri
         workload = "linear"
         precisions = ["fp32", "tf32"]
         mkn = [[32, 32, 32]]
-        params = { compile_backend = "<script>alert('param')</script>" }
+        params = { compile_backend = ["<script>alert('param')</script>", "inductor"] }
     """, description="<script>alert('description')</script>")))
-    result = pipeline.run_scenario(scenario, tmp_path / "results", None, progress=False)
+    result = pipeline.run(pipeline.RunRequest(scenario, tmp_path / "results", None, progress=False))
     df = store.read_file(result.path)
     df.loc[df["status"] == "skipped", "reason"] = "<img src=x onerror=alert('reason')>"
     from suite import report

@@ -12,9 +12,8 @@ import pytest
 
 from suite import cli, pipeline
 from suite.analysis import compare, history
-from suite import report
-from suite.report import plots
-from suite.errors import UserError
+from suite.report import pages, plots
+from suite.core.errors import UserError
 from suite.results import journal, location, store
 from suite.scenario import plan, spec
 from tests.conftest import quick_toml
@@ -85,7 +84,7 @@ def test_runs_written_read_reported_and_compared_under_an_s3_url(bucket, url, sm
     assert max(df["run_id"]) in page and min(df["run_id"]) not in page  # the newest run
     bucket.pipe_file(f"{url}-data/table.csv".removeprefix("s3://"), b"a,b")
     with pytest.raises(UserError, match="not an mpsuite report"):
-        report.output_dir(f"{url}-data")
+        pages.output_dir(f"{url}-data")
 
     # compare and history select from the bucket as from a folder (their pages are rendered as for
     # local results: that is tested in their own modules)
@@ -108,7 +107,7 @@ def test_an_interrupted_run_resumes_from_the_uploaded_journal_on_another_machine
 
     monkeypatch.setattr(journal.Journal, "append", killed_after_one)
     with pytest.raises(pipeline.RunInterrupted) as stopped:
-        pipeline.run_scenario(scenario, url, None, "cpu", progress=False)
+        pipeline.run(pipeline.RunRequest(scenario, url, None, "cpu", progress=False))
     monkeypatch.setattr(journal.Journal, "append", append)
     run_id = stopped.value.run_id
     remote = store.journal_path(url, "small", run_id)
@@ -118,8 +117,8 @@ def test_an_interrupted_run_resumes_from_the_uploaded_journal_on_another_machine
     assert partial["run_partial"].all() and len(partial) == 1
 
     location.spool(remote).unlink()  # another machine: only the bucket's copy is left
-    done = pipeline.run_scenario(scenario, url, None, "cpu", progress=False, resume=run_id)
-    assert sorted(r["case_id"] for r in done.records) == sorted(order)  # every case exactly once
+    done = pipeline.run(pipeline.RunRequest(scenario, url, None, "cpu", progress=False, resume=run_id))
+    assert sorted(done.records["case_id"]) == sorted(order)  # every case exactly once
     assert not remote.exists() and store.incomplete_runs(url, "small") == []
     with pytest.raises(UserError, match="already complete"):
         store.continue_run(url, "small", run_id)

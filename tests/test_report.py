@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from suite.analysis import derived, energy
+from suite.analysis import derived, energy, summary
 from suite import report
 
 
@@ -106,7 +106,7 @@ def cpu_run(flags, isa="AVX2", isa_env=None):
 
 def test_the_answer_comes_first_then_the_crossover_then_the_slow_path_and_its_cause(tmp_path):
     df = cpu_run("avx2 avx512f")
-    answer, crossing, slow = report.headline(df)[:3]
+    answer, crossing, slow = summary.headline(df)[:3]
     assert answer == "gemm at 512x512x512: fp32 (the baseline) is fastest; bf16 is 60x slower than fp32 (rel. error 1.0e-03)."
     # no clock recorded: no CPU peak, so no prediction beside the measured crossover
     assert crossing == "bf16 (gemm) does not pay up to M=K=N = 512 on this test (no model for this device)."
@@ -121,7 +121,7 @@ def test_the_answer_comes_first_then_the_crossover_then_the_slow_path_and_its_ca
 
 
 def test_a_cpu_with_amx_but_a_lowered_isa_names_the_variables():
-    first = report.headline(cpu_run("avx2 avx512f amx_tile amx_bf16", "AVX2", "ONEDNN_MAX_CPU_ISA=AVX2"))[2]
+    first = summary.headline(cpu_run("avx2 avx512f amx_tile amx_bf16", "AVX2", "ONEDNN_MAX_CPU_ISA=AVX2"))[2]
     assert "the CPU has amx_bf16 but torch dispatches to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2)" in first
 
 
@@ -130,12 +130,12 @@ def test_a_recipe_slower_than_a_baseline_of_its_own_format_is_not_blamed_on_the_
     cpu = {"device": "cpu", "cpu_flags": "avx2 amx_bf16 avx512_bf16", "cpu_isa": "AVX512_BF16", "baseline": "bf16"}
     df = pd.DataFrame([record("bf16", 256, 1.0, case_id="b", baseline_case_id="b", **cpu),
                        record("bf16_adamw8bit", 256, 5.0, baseline_case_id="b", **cpu)])
-    slow = next(line for line in report.headline(df) if "slower than bf16 here" in line)
+    slow = next(line for line in summary.headline(df) if "slower than bf16 here" in line)
     assert "its GEMMs run in bf16 as bf16's do" in slow and "native" not in slow
 
 
 def test_no_slow_path_no_line(records):
-    assert not any("slower" in line for line in report.headline(records))  # bf16 4x faster there
+    assert not any("slower" in line for line in summary.headline(records))  # bf16 4x faster there
 
 
 def test_capped_cases_and_stalls_are_counted():
@@ -145,7 +145,7 @@ def test_capped_cases_and_stalls_are_counted():
     steady, stalled = [1.0] * 20, [1.0] * 18 + [5.0, 6.0]
     df["samples_ms"] = [steady, [12.0], stalled, [96.0, 96.0]]
     df["time_ms_median"] = [1.0, 12.0, 1.0, 96.0]
-    lines = report.headline(df)
+    lines = summary.headline(df)
     assert any(line.startswith("2 case(s) stopped at the whole-case cap") and "as few as 1" in line for line in lines)
     assert any(line.startswith("1 case(s) show stalls") for line in lines)
     rows = report.build_view(df)["cases"]
@@ -167,7 +167,7 @@ def test_a_partial_run_says_so_first(tmp_path):
     journal.close()
     partial = store.read([tmp_path], unfinished=True)
     assert len(partial) == 4 and partial["run_partial"].all()
-    first = report.headline(partial)[0]
+    first = summary.headline(partial)[0]
     assert first == (f"Partial report: run {run_id} stopped after 4 of 6 cases; "
                      f"`python -m suite run s --resume {run_id}` finishes it.")
 

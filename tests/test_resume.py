@@ -124,11 +124,12 @@ def test_ctrl_c_keeps_finished_cases_and_prints_the_resume_command(slow):
 
 def test_resume_refuses_a_changed_scenario_or_another_machine(slow, capsys, monkeypatch):
     from suite import pipeline
+    from suite.measure import env
 
     scenario, results, _ = slow
     scn = spec.load(scenario)
     run_id = store.new_run_id()
-    meta = pipeline.run_meta(pipeline.env.resolve_device("cpu"))
+    meta = env.run_meta(env.resolve_device("cpu"))
     header = {"plan": ["not-a-case"], "identity": {k: meta.get(k) for k in pipeline.IDENTITY}}
     store.start_run(results, scn.name, run_id, header).close()
     assert resume(scenario, results, run_id) == 2

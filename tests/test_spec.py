@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from suite.scenario import spec
-from suite.errors import ScenarioError
+from suite.core.errors import ScenarioError
 
 GOOD = """
 name = "ok"

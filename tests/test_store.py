@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from suite.core import jsonl
 from suite.results import columns, journal, store
-from suite.errors import UserError
+from suite.core.errors import UserError
 
 RUN = "20260101T120000Z-abcdef"
 
@@ -47,7 +48,7 @@ def test_records_round_trip_exactly(tmp_path):
 
 def test_values_json_cannot_name_are_kept_as_text():
     # The journal and the --isolate child protocol share this encoder.
-    line = journal.encode({"case_id": "a", "path": Path("x"), "nested": {"t": (1, 2)}, "s": {3}})
+    line = jsonl.encode({"case_id": "a", "path": Path("x"), "nested": {"t": (1, 2)}, "s": {3}})
     assert json.loads(line) == {"case_id": "a", "path": "x", "nested": {"t": [1, 2]}, "s": [3]}
 
 
@@ -119,12 +120,27 @@ def test_finish_writes_the_parquet_in_plan_order_and_removes_the_journal(tmp_pat
     run = start(tmp_path)
     for case_id in ("c", "a", "b"):
         run.append(rec(case_id, time_ms_median=1.0))
-    path = store.finish_run(run, tmp_path, order=["a", "b", "c"])
+    path, records = store.finish_run(run, tmp_path, order=["a", "b", "c"])
     assert path == store.run_path(tmp_path, "s", RUN)
     assert list(store.read_file(path)["case_id"]) == ["a", "b", "c"]
+    pd.testing.assert_frame_equal(records, store.read_file(path))  # handed on as the reader reads them
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no journal, no temp file
     with pytest.raises(UserError, match="already complete"):
         store.continue_run(tmp_path, "s", RUN)
+
+
+@pytest.mark.parametrize("stored", ["cpu_roofline/amx/20261201T212230Z-31abe7", "cpu_models/20261129T160030Z-8c367d",
+                                    "cpu_fp8/20261129T155958Z-2e8c43"])
+def test_a_finished_run_hands_on_the_frame_its_file_reads_back_as(tmp_path, stored):
+    """Within one run the records go from the store to analysis in memory: they must be exactly what
+    reading the file back would give (types, nulls, lists, timestamps), or a report would differ."""
+    reference = store.read_file(Path(__file__).resolve().parent.parent / "results" / "reference" / f"{stored}.parquet")
+    records = store.records_of(reference)
+    with store.start_run(tmp_path, records[0]["scenario"], RUN, {"plan": [r["case_id"] for r in records]}) as run:
+        for record in records:
+            run.append({**record, "run_id": RUN})
+        path, frame = store.finish_run(run, tmp_path, [r["case_id"] for r in records])
+    pd.testing.assert_frame_equal(frame, store.read_file(path), check_exact=True)
 
 
 def test_resuming_an_unknown_run_lists_the_runs_that_can_be(tmp_path):
@@ -209,7 +225,7 @@ def test_a_journal_holds_started_at_as_text_and_the_store_writes_a_timestamp(tmp
     assert text == "2026-12-01T10:00:00+00:00"  # JSON has no time type
     assert store.read_journal(run.path)["started_at"].tolist() == [pd.Timestamp(text)]
     with store.continue_run(tmp_path, "s", RUN) as again:
-        path = store.finish_run(again, tmp_path, ["a"])
+        path = store.finish_run(again, tmp_path, ["a"]).path
     assert pa.types.is_timestamp(pq.read_schema(path).field("started_at").type)
     assert store.read_file(path)["started_at"].tolist() == [pd.Timestamp(text)]
 

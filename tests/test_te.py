@@ -14,14 +14,14 @@ import torch
 
 from suite import pipeline
 from suite.scenario import spec
-from suite.measure.accuracy import error_metrics
-from suite.errors import UserError
+from suite.core.accuracy import error_metrics
+from suite.core.errors import UserError
 from suite.scenario.plan import Case
 from suite.precisions.te import recipes as te
 from suite.measure.timing import StopRule
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.workloads.gemm.workload import random_operands
 from suite.workloads.linear.workload import LINEAR
 
@@ -96,8 +96,8 @@ def test_a_scenario_records_te_cases_as_skipped(write_scenario, tmp_path):
         mkn = [[32, 32, 32]]
         params = { quantize = "inline" }
         """)
-    result = pipeline.run_scenario(spec.load(path), tmp_path / "results", None, progress=False)
-    by = {r["precision"]: r for r in result.records}
+    result = pipeline.run(pipeline.RunRequest(spec.load(path), tmp_path / "results", None, progress=False))
+    by = {r["precision"]: r for r in result.records.to_dict("records")}
     assert by["bf16"]["status"] == "ok"
     for name in ("te_delayed", "te_current", "te_block", "te_mxfp8", "te_nvfp4"):
         assert by[name]["status"] == "skipped" and by[name]["reason"] == TE_ERROR

@@ -197,13 +197,13 @@ def test_reports_mark_throttled_cases(tmp_path):
     import pandas as pd
 
     from suite import report
-    from suite.measure import runner
+    from suite.measure import inprocess
     from suite.scenario.plan import Case
     from suite.measure.timing import CpuClock, StopRule
 
     rule = StopRule(warmup_s=0.0, warmup_max_s=0.1, min_samples=3, budget_s=0.01)
     meta = {"run_id": "r", "scenario": "t", "device": "cpu", "device_name": "cpu"}
-    records = [runner.run_case(Case("t", "gemm", p, None, 16, 16, 16, {}, seed=0, timing=rule), torch.device("cpu"),
+    records = [inprocess.run_case(Case("t", "gemm", p, None, 16, 16, 16, {}, seed=0, timing=rule), torch.device("cpu"),
                                CpuClock(), meta) for p in ("fp32", "bf16")]
     records[1].update(throttled_fraction=0.35, throttled=True, throttle_reasons="SwPowerCap, HwSlowdown")
     written = report.render(pd.DataFrame(records), tmp_path)
@@ -283,7 +283,7 @@ def test_a_counter_that_does_not_advance_or_is_missing_gives_no_number(counter):
 
 
 def test_a_case_records_joules_per_call_and_per_tflop_where_nvml_counts_energy(monkeypatch):
-    from suite.measure import runner
+    from suite.measure import inprocess
     from suite.measure.timing import CpuClock, StopRule
     from suite.results import store
     from suite.scenario.plan import Case
@@ -295,7 +295,7 @@ def test_a_case_records_joules_per_call_and_per_tflop_where_nvml_counts_energy(m
         lambda cls, device: cls(telemetry.NvmlDevice(nvml, "h"), interval_s=0.001)))
     rule = StopRule(warmup_s=0.0, warmup_max_s=0.1, min_samples=3, budget_s=0.01)
     meta = {"run_id": "20261201T000000Z-abcdef", "scenario": "t", "device": "cpu", "device_name": "cpu"}
-    r = runner.run_case(Case("t", "gemm", "fp32", None, 16, 16, 16, {}, seed=0, timing=rule), torch.device("cpu"),
+    r = inprocess.run_case(Case("t", "gemm", "fp32", None, 16, 16, 16, {}, seed=0, timing=rule), torch.device("cpu"),
                         CpuClock(), meta)
     assert r["status"] == "ok" and r["energy_j"] == 1.5  # two reads: before the first sample, after the last
     assert r["energy_power_w"] == pytest.approx(1.5 / r["energy_window_s"])
@@ -304,6 +304,6 @@ def test_a_case_records_joules_per_call_and_per_tflop_where_nvml_counts_energy(m
     store.check_records([r], "the record")
 
     del nvml.nvmlDeviceGetTotalEnergyConsumption  # an older board or binding: no counter, no columns
-    r = runner.run_case(Case("t", "gemm", "fp32", None, 16, 16, 16, {}, seed=0, timing=rule), torch.device("cpu"),
+    r = inprocess.run_case(Case("t", "gemm", "fp32", None, 16, 16, 16, {}, seed=0, timing=rule), torch.device("cpu"),
                         CpuClock(), meta)
     assert r["status"] == "ok" and r["joules_per_tflop"] is None and r["energy_j"] is None

@@ -14,10 +14,8 @@ from pydantic import ValidationError
 
 from suite.measure import timing
 from suite.scenario import stop_rule
-from suite.measure.timing import (
-    CpuClock, CudaClock, StopRule, TimingUnsupported, flush_bytes, measure, rel_ci_of_median, rel_spread,
-    warmup_done,
-)
+from suite.core.quantiles import rel_ci_of_median, rel_spread
+from suite.measure.timing import CpuClock, CudaClock, StopRule, TimingUnsupported, flush_bytes, measure, warmup_done
 
 MiB = 2**20
 
@@ -208,9 +206,9 @@ def test_the_warm_up_cap_defaults_to_one_second_or_warmup_s():
 
 
 def test_cache_auto_is_cold_on_cuda_and_warm_on_cpu():
-    assert timing.resolved_cache(StopRule(), "cuda") == "cold"
-    assert timing.resolved_cache(StopRule(), "cpu") == "warm"
-    assert timing.resolved_cache(StopRule(cache="warm"), "cuda") == "warm"
+    assert StopRule().resolved_cache("cuda") == "cold"
+    assert StopRule().resolved_cache("cpu") == "warm"
+    assert StopRule(cache="warm").resolved_cache("cuda") == "warm"
 
 
 # --- flush sizing -----------------------------------------------------------------------------

@@ -10,12 +10,12 @@ import torch
 
 from suite.analysis import derived
 from suite.scenario import registry, spec
-from suite.measure import runner
+from suite.measure import inprocess
 from suite.results import store
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.scenario.plan import Case
 from suite.measure.timing import CpuClock, StopRule
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.workloads.train_step.workload import TRAIN_STEP, StepSpec, build_model, divergence, final_loss
 
 CPU = torch.device("cpu")
@@ -32,7 +32,7 @@ def checked(precision: str, **params) -> dict:
     p = registry.precision(precision)
     prepared = TRAIN_STEP.prepare(case(precision, **params), p, CPU)
     with p.active():
-        first = runner.timed_first_call(prepared, lambda: None)
+        first = inprocess.timed_first_call(prepared, lambda: None)
         return {**first, **prepared.check()}
 
 
@@ -83,7 +83,7 @@ def test_fp16_without_scaler_loses_the_gradients_a_scaler_keeps():
 def test_divergence_is_recorded_not_raised():
     # lr 50 without clipping: AdamW moves every weight by ~50 per step and the loss blows up.
     c = case("fp32", steps=4, lr=50.0, grad_clip=0.0)
-    record = runner.run_case(c, CPU, CpuClock(), {"run_id": "r", "device_name": None})
+    record = inprocess.run_case(c, CPU, CpuClock(), {"run_id": "r", "device_name": None})
     assert record["status"] == "ok", record["reason"]
     assert record["diverged"] is True
     assert "loss" in record["divergence"]
@@ -138,7 +138,7 @@ def test_compiled_case_resets_dynamo_when_released(monkeypatch):
 
 
 def test_tf32_is_skipped_on_a_cpu():
-    record = runner.run_case(case("tf32", steps=1), CPU, CpuClock(), {"run_id": "r", "device_name": None})
+    record = inprocess.run_case(case("tf32", steps=1), CPU, CpuClock(), {"run_id": "r", "device_name": None})
     assert record["status"] == "skipped" and "CUDA" in record["reason"]
 
 
@@ -172,7 +172,7 @@ def test_vocab_scenario_records_both_levels_of_the_padding_effect(write_scenario
     from suite import pipeline
 
     scenario = spec.load(write_scenario(VOCAB_SCENARIO))
-    result = pipeline.run_scenario(scenario, tmp_path / "results", tmp_path / "reports", progress=False)
+    result = pipeline.run(pipeline.RunRequest(scenario, tmp_path / "results", tmp_path / "reports", progress=False))
     df = store.read_file(result.path)
     steps = df[df["workload"] == "train_step"]
     assert (steps["status"] == "ok").all(), steps["reason"].tolist()

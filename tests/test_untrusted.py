@@ -20,6 +20,8 @@ from markdown_it import MarkdownIt
 from suite import cli, pipeline, report
 from suite.report import plots
 from suite.analysis import bench_json
+from suite.measure import env
+from suite.core import jsonl
 from suite.results import atomic, journal, store
 from suite.scenario import plan, spec
 from tests.conftest import TINY_SCENARIO, quick_toml
@@ -131,7 +133,7 @@ def test_2_resume_refuses_a_scenario_changed_after_the_run_started(write_scenari
     results = tmp_path / "results"
     run = store.start_run(results, "two", store.new_run_id(), {
         "plan": [c.case_id for c in cases], **pipeline.scenario_spec(scenario, "cpu"),
-        "identity": {k: pipeline.run_meta(pipeline.env.resolve_device("cpu")).get(k) for k in pipeline.IDENTITY}})
+        "identity": {k: env.run_meta(env.resolve_device("cpu")).get(k) for k in pipeline.IDENTITY}})
     run_id = run.header["run_id"]
     run.close()
     path.write_text(edit(TWO), encoding="utf-8")
@@ -224,7 +226,7 @@ def test_4_resume_of_a_run_killed_before_its_report_renders_the_report(tiny_run,
     stored = write_records(records_of(tiny_run), results / "tiny", tiny_run.name)
     leftover = store.journal_path(results, "tiny", stored.stem)  # killed before the journal went
     leftover.parent.mkdir(parents=True)
-    leftover.write_bytes(journal.encode({"kind": "header", "format": 1, "run_id": stored.stem, "scenario": "tiny"}))
+    leftover.write_bytes(jsonl.encode({"kind": "header", "format": 1, "run_id": stored.stem, "scenario": "tiny"}))
     scenario = tmp_path / "tiny.toml"
     scenario.write_text(TINY_SCENARIO)
     assert cli.main(["run", str(scenario), "--resume", stored.stem, "--results", str(results),

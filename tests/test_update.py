@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from suite.measure import runner
+from suite.measure import inprocess
 from suite.measure.timing import CpuClock
 from suite.scenario import registry
 from suite.scenario.plan import Case
@@ -142,7 +142,7 @@ def _fail_import(monkeypatch, module: str):
 def test_a_missing_library_is_a_skipped_case_with_its_import_error(monkeypatch, name, module, extra):
     _fail_import(monkeypatch, module)
     case = Case("t", "train_step", name, "fp32", None, None, None, {"size": "tiny", "steps": 1}, 0, FAST)
-    record = runner.run_case(case, CPU, CpuClock(), {"run_id": "r", "device": "cpu", "device_name": "cpu"})
+    record = inprocess.run_case(case, CPU, CpuClock(), {"run_id": "r", "device": "cpu", "device_name": "cpu"})
     assert record["status"] == "skipped"
     assert f"is not importable (import of {module}" in record["reason"]  # the ImportError itself
     assert f"pip install 'mpsuite[{extra}]'" in record["reason"]
@@ -177,7 +177,8 @@ def test_a_run_reports_which_recipes_kept_within_the_margin_and_their_bytes(writ
     """A real (tiny) run: every record holds the update columns, the report's headline names the
     reference's loss, each recipe's gap and bytes per parameter, and a recipe whose library is
     missing as not measured with the reason."""
-    from suite import pipeline, report
+    from suite import pipeline
+    from suite.analysis import summary
     from suite.results import store
     from suite.scenario import spec
     from tests.conftest import quick_toml
@@ -189,12 +190,12 @@ def test_a_run_reports_which_recipes_kept_within_the_margin_and_their_bytes(writ
     precisions = ["bf16", "bf16_pure_kahan", "bf16_pure_sr"]
     params = { size = "tiny", n_layer = 1, d_model = 16, vocab = 64, seq_len = 16, batch = 2, steps = 5, lr = 1e-2 }
     """, baseline="bf16"))
-    df = store.read_file(pipeline.run_scenario(spec.load(path), tmp_path / "results", None, progress=False).path)
+    df = store.read_file(pipeline.run(pipeline.RunRequest(spec.load(path), tmp_path / "results", None, progress=False)).path)
     ok = df[df["status"] == "ok"].set_index("precision")
     assert sorted(ok.index) == ["bf16", "bf16_pure_kahan"]
     assert ok["textbook_bytes_per_param"].to_dict() == {"bf16": 16, "bf16_pure_kahan": 10}
     assert ok["stuck_update_frac"].between(0, 1).all() and ok["fp32_stuck_update_frac"].between(0, 1).all()
-    [line] = [line for line in report.headline(df) if line.startswith("Update precision (gpt2 1 x 16, vocab 64, 5 steps)")]
+    [line] = [line for line in summary.headline(df) if line.startswith("Update precision (gpt2 1 x 16, vocab 64, 5 steps)")]
     assert f"final loss {ok.loc['bf16', 'final_loss']:.4f} nats" in line
     gap = ok.loc["bf16_pure_kahan", "final_loss"] - ok.loc["bf16", "final_loss"]
     assert f"bf16_pure_kahan {gap:+.4f}" in line and f"{ok.loc['bf16_pure_kahan', 'bytes_per_param']:.3g} B/param" in line

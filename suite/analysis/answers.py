@@ -8,7 +8,6 @@ case, and their errors are against the same reference.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -16,9 +15,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from suite.analysis import derived
+from suite.analysis import derived, labels
+from suite.core.errors import UserError
 from suite.scenario import registry
-from suite.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ class Budget:
 def with_settings(df: pd.DataFrame) -> pd.DataFrame:
     """The records with speedups and a `setting` key (run_id and baseline case: every precision of
     one case shares it; a run with no baseline precision has one setting per case)."""
-    df = derived.with_speedups(df)
+    df = labels.with_labels(derived.with_speedups(df))
     if "setting_key" in df:
         return df
     return df.assign(setting_key=df["run_id"].astype(str) + "/" + df["baseline_case_id"].fillna(df["case_id"]).astype(str))
@@ -114,22 +113,9 @@ def largest_setting_answers(df: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _named(g: pd.DataFrame) -> pd.DataFrame:
-    """The rows with `precision` naming, where a precision has several cases in the setting (its
-    own parameters swept), the parameters that tell them apart: 'nvfp4 tensor_scale=False'."""
-    g = g.copy()
-    words = g["params"].map(lambda p: set(f"{k}={v}" for k, v in (json.loads(p) if isinstance(p, str) else {}).items()))
-    for precision, rows in g.groupby("precision", sort=False):
-        if len(rows) > 1:
-            common = set.intersection(*words[rows.index])
-            g.loc[rows.index, "precision"] = [" ".join([precision, *sorted(words[i] - common)]) for i in rows.index]
-    return g
-
-
 def _answer(workload: str, g: pd.DataFrame, label: str) -> list[str]:
     baseline = g["baseline"].dropna()
     baseline = str(baseline.iloc[0]) if len(baseline) else None
-    g = _named(g)
     ok = g[g["status"] == "ok"]
     emulated = derived.is_emulated(ok)
     timed = ok[~emulated & ok["speedup"].notna() & (ok["precision"] != baseline)]
@@ -138,15 +124,16 @@ def _answer(workload: str, g: pd.DataFrame, label: str) -> list[str]:
     for i, (_, r) in enumerate(timed.iterrows()):
         speedup = float(r["speedup"])
         if i == 0:
-            parts.append(f"{r['precision']} is {_ratio(speedup, baseline)} ({_err(r)})")
+            parts.append(f"{r['variant']} is {_ratio(speedup, baseline)} ({_err(r)})")
         else:
             ratio = f"{speedup:.3g}x" if speedup >= 1 else f"{1 / speedup:.3g}x slower"
-            parts.append(f"{r['precision']} {ratio} ({_err(r)})")
+            parts.append(f"{r['variant']} {ratio} ({_err(r)})")
     if len(timed) and float(timed["speedup"].iloc[0]) < 1:
         parts.insert(0, f"{baseline} (the baseline) is fastest")
-    parts += [f"{r['precision']} numerics only, emulated ({_err(r)})" for _, r in ok[emulated].iterrows()]
-    parts += [f"{r['precision']} {r['status']} ({short(r.get('reason'))})" for _, r in g[g["status"] != "ok"].iterrows()]
-    return [f"{workload} at {label}: " + "; ".join(parts) + "."] if parts else []
+    parts += [f"{r['variant']} numerics only, emulated ({_err(r)})" for _, r in ok[emulated].iterrows()]
+    parts += [f"{r['variant']} {r['status']} ({short(r.get('reason'))})" for _, r in g[g["status"] != "ok"].iterrows()]
+    where = f"{workload} at {label}" if label != workload else workload  # a shape named by its workload alone
+    return [f"{where}: " + "; ".join(parts) + "."] if parts else []
 
 
 def versus_answers(df: pd.DataFrame) -> list[str]:
@@ -189,7 +176,8 @@ def trend_answers(df: pd.DataFrame) -> list[str]:
                     if g[trend.x].nunique() >= 3]
         if not lines_of:
             continue
-        named = _named(pd.concat([g.iloc[[0]].assign(params=rest[g.index[0]]) for g in lines_of]))["precision"]
+        firsts = pd.concat([g.iloc[[0]].assign(params=rest[g.index[0]]) for g in lines_of])
+        named = labels.with_labels(firsts.drop(columns=["variant", "shape"], errors="ignore"))["variant"]
         parts = [f"{name} {float(g[trend.y].iloc[0]):.3g} to {float(g[trend.y].iloc[-1]):.3g}"
                  for name, g in zip(named, lines_of)]
         if parts:
@@ -213,7 +201,7 @@ def not_measured(df: pd.DataFrame, most: int = 3) -> str:
     bad = df[df["status"] != "ok"]
     if bad.empty:
         return ""
-    reasons = Counter(zip(bad["status"], bad["precision"], bad["reason"].map(short)))
+    reasons = Counter(zip(bad["status"], derived.variants(bad), bad["reason"].map(short)))
     shown = "; ".join(f"{n} {p} {s} ({r})" for (s, p, r), n in reasons.most_common(most))
     more = f"; and {len(reasons) - most} more reasons" if len(reasons) > most else ""
     return f"Not measured: {len(bad)} of {len(df)} cases: {shown}{more}."
@@ -295,15 +283,15 @@ def _picks(settings, baselines, labels, timed, emu, budget: Budget) -> pd.DataFr
         best_speed = timed["setting_key"].map(best["speedup"]).astype(float)
         speed = timed["speedup"].astype(float)
         faster = timed[bad & (best_speed.isna() | (speed > best_speed))].sort_values("speedup", ascending=False, kind="stable")
-        rejected = _joined(faster, faster["precision"].astype(str) + " (" + _misses(faster, budget) + ")")
+        rejected = _joined(faster, faster["variant"].astype(str) + " (" + _misses(faster, budget) + ")")
     emu = emu[~missed(emu, budget)] if len(emu) else emu
     out = pd.DataFrame({
         "workload": settings["workload"], "setting": labels,
         "run_id": settings["run_id"], "baseline": baselines.reindex(settings.index),
-        "pick": best["precision"].reindex(settings.index), "speedup": best["speedup"].reindex(settings.index),
+        "pick": best["variant"].reindex(settings.index), "speedup": best["speedup"].reindex(settings.index),
         **{c: pd.to_numeric(best[c], errors="coerce").reindex(settings.index) for c in METRICS},
         "within_budget": good.groupby("setting_key").size().reindex(settings.index).fillna(0).astype(int),
-        "not_timed": _joined(emu, emu["precision"]).reindex(settings.index).fillna("").str.replace("; ", ", "),
+        "not_timed": _joined(emu, emu["variant"]).reindex(settings.index).fillna("").str.replace("; ", ", "),
         "rejected": rejected.reindex(settings.index).fillna(""),
     })
     out = out.reset_index(drop=True)[PICK_COLUMNS]

@@ -29,12 +29,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite import files, names
+from suite.core import files, names
 from suite.analysis import derived
 from suite.scenario import plan
 from suite.results import store
 from suite.results.atomic import atomic_write_text
-from suite.errors import UserError
+from suite.core.errors import UserError
 
 IMPORTED_WORKLOAD = "pytest-benchmark"
 # pytest-benchmark keeps every round's time: 10,000 benchmarks of 1,000 rounds make about 200 MB of
@@ -305,35 +305,8 @@ def _records(doc: dict, scenario: str | None, label: str | None, source: str, di
     )
     if label is not None:
         meta["label"] = label
-    records = []
-    for i, bench in enumerate(doc["benchmarks"]):
-        where = f"benchmarks[{i}]"
-        bench = _obj(bench, where)
-        s = _obj(bench.get("stats"), f"{where}.stats")
-        carried = _obj(_obj(bench.get("extra_info"), f"{where}.extra_info").get("mpsuite"), f"{where}.extra_info.mpsuite")
-        identity = {c: carried.get(c) for c in IDENTITY} if carried else _foreign_identity(bench)
-        data = [_seconds(x, f"{where}.stats.data[{j}]") * 1e3 for j, x in enumerate(_list(s.get("data"), f"{where}.stats.data"))]
-        if s.get("median") is None:
-            raise _Malformed(f"benchmark {bench.get('fullname')!r} has no median in its stats")
-        median_ms = _seconds(s["median"], f"{where}.stats.median") * 1e3
-        q1 = _seconds(s.get("q1", s["median"]), f"{where}.stats.q1") * 1e3
-        q3 = _seconds(s.get("q3", s["median"]), f"{where}.stats.q3") * 1e3
-        rounds = s.get("rounds")
-        record = {
-            **meta, **identity,
-            "status": "ok", "reason": None,
-            "time_ms_median": median_ms,
-            # q1/q3 stand in for p10/p90 only when there are no rounds to take quantiles from
-            "time_ms_p10": _quantile(data, 0.1) if data else q1,
-            "time_ms_p90": _quantile(data, 0.9) if data else q3,
-            "n_samples": len(data) or (rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else None),
-            "samples_ms": data or None,
-            "pytest_benchmark_name": None if bench.get("fullname") is None else str(bench.get("fullname")),
-            "pytest_benchmark_iterations": s.get("iterations") or 1,
-        }
-        if carried:
-            record.update({c: carried.get(c) for c in CARRIED if c in carried and c != "speedup"})
-        records.append(record)
+    records = [_bench_record(_obj(bench, f"benchmarks[{i}]"), f"benchmarks[{i}]", meta)
+               for i, bench in enumerate(doc["benchmarks"])]
     for i, row in enumerate(_list(ours.get("not_measured"), "mpsuite.not_measured")):
         row = _obj(row, f"mpsuite.not_measured[{i}]")
         records.append({**meta, **{c: row.get(c) for c in IDENTITY + SUMMARY}, "status": row.get("status"),
@@ -341,8 +314,37 @@ def _records(doc: dict, scenario: str | None, label: str | None, source: str, di
     return records
 
 
+def _bench_record(bench: dict, where: str, meta: dict) -> dict:
+    """The record of one benchmark of a pytest-benchmark file (`where`: its place in the file)."""
+    s = _obj(bench.get("stats"), f"{where}.stats")
+    carried = _obj(_obj(bench.get("extra_info"), f"{where}.extra_info").get("mpsuite"), f"{where}.extra_info.mpsuite")
+    identity = {c: carried.get(c) for c in IDENTITY} if carried else _foreign_identity(bench)
+    data = [_seconds(x, f"{where}.stats.data[{j}]") * 1e3 for j, x in enumerate(_list(s.get("data"), f"{where}.stats.data"))]
+    if s.get("median") is None:
+        raise _Malformed(f"benchmark {bench.get('fullname')!r} has no median in its stats")
+    median_ms = _seconds(s["median"], f"{where}.stats.median") * 1e3
+    q1 = _seconds(s.get("q1", s["median"]), f"{where}.stats.q1") * 1e3
+    q3 = _seconds(s.get("q3", s["median"]), f"{where}.stats.q3") * 1e3
+    rounds = s.get("rounds")
+    record = {
+        **meta, **identity,
+        "status": "ok", "reason": None,
+        "time_ms_median": median_ms,
+        # q1/q3 stand in for p10/p90 only when there are no rounds to take quantiles from
+        "time_ms_p10": _quantile(data, 0.1) if data else q1,
+        "time_ms_p90": _quantile(data, 0.9) if data else q3,
+        "n_samples": len(data) or (rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else None),
+        "samples_ms": data or None,
+        "pytest_benchmark_name": None if bench.get("fullname") is None else str(bench.get("fullname")),
+        "pytest_benchmark_iterations": s.get("iterations") or 1,
+    }
+    if carried:
+        record.update({c: carried.get(c) for c in CARRIED if c in carried and c != "speedup"})
+    return record
+
+
 def _quantile(xs: list[float], q: float) -> float:
-    from suite.measure.timing import quantile
+    from suite.core.quantiles import quantile
 
     return quantile(sorted(xs), q)
 

@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis import derived, envdiff, stats
-from suite.errors import UserError
+from suite.core.errors import UserError
 
 MISSING, NEW_SKIP, NEW_FAILURE = "missing", "new-skip", "new-failure"
 RECOVERED, SKIPPED, FAILED, NOT_APPLICABLE = "recovered", "skipped", "failed", "n/a"

@@ -35,7 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite.analysis import compare, derived, envdiff, stats
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.results import select, store
 
 RUN_COLUMNS = ("run_id", "torch_version", "torchao_version", "te_version", "cuda_version", "device_name", "git_sha")

@@ -27,7 +27,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from suite.measure import peaks
+from suite.core import peaks
 from suite.scenario import registry
 
 # --- constants, each from a published source (docs/model.md) -----------------------------------

@@ -5,8 +5,8 @@ its baseline and bound, FP8's split into GEMMs and casts, and where each recipe 
 from __future__ import annotations
 
 from suite.analysis import crossover, model
-from suite.errors import UserError
-from suite.measure import peaks
+from suite.core.errors import UserError
+from suite.core import peaks
 from suite.scenario import plan, registry
 from suite.scenario.spec import Scenario
 
@@ -16,7 +16,7 @@ def device(name: str) -> model.Device:
     found = model.gpu_device(name)
     if found is None:
         known = ", ".join(g.label.lower().replace(" ", "-") for g in peaks.PEAKS)
-        raise UserError(f"--device {name!r}: not in the peak table (suite/measure/peaks.py); known: {known}")
+        raise UserError(f"--device {name!r}: not in the peak table (suite/core/peaks.py); known: {known}")
     return found
 
 

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from suite import names
-from suite.errors import UserError
+from suite.core import names
+from suite.core.errors import UserError
 from suite.scenario.plan import Case
 
 # Nominal throughputs for the cost prior (FLOP/s). Only the ratio between cases matters; the prior

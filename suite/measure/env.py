@@ -189,3 +189,21 @@ def capture(device: torch.device) -> dict:
         "matmul_flags": ", ".join(f"{k}={v}" for k, v in flags.snapshot().items()),
         "env_threads": os.environ.get("OMP_NUM_THREADS"),
     }
+
+
+def device_unavailable(device: torch.device) -> str | None:
+    """Why no case can run on `device` at all (every case is then recorded as skipped), or None."""
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return "no CUDA device: torch.cuda.is_available() is False"
+    return None
+
+
+def run_meta(device: torch.device) -> dict:
+    """Run-level metadata of this machine. Without the requested GPU the device columns say so (no
+    name, no capability) while versions, host and code are still recorded."""
+    if device_unavailable(device) is None:
+        return capture(device)
+    cpu = torch.device("cpu")
+    meta = capture(cpu)
+    meta.update({key: None for key in device_info(cpu)}, device=device.type)
+    return meta

@@ -26,47 +26,15 @@ imported lazily here.
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, NamedTuple, Protocol
 
-from suite.errors import TimingUnsupported
+from suite.core.errors import TimingUnsupported
+from suite.core.quantiles import quantile, rel_ci_of_median, rel_spread
 from suite.scenario.stop_rule import StopRule
-
-
-# ---------------------------------------------------------------------------------------------
-# Statistics
-
-
-def quantile(sorted_xs: list[float], q: float) -> float:
-    """Linear-interpolated quantile of an already sorted list (numpy's default method)."""
-    pos = (len(sorted_xs) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_xs) - 1)
-    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
-
-
-def rel_spread(samples: list[float]) -> float:
-    """Interquartile range over the median: the spread of single repetitions (does not shrink
-    with more samples)."""
-    if len(samples) < 2:
-        return math.inf
-    xs = sorted(samples)
-    median = quantile(xs, 0.5)
-    if median <= 0:
-        return math.inf
-    return (quantile(xs, 0.75) - quantile(xs, 0.25)) / median
-
-
-def rel_ci_of_median(samples: list[float]) -> float:
-    """Half-width of the 95% CI of the median over the median: 1.57 * IQR / sqrt(n) (McGill, Tukey
-    and Larsen 1978, the notch of a box plot). Shrinks with more samples, unlike the spread itself."""
-    if len(samples) < 2:
-        return math.inf
-    return 1.57 * rel_spread(samples) / math.sqrt(len(samples))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,15 +194,6 @@ def _cpu_flush_buffer(nbytes: int):
     return torch.ones(nbytes, dtype=torch.uint8)
 
 
-def resolved_cache(rule: StopRule, device_type: str) -> str:
-    """The cache mode a rule means on a device: `auto` is cold on CUDA (flushing the L2 is cheap)
-    and warm on a CPU (its last-level cache is often hundreds of MiB, and streaming twice that
-    through memory before every repetition costs more than most cases take)."""
-    if rule.cache != "auto":
-        return rule.cache
-    return "cold" if device_type == "cuda" else "warm"
-
-
 class CpuClock:
     name = "perf_counter"
     timing_mode = "eager"
@@ -251,7 +210,7 @@ class CpuClock:
     def for_rule(self, rule: StopRule) -> "CpuClock":
         if rule.mode == "cuda_graph":
             raise TimingUnsupported("timing mode cuda_graph needs a CUDA device")
-        return CpuClock(resolved_cache(rule, "cpu"), self._flush)
+        return CpuClock(rule.resolved_cache("cpu"), self._flush)
 
     def prepare(self, fn):
         return fn
@@ -342,7 +301,7 @@ class CudaClock:
         return self.graph_calls if self.timing_mode == "cuda_graph" else 1
 
     def for_rule(self, rule: StopRule) -> "CudaClock":
-        cache = resolved_cache(rule, "cuda")
+        cache = rule.resolved_cache("cuda")
         return CudaClock(cache=cache, mode=rule.mode, graph_calls=rule.graph_calls, api=self.api, flush=self._flush)
 
     def prepare(self, fn):

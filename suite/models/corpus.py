@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from suite.errors import UserError
+from suite.core.errors import UserError
 
 # Defaults of the generated source. Branching 4 and peak 2 give an entropy rate of roughly 1-1.5 nats
 # against a unigram entropy of several nats at GPT-2's vocabulary: a model has something to learn

@@ -50,7 +50,7 @@ def model_flops_per_token(model: nn.Module) -> int:
 
 def mfu(flops_per_token: float, tokens_per_s: float, peak_tflops: float | None) -> float | None:
     """Achieved model FLOP/s over the vendor peak (a fraction, 0..1); None where no peak is known
-    (CPUs, GPUs missing from `suite.measure.peaks`)."""
+    (CPUs, GPUs missing from `suite.core.peaks`)."""
     if not peak_tflops:
         return None
     return flops_per_token * tokens_per_s / (peak_tflops * 1e12)

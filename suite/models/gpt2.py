@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from suite.errors import UserError
+from suite.core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Callable
 
 import torch
 
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 
 
 def column_major(w: torch.Tensor) -> torch.Tensor:

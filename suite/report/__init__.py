@@ -7,26 +7,16 @@ or comes from `suite.analysis` applied to the records, so a report can be re-ren
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import re
-import secrets
-import sys
-import tempfile
 from collections import Counter
-from itertools import islice
 from pathlib import Path
-from typing import Callable
 
 import jinja2
 import pandas as pd
 
-from suite.analysis import answers, crossover, derived, energy, fleet, update
-from suite import files, names, text
-from suite.results import groups, location
-from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
-from suite.errors import UserError
+from suite.analysis import answers, crossover, derived, energy, fleet, summary
+from suite.core import names
+from suite.core.text import fmt
+from suite.report.pages import md_image, md_table, md_text, publish, write_pages
 from suite.scenario import registry
 
 ENV_COLUMNS = [
@@ -35,14 +25,6 @@ ENV_COLUMNS = [
     "python_version", "cpu_model", "cpu_isa", "cpu_flags", "cpu_isa_env", "cpu_threads", "cpu_clock_mhz", "host", "git_sha",
     "git_dirty", "code_hash",
 ]
-
-
-def fmt(value, spec: str = ".3g", suffix: str = "") -> str:
-    if value is None or (isinstance(value, float) and (math.isnan(value))):
-        return ""
-    if isinstance(value, float) and math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return f"{value:{spec}}{suffix}"
 
 
 # A table longer than this helps nobody; the full set is in the results parquet.
@@ -114,100 +96,6 @@ def _roofline_cell(r) -> str:
     return " ".join(x for x in (fraction, bound) if x)
 
 
-def summary_rows(df: pd.DataFrame) -> list[dict]:
-    """The summary table's rows, as the report and the end of a run show them (formatted text)."""
-    return [
-        {
-            "workload": s["workload"], "precision": s["precision"],
-            "cases": f"{s['ok']} ok, {s['skipped']} skipped, {s['failed']} failed",
-            "best_tflops": fmt(s["best_tflops"], ".4g"),
-            "geomean_speedup": fmt(s["geomean_speedup"], ".3g", "x"),
-            "median_rel_err": fmt(s["median_rel_err"], ".2e"),
-            "note": "emulated: accuracy only" if s["emulated"] else "",
-        }
-        for _, s in derived.summary(df).iterrows()
-    ]
-
-
-def headline(df: pd.DataFrame, families: list[dict] | None = None) -> list[str]:
-    """The first lines of a report, each a sentence with its numbers: that it is partial, if so;
-    the answer (per workload, at its largest case, each precision's speedup over the baseline and
-    its error: `suite.analysis.answers`; for update-side recipes, which trained to within a margin
-    of the fp32-master loss and at what bytes per parameter: `suite.analysis.update`); then what makes the numbers unusual (a slow path and its
-    cause, cases cut short by the cap, stalls) and what was not measured and why."""
-    lines = (_partial_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df)
-             + answers.versus_answers(df) + answers.trend_answers(df) + crossover.answer_lines(df, families) + update.update_answers(df) + _implausible_lines(df)
-             + _unusual_lines(df))
-    missing = answers.not_measured(df)
-    return lines + ([missing] if missing else [])
-
-
-def _partial_lines(df: pd.DataFrame) -> list[str]:
-    lines = []
-    if "run_partial" in df:
-        partial = df[df["run_partial"].fillna(False).astype(bool)]
-        if "run_group" in partial:  # a shard's is said by `groups.shard_lines`, with the shard's own run id
-            partial = partial[partial["run_group"].isna()]
-        for (scenario, run), g in partial.groupby(["scenario", "run_id"], sort=True):
-            planned = g["run_planned_cases"].dropna()
-            of = f" of {int(planned.iloc[0])}" if len(planned) else ""
-            lines.append(f"Partial report: run {run} stopped after {len(g)}{of} cases; "
-                         f"`python -m suite run {scenario} --resume {run}` finishes it.")
-    return lines
-
-
-def _implausible_lines(df: pd.DataFrame) -> list[str]:
-    """Timings the roofline model says cannot be right (the record's `implausible` column)."""
-    if "implausible" not in df:
-        return []
-    bad = df[df["implausible"].notna()]
-    if bad.empty:
-        return []
-    labels = derived.shape_labels(bad)
-    shown = "; ".join(f"{r['workload']} {r['precision']} {label}: {r['implausible']}"
-                      for r, label in zip(bad.head(3).to_dict("records"), labels.head(3)))
-    more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
-    return [f"{len(bad)} timing(s) flagged by the roofline model: {shown}{more}."]
-
-
-def _roofline_note(df: pd.DataFrame, run_id: str, precision: str) -> str:
-    """', at 0.45% of its roofline of 0.333 TFLOP/s' for a slow path's cases, where recorded (on a CPU
-    without native bf16 that roofline is its fp32 FMA peak)."""
-    if "roofline_fraction" not in df:
-        return ""
-    g = df[(df["run_id"] == run_id) & (df["precision"] == precision)]
-    fraction = derived.geomean(g["roofline_fraction"])
-    if not fraction == fraction:  # nan: not modelled
-        return ""
-    peak = pd.to_numeric(g["roofline_tflops"], errors="coerce").dropna()
-    at = f" of {peak.iloc[0]:.3g} TFLOP/s" if len(peak) else ""
-    return f", at {fraction:.2%} of its roofline{at}"
-
-
-def _unusual_lines(df: pd.DataFrame) -> list[str]:
-    lines = []
-    for slow in derived.slow_paths(df):
-        worst = f", up to {slow['worst']:.3g}x" if slow["worst"] > 1.05 * slow["slowdown"] else ""
-        cause = f": {slow['cause']}" if slow["cause"] else ""
-        lines.append(f"{slow['precision']} is {slow['slowdown']:.3g}x slower than {slow['baseline']} here "
-                     f"(geomean of {slow['cases']} cases{worst}{_roofline_note(df, slow['run_id'], slow['precision'])})"
-                     f"{cause}.")
-    ok = df[df["status"] == "ok"]
-    if "stop_reason" in ok:
-        capped = ok[ok["stop_reason"] == "cap"]
-        if len(capped):
-            fewest = int(capped["n_samples"].min())
-            lines.append(f"{len(capped)} case(s) stopped at the whole-case cap with fewer samples than asked "
-                         f"(as few as {fewest}): one call is slow against the cap, so their medians are "
-                         "known less well (see ±95% CI).")
-    stalled = int(derived.stalls(df).notna().sum())
-    if stalled:
-        lines.append(f"{stalled} case(s) show stalls (at least {derived.STALL_SHARE:.0%} of samples over "
-                     f"{derived.STALL_FACTOR:g}x the median): threads descheduled on a busy machine? "
-                     "`--threads 1` steadies them.")
-    return lines
-
-
 # The accuracy budgets the report's "which precision" table answers for (relative error against
 # the reference): about bf16's unit roundoff (2^-8 = 3.9e-3) at 1e-2, ten times tighter at 1e-3.
 REPORT_BUDGETS = (1e-3, 1e-2)
@@ -249,14 +137,14 @@ def build_view(df: pd.DataFrame) -> dict:
     families = crossover.measured_families(df)
     return {
         "scenario": ", ".join(sorted(df["scenario"].unique())),
-        "headline": headline(df, families),
+        "headline": summary.headline(df, families),
         "crossovers": crossover.table_rows(families)[:MAX_CASE_ROWS],
         "description": "; ".join(sorted(df["scenario_description"].dropna().unique())) if "scenario_description" in df else "",
         "runs": sorted(df["run_id"].unique()),
         "started_at": first.get("started_at"),
         "env": [(c, first.get(c)) for c in ENV_COLUMNS if c in df and pd.notna(first.get(c))],
         "counts": df["status"].value_counts(sort=False).to_dict(),
-        "summary": summary_rows(df),
+        "summary": summary.summary_rows(df),
         "picks": _pick_rows(df),
         "cases": _case_rows(df),
         "cases_left_out": max(0, len(df) - MAX_CASE_ROWS),
@@ -316,38 +204,6 @@ def _detail_tables(df: pd.DataFrame) -> list[dict]:
     return tables
 
 
-# Text from scenarios and records (a description, a reason, a parameter value) lands in report.md,
-# which CI shows as a job summary: nothing in it may become a heading, link, image, emphasis, table
-# cell or HTML there. Control characters (CR included: CommonMark ends a line at a lone CR) become
-# spaces; the characters CommonMark and GFM give a meaning are backslash-escaped (an escaped '<' is a
-# literal '<', never a tag); '_' only where it could open or close emphasis, so fp8_rowwise reads as is.
-_MD_CONTROL = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{text.BIDI}]")
-_MD_PUNCT = re.compile(r"[\\`*\[\]<>|~!&]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
-# what would start a heading, quote, list or rule: escaped at the start of the text
-_MD_BLOCK = re.compile(r"^(\s*)(?:([#>+=-])|(\d+)([.)])(?=\s|$))")
-
-
-def md_text(value, code_spans: bool = False) -> str:
-    """`value` as literal Markdown text on one line; `code_spans` keeps backticks, for sentences
-    this package writes with commands in them."""
-    text = _MD_CONTROL.sub(" ", str(value))
-    pattern = _MD_PUNCT if not code_spans else re.compile(_MD_PUNCT.pattern.replace("`", ""))
-    text = pattern.sub(lambda m: "\\" + m.group(0), text)
-    return _MD_BLOCK.sub(lambda m: m.group(1) + (f"\\{m.group(2)}" if m.group(2) else f"{m.group(3)}\\{m.group(4)}"), text)
-
-
-def md_table(rows: list[dict], columns: list[tuple[str, str]]) -> str:
-    sep = "|" + "|".join("---" for _ in columns) + "|"
-    head = "| " + " | ".join(md_text(title) for _, title in columns) + " |"
-    body = ["| " + " | ".join(md_text(r[key]) for key, _ in columns) + " |" for r in rows]
-    return "\n".join([head, sep, *body])
-
-
-SUMMARY_COLUMNS = [
-    ("workload", "workload"), ("precision", "precision"), ("cases", "cases"),
-    ("best_tflops", "best TFLOP/s"), ("geomean_speedup", "geomean speedup"),
-    ("median_rel_err", "median rel. error"), ("note", "note"),
-]
 CASE_COLUMNS = [
     ("workload", "workload"), ("shape", "case"), ("precision", "precision"), ("status", "status"),
     ("time_ms", "median ms"), ("spread", "±95% CI"), ("stop", "stopped by"), ("tflops", "TFLOP/s"),
@@ -381,7 +237,7 @@ def markdown(view: dict) -> str:
         lines += ["## Where each recipe starts to pay", "", CROSSOVER_NOTE, "",
                   md_table(view["crossovers"], crossover.TABLE_COLUMNS), ""]
     lines += [md_image(p["title"], p["file"]) for p in view["plots"]]
-    lines += ["", "## Summary", "", md_table(view["summary"], SUMMARY_COLUMNS), ""]
+    lines += ["", "## Summary", "", md_table(view["summary"], summary.SUMMARY_COLUMNS), ""]
     if view["reasons"]:
         lines += ["## Not measured", "", md_table(
             [{**r, "count": str(r["count"])} for r in view["reasons"]],
@@ -397,11 +253,6 @@ def markdown(view: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def md_image(title: str, file: str) -> str:
-    """An image line; the file is a slugged name (suite.names.slug), the title escaped text."""
-    return f"![{md_text(title)}]({names.slug(file)})"
-
-
 def html(view: dict) -> str:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("suite.report", "templates"),
@@ -409,186 +260,11 @@ def html(view: dict) -> str:
         undefined=jinja2.StrictUndefined,
     )
     return env.get_template("index.html.j2").render(
-        view=view, summary_columns=SUMMARY_COLUMNS, case_columns=view["case_columns"],
+        view=view, summary_columns=summary.SUMMARY_COLUMNS, case_columns=view["case_columns"],
         accuracy_note=ACCURACY_NOTE, pick_columns=PICK_TABLE, pick_note=PICK_NOTE,
         crossover_columns=crossover.TABLE_COLUMNS, crossover_note=CROSSOVER_NOTE,
         energy_columns=ENERGY_COLUMNS, energy_note=ENERGY_NOTE,
     )
-
-
-def output_dir(out_dir: str | Path) -> Path:
-    """The report folder, checked replaceable, its parent created: a path that cannot be one (a
-    file, no permission, the current folder, a folder of other files) is the user's to fix, so it
-    is a one-line error rather than a traceback, and it comes before any work is done. A symbolic
-    link is followed: the folder it points to is the report's (replaced, the link kept)."""
-    out = location.where(out_dir)
-    if isinstance(out, location.Remote):
-        return _remote_output_dir(out)
-    out = _local_folder(str(out_dir), out)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(f"{out}: cannot write a report there: {err.strerror or err}") from None
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out}: cannot write a report there: it is a file, not a folder")
-    if out.is_dir():  # without a marker the first entry says enough (--out at a home folder lists no more)
-        _check_replaceable(out, _held(out) if (out / MARKER).exists() else [p.name for p in islice(out.iterdir(), 1)])
-    if not os.access(out.parent, os.W_OK) or (out.is_dir() and not os.access(out, os.W_OK)):
-        raise UserError(f"{out}: cannot write a report there: permission denied")
-    return out
-
-
-def _local_folder(given: str, out: Path) -> Path:
-    """`out`, or the folder its symbolic link points to; `--out ''`, the current folder and one
-    holding it are refused: a report replaces its folder by renaming, which they cannot be."""
-    if not given.strip():
-        raise UserError("--out '' names no folder: give the report a folder of its own, e.g. --out reports/mine")
-    if out.is_symlink():
-        target = Path(os.path.realpath(out))
-        if not target.is_dir():
-            which = "is not a folder" if target.exists() else "does not exist"
-            raise UserError(f"{out}: a symbolic link to {target}, which {which}; a report follows a link to its "
-                            "folder: create the folder, or give --out another one")
-        out = target
-    real, here = Path(os.path.realpath(out)), Path.cwd().resolve()
-    if real == here or real in here.parents:
-        raise UserError(f"--out {given}: is the current folder{' or holds it' if real != here else ''}, and a report "
-                        f"replaces its folder whole: give it a folder of its own, e.g. --out {Path(given) / 'report'}")
-    return out
-
-
-# A report folder holds this marker, listing every file the render wrote. A folder is replaced only
-# when it carries one (or is empty), and only the files listed are removed, so `--out docs`, `--out .`
-# or a note dropped into a report's folder is never deleted (issue #24).
-MARKER = ".mpsuite-report"
-# A marker written before markers listed their files: then files named as a report's count as its.
-LEGACY_FILE = re.compile(r"[^/]+\.(png|md|html)")
-
-
-def marker_text(files: list[str]) -> str:
-    return json.dumps({"mpsuite": "report folder, replaced whole by each render; only the files listed are removed",
-                       "files": sorted(files)}, indent=1) + "\n"
-
-
-def _listed(folder) -> "set[str] | re.Pattern | None":
-    """The files the folder's marker lists (paths relative to it); LEGACY_FILE for an old marker;
-    None where there is no marker (or it is no file: a FIFO is not opened)."""
-    marker = folder / MARKER
-    try:
-        data = marker.read_bytes() if isinstance(marker, location.Remote) else files.read_bytes(marker, 2**20, "marker")
-    except Exception:  # absent, a FIFO, too large, a storage error: no marker to trust
-        return None
-    try:
-        listed = json.loads(data)["files"]
-        return {name for name in listed if isinstance(name, str)}
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-        return LEGACY_FILE
-
-
-def _held(folder: Path) -> list[str]:
-    """Every entry of the folder but subfolders, at any depth, as '/'-joined relative paths (links
-    and special files included, never followed)."""
-    held = []
-    for root, dirs, names_here in os.walk(folder):
-        base = Path(root).relative_to(folder)
-        held += [(base / n).as_posix() for n in names_here + [d for d in dirs if (Path(root) / d).is_symlink()]]
-    return sorted(held)
-
-
-def _foreign(listed, held: list[str]) -> list[str]:
-    """What of `held` no report wrote, by the folder's marker (`_listed`): all of it without one."""
-    if listed is None:
-        return held
-    if isinstance(listed, re.Pattern):
-        return [h for h in held if h != MARKER and not listed.fullmatch(h.rsplit("/", 1)[-1])]
-    return [h for h in held if h != MARKER and h not in listed]
-
-
-def _check_replaceable(out, held: list[str]) -> None:
-    listed = _listed(out)
-    foreign = _foreign(listed, held)
-    if foreign and listed is None:
-        raise UserError(f"{out}: not an mpsuite report folder (no {MARKER} marker) and not empty (it holds "
-                        f"{foreign[0]!r}), and a report replaces its folder whole: give --out (run: --reports) a new "
-                        "or empty folder, or a report's")
-    if foreign:
-        raise UserError(f"{out}: holds {foreign[0]!r}, which no mpsuite report wrote, and a report replaces its "
-                        "folder whole: move it out of the folder, or give --out (run: --reports) another one")
-
-
-def _remote_output_dir(out: location.Remote) -> location.Remote:
-    """A report prefix in an object store: the same rule as a local folder's (empty, or a report's
-    with nothing its marker does not list), since a report replaces everything under it."""
-    try:
-        held = [p.path[len(out.path) + 1:] for p in out.rglob("*")]
-    except Exception as err:
-        raise UserError(f"{out}: cannot write a report there: {err}") from None
-    _check_replaceable(out, held)
-    return out
-
-
-def _discard(old: Path, out: Path) -> None:
-    """Remove a replaced report (by now under a hidden name): the files its marker lists and nothing
-    else. Anything else (written into the folder while the new report rendered) is kept, beside the
-    report, under a name that says so."""
-    if old.is_dir() and not old.is_symlink():
-        held = _held(old)
-        foreign = set(_foreign(_listed(old), held))
-        for name in held:
-            if name not in foreign:
-                (old / name).unlink(missing_ok=True)
-        for root, _, _ in sorted(os.walk(old), key=lambda w: -len(w[0])):  # deepest first
-            try:
-                os.rmdir(root)
-            except OSError:
-                pass  # holds what we keep
-    if os.path.lexists(old):
-        kept = out.with_name(f"{out.name}.kept-{secrets.token_hex(3)}")
-        try:
-            os.rename(old, kept)
-        except OSError:
-            kept = old  # the new report is in place either way; the files stay where they are
-        print(f"mpsuite: warning: {out} held files no report wrote when the new report replaced it; "
-              f"they are kept in {kept}", file=sys.stderr)
-
-
-def publish(out_dir: str | Path, write: Callable[[Path], list[Path]]) -> list[Path]:
-    """Call write(staging) to render a report into a fresh folder, then swap it in for `out_dir`
-    (`suite.results.atomic.replace_dir`): a reader, or a kill midway, leaves the old report or the
-    new one, never one run's plot beside another run's page. Returns the files at their final place."""
-    out = output_dir(out_dir)
-    remove_stale(out.parent)  # what a report killed midway left (its process is gone)
-
-    def fill(staging: Path) -> list[Path]:
-        written = write(staging)
-        for f in written:
-            names.inside(staging, f)
-        (staging / MARKER).write_text(marker_text(_held(staging)), encoding="utf-8")  # never makes staging again
-        return [f.relative_to(staging) for f in written]  # a fleet report's device pages are in subfolders
-
-    if isinstance(out, location.Remote):  # rendered here, then uploaded (`location.upload_folder`)
-        with tempfile.TemporaryDirectory(prefix="mpsuite-report-") as folder:
-            staging = Path(folder) / "report"
-            staging.mkdir()
-            written = fill(staging)
-            listed = _listed(out)  # the old report's files: only those may go
-            try:
-                location.upload_folder(staging, out, lambda name: listed is not None and not _foreign(listed, [name]))
-            except OSError as err:
-                raise UserError(f"{out}: cannot write a report there: {err.strerror or err}") from None
-        return [out / f.as_posix() for f in written]
-    try:
-        written = replace_dir(out, fill, lambda old: _discard(old, out))
-    except OSError as err:
-        raise UserError(f"{out}: cannot write a report there: {err.strerror or err}") from None
-    return [out / f for f in written]
-
-
-def write_pages(out: Path, markdown_text: str, html_text: str) -> list[Path]:
-    """report.md and index.html, each written whole (see suite.results.atomic) into the folder being
-    rendered, which must exist (one that vanished fails the render: `replace_dir`)."""
-    return [atomic_write_text(out / "report.md", markdown_text, parents=False),
-            atomic_write_text(out / "index.html", html_text, parents=False)]
 
 
 def plot_name(kind: str, workload: str) -> str:
@@ -605,11 +281,11 @@ def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
     if fleet.is_fleet(df):
         from suite.report import fleet_page
 
-        return fleet_page.render(df, out_dir)
-    return publish(out_dir, lambda staging: _render_into(df, staging))
+        return fleet_page.render(df, out_dir, render_into)
+    return publish(out_dir, lambda staging: render_into(df, staging))
 
 
-def _render_into(df: pd.DataFrame, out: Path) -> list[Path]:
+def render_into(df: pd.DataFrame, out: Path) -> list[Path]:
     from suite.report import plots  # matplotlib: paid for by a render, not by a run's end-of-run summary
 
     df = derived.prepare(df)

@@ -21,9 +21,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite import names  # noqa: E402
+from suite.core import names  # noqa: E402
 from suite.analysis import compare, stats  # noqa: E402
-from suite.report import md_image, md_table, md_text, fmt, publish, write_pages  # noqa: E402
+from suite.core.text import fmt  # noqa: E402
+from suite.report.pages import md_image, md_table, md_text, publish, write_pages  # noqa: E402
 from suite.results import location  # noqa: E402
 from suite.report.plots import plain_log_ticks, save_figure  # noqa: E402
 
@@ -215,7 +216,7 @@ def build_view(cmp: compare.Comparison) -> dict:
 def markdown(view: dict) -> str:
     b, c = view["sides"]
     # Selectors, run summaries (versions, device names) and warnings hold text from the command
-    # line and from records: escaped (suite.report.md_text) like every table cell.
+    # line and from records: escaped (suite.report.pages.md_text) like every table cell.
     lines = [
         f"# mpsuite comparison: {md_text(view['scenario'])}",
         "",

@@ -4,9 +4,9 @@
                                     recipe's speedup per case side by side, one column per device,
                                     and a plot of it per workload
     <out>/device-<device>/          per device, the same report as a single device gets (its tables
-                                    and plots: `suite.report._render_into` on its records)
+                                    and plots: the run report's `render_into`, handed over by `suite.report.render`)
 
-The folder is replaced whole, as every report is (`suite.report.publish`); device names come from
+The folder is replaced whole, as every report is (`suite.report.pages.publish`); device names come from
 records, so a device's folder is its slugged name (`device_folder`) and its text is escaped
 (`md_text`, jinja's autoescape).
 """
@@ -14,6 +14,7 @@ records, so a device's folder is its slugged name (`device_folder`) and its text
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import jinja2
 import matplotlib
@@ -23,9 +24,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suite import names  # noqa: E402
+from suite.core import names  # noqa: E402
 from suite.analysis import fleet  # noqa: E402
-from suite.report import _render_into, fmt, md_image, md_table, md_text, publish, write_pages  # noqa: E402
+from suite.core.text import fmt  # noqa: E402
+from suite.report.pages import md_image, md_table, md_text, publish, write_pages  # noqa: E402
 from suite.report.plots import save_figure  # noqa: E402
 
 DEVICE_TABLE = [("device", "device"), ("runs", "runs"), ("hosts", "hosts"), ("versions", "torch / CUDA"),
@@ -159,17 +161,18 @@ def html(view: dict) -> str:
     return env.get_template("fleet.html.j2").render(view=view, device_table=DEVICE_TABLE)
 
 
-def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
-    """Write the fleet report for these records (several devices) into out_dir, replacing it whole."""
-    return publish(out_dir, lambda staging: _render_fleet(df, staging))
+def render(df: pd.DataFrame, out_dir: str | Path, render_into: Callable[[pd.DataFrame, Path], list[Path]]) -> list[Path]:
+    """Write the fleet report for these records (several devices) into out_dir, replacing it whole;
+    each device's own report is `render_into(records, folder)`."""
+    return publish(out_dir, lambda staging: _render_fleet(df, staging, render_into))
 
 
-def _render_fleet(df: pd.DataFrame, out: Path) -> list[Path]:
+def _render_fleet(df: pd.DataFrame, out: Path, render_into) -> list[Path]:
     written = []
     for device, records in fleet.by_device(df):
         folder = out / device_folder(device)
         folder.mkdir()
-        written += _render_into(records, folder)
+        written += render_into(records, folder)
     view = build_view(df)
     devices, table = fleet.devices(df), view["frame"]
     for t in view["tables"]:

@@ -19,8 +19,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from suite.analysis import history  # noqa: E402
-from suite.names import slug  # noqa: E402
-from suite.report import md_image, md_table, md_text, fmt, publish, write_pages  # noqa: E402
+from suite.core.names import slug  # noqa: E402
+from suite.core.text import fmt  # noqa: E402
+from suite.report.pages import md_image, md_table, md_text, publish, write_pages  # noqa: E402
 from suite.report.plots import save_figure  # noqa: E402
 
 RUN_TABLE = [("index", "#"), ("run_id", "run"), ("torch_version", "torch"), ("torchao_version", "torchao"),

@@ -20,14 +20,14 @@ is `suite.results.store`'s business: the pipeline reaches journals through `stor
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from suite import files
-from suite.errors import JournalError
+from suite.core import files
+from suite.core.jsonl import decode, encode
+from suite.core.errors import JournalError
 from suite.results import location
 
 try:  # POSIX; without it (Windows) a journal is simply not locked
@@ -41,30 +41,6 @@ FORMAT = 1
 # is no journal of ours (or a run far past that bound), and is refused by name rather than read
 # into memory.
 MAX_BYTES = 4 * 2**30
-
-
-def _plain(value):
-    """JSON-safe form of a record value: numpy/torch scalars and arrays become Python values."""
-    if hasattr(value, "tolist"):  # numpy arrays and scalars, torch tensors
-        return value.tolist()
-    if hasattr(value, "item"):
-        return value.item()
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    return str(value)  # anything else is recorded as text rather than lost
-
-
-def encode(obj: dict) -> bytes:
-    """One journal line. NaN and +-inf are kept (Python's JSON reads them back as floats); ASCII
-    escapes keep any text, even an error message with undecodable bytes, encodable."""
-    return json.dumps(obj, default=_plain, separators=(",", ":")).encode() + b"\n"
-
-
-def decode(line: bytes) -> dict:
-    obj = json.loads(line)
-    if not isinstance(obj, dict):
-        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-    return obj
 
 
 @dataclass

@@ -31,7 +31,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Callable
 
-from suite.errors import UserError
+from suite.core.errors import UserError
 
 # scheme://rest, as RFC 3986 spells a scheme; a Windows drive (C:\) has no '//'
 _URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)")

@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite.results import location, store
-from suite.errors import UserError
+from suite.core.errors import UserError
 
 VERSION_KEYS = {"torch": "torch_version", "torchao": "torchao_version", "te": "te_version",
                 "cuda": "cuda_version", "python": "python_version"}

@@ -23,16 +23,16 @@ import sys
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from suite import files, names
+from suite.core import files, names
 from suite.results import columns, groups, journal, location, validate
 from suite.results.atomic import atomic_write
-from suite.errors import JournalError, UserError
+from suite.core.errors import JournalError, UserError
 
 # 1: the first schema. 2: case ids from typed, normalised parameters (see `_typed_params`).
 # 3: every defined column in every file, in its declared type (`suite.results.columns`); a
@@ -260,7 +260,10 @@ def check_records(records: list[dict], source) -> None:
 def write_run(records: list[dict], path: str | Path) -> Path:
     if not records:
         raise ValueError("a run with no records is not written")
-    table = _table(records)
+    return _write(_table(records), path)
+
+
+def _write(table: pa.Table, path: str | Path) -> Path:
     return atomic_write(location.where(path), lambda tmp: pq.write_table(table, tmp))
 
 
@@ -385,45 +388,63 @@ def journal_header(results_dir: str | Path, scenario: str, run_id: str) -> dict:
     return head
 
 
-def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) -> Path:
+class Stored(NamedTuple):
+    """A run as `finish_run` stored it: its file, and its records as `read_file` would read them back
+    (the same table, made into pandas without the round trip through the file)."""
+
+    path: Path
+    records: pd.DataFrame
+
+
+def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) -> Stored:
     """Write the run's parquet (atomically) from its journal, records in `order` (case ids; any
     others after), then delete the journal: the parquet now holds every record it had."""
     head = run.header
     rank = {case_id: i for i, case_id in enumerate(order)}
     records = sorted(run.records, key=lambda r: rank.get(r["case_id"], len(rank)))
     try:
-        # what the reader would refuse is never written, and its journal never deleted
-        validate.check(_table(records), run.path)
-        try:
-            path = write_run(records, run_path(results_dir, head["scenario"], head["run_id"]))
-        except Exception as err:
-            if not (isinstance(err, OSError) or location.is_storage_error(err)):
-                raise
-            raise UserError(f"cannot write the results of run {head['run_id']}: {err}; the journal "
-                            f"{run.path} still holds every finished case") from None
-        if isinstance(path, location.Remote):
-            try:
-                journal_path(results_dir, head["scenario"], head["run_id"]).unlink(missing_ok=True)
-            except Exception as err:  # the run is stored whole; its journal copy beside it is inert
-                _warn(f"cannot delete the run journal's copy in {path.parent}: {err}")
-        try:
-            run.path.unlink()
-            journal.fsync_dir(run.path.parent)
-        except OSError:
-            pass  # a journal beside its run's parquet is inert: never resumed, never read
-        try:
-            run.path.parent.rmdir()  # the last journal of the folder: leave only parquet files
-        except OSError:
-            pass
+        table = _table(records)
+        validate.check(table, run.path)  # what the reader would refuse is never written, nor its journal deleted
+        path = _write_results(table, results_dir, head, run.path)
+        _drop_journal(run, results_dir, head, path)
     finally:
         run.close()
-    return path
+    return Stored(path, _frame(table))
+
+
+def _write_results(table: pa.Table, results_dir: str | Path, head: dict, journal_file) -> Path:
+    try:
+        return _write(table, run_path(results_dir, head["scenario"], head["run_id"]))
+    except Exception as err:
+        if not (isinstance(err, OSError) or location.is_storage_error(err)):
+            raise
+        raise UserError(f"cannot write the results of run {head['run_id']}: {err}; the journal "
+                        f"{journal_file} still holds every finished case") from None
+
+
+def _drop_journal(run: journal.Journal, results_dir: str | Path, head: dict, path) -> None:
+    """The journal of a run now stored whole is inert: deleted (and its remote copy), its folder too
+    when it was the last."""
+    if isinstance(path, location.Remote):
+        try:
+            journal_path(results_dir, head["scenario"], head["run_id"]).unlink(missing_ok=True)
+        except Exception as err:  # the run is stored whole; its journal copy beside it is inert
+            _warn(f"cannot delete the run journal's copy in {path.parent}: {err}")
+    try:
+        run.path.unlink()
+        journal.fsync_dir(run.path.parent)
+    except OSError:
+        pass  # a journal beside its run's parquet is inert: never resumed, never read
+    try:
+        run.path.parent.rmdir()  # the last journal of the folder: leave only parquet files
+    except OSError:
+        pass
 
 
 @contextmanager
 def _source(path):
     """What pyarrow reads: a remote file's bytes, fetched once; a local file opened only if it is a
-    regular file (a FIFO named *.parquet would block its reader forever: `suite.files`)."""
+    regular file (a FIFO named *.parquet would block its reader forever: `suite.core.files`)."""
     if isinstance(path, location.Remote):
         try:
             data = path.read_bytes()
@@ -483,10 +504,7 @@ def read_file(path: str | Path, lean: bool = False) -> pd.DataFrame:
     if current:
         validate.check(table, path)
     try:
-        if lean and current:
-            table = table.select([c for c in table.column_names
-                                  if c in CONTRACT or table[c].null_count < table.num_rows])
-        df = table.to_pandas(types_mapper=_arrow_list if lean and current else None)
+        df = _frame(table, lean=lean and current)
     except (pa.ArrowException, ValueError, TypeError) as err:
         raise UserError(f"{path}: cannot read results file: {err}") from None
     while version < SCHEMA_VERSION:
@@ -496,6 +514,15 @@ def read_file(path: str | Path, lean: bool = False) -> pd.DataFrame:
         version += 1
     if not current:
         check_records(records_of(df), path)
+    return df
+
+
+def _frame(table: pa.Table, lean: bool = False) -> pd.DataFrame:
+    """A results table as the readers' DataFrame, stamped with this schema version (`lean`: as for
+    `read_file`)."""
+    if lean:
+        table = table.select([c for c in table.column_names if c in CONTRACT or table[c].null_count < table.num_rows])
+    df = table.to_pandas(types_mapper=_arrow_list if lean else None)
     df["schema_version"] = SCHEMA_VERSION
     return df
 

@@ -5,7 +5,7 @@
 columnar (pyarrow.compute), so a million records cost milliseconds, not a Python loop.
 
 What a record must hold, and why each check exists (each was a crash or a silent wrong answer):
-- `run_id` (a run id, `names.RUN_ID`) and `scenario` (a folder name, `suite.names.NAME`): they
+- `run_id` (a run id, `names.RUN_ID`) and `scenario` (a folder name, `suite.core.names.NAME`): they
   become paths of reports and exports;
 - `case_id`: present and unique within its run (a comparison joins on it: a duplicate made
   `compare` report a case "missing", a null one crashed it);
@@ -31,8 +31,8 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from suite import names
-from suite.errors import UserError
+from suite.core import names
+from suite.core.errors import UserError
 from suite.results import columns
 
 STATUSES = ("ok", "skipped", "failed")

@@ -74,7 +74,7 @@ class Trend:
 class PrecisionRecord:
     target: str  # "module:attribute"; the attribute is a suite.precisions.base.Precision instance
     params: type[Params] = NoParams
-    # the vendor-peak column (suite/measure/peaks.py) its throughput is set against: the number
+    # the vendor-peak column (suite/core/peaks.py) its throughput is set against: the number
     # format its GEMMs run in (fp32, tf32, bf16, fp16, fp8, fp4)
     peak: str | None = None
     description: str = ""
@@ -100,7 +100,7 @@ class WorkloadRecord:
     shaped: bool = False  # cases defined by (m, k, n); the others take their shape from params
     # workload-specific record columns the report shows in a table of their own: (column, title, format)
     detail_columns: tuple[tuple[str, str, str], ...] = ()
-    # each case is one torchrun launch of `world_size` ranks (suite.measure.launch), not a call here
+    # each case is one torchrun launch of `world_size` ranks (suite.measure.executors.torchrun), not a call here
     launched: bool = False
     description: str = ""
     columns: tuple[Column, ...] = ()  # the record columns it adds to the core ones

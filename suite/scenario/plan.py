@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from suite.scenario import params as case_params
 from suite.scenario import registry
 from suite.scenario.shapes import SHAPE_SETS
-from suite.errors import ScenarioError
+from suite.core.errors import ScenarioError
 from suite.scenario.spec import Scenario, Sweep
 from suite.scenario.stop_rule import StopRule
 

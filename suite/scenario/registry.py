@@ -68,6 +68,13 @@ def gemms_per_call(workload: str) -> int:
     return record.gemms_per_call if record else 1
 
 
+def peak_column(precision: str) -> str | None:
+    """The vendor-peak column a precision's throughput is set against (`suite.core.peaks`), or None
+    (FP8 recipes share the fp8 column)."""
+    record = PRECISIONS.get(precision)
+    return record.peak if record else None
+
+
 def params_model(workload: str, precision: str) -> type[p.Params]:
     """The parameter model of one case: its workload's fields and its precision's."""
     return p.case_model(WORKLOADS[workload].params, PRECISIONS[precision].params)

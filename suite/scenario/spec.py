@@ -14,10 +14,10 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from suite import files, names
+from suite.core import files, names
 from suite.scenario import params as case_params
 from suite.scenario import registry
-from suite.errors import ScenarioError
+from suite.core.errors import ScenarioError
 from suite.scenario.shapes import SHAPE_SETS
 from suite.scenario.stop_rule import StopRule
 
@@ -208,7 +208,7 @@ MAX_SCENARIO_BYTES = 16 * 2**20
 
 def load(path: str | Path) -> Scenario:
     """A scenario file: a regular file (a FIFO or device named *.toml is named, never opened
-    blocking: `suite.files`) of at most MAX_SCENARIO_BYTES."""
+    blocking: `suite.core.files`) of at most MAX_SCENARIO_BYTES."""
     path = Path(path)
     try:
         text = files.read_bytes(path, MAX_SCENARIO_BYTES, "scenario file").decode("utf-8")

@@ -85,6 +85,14 @@ class StopRule(BaseModel):
         """The warm-up's time limit (a scenario giving only warmup_s = 2 warms up 2 s at most too)."""
         return self.warmup_max_s if self.warmup_max_s is not None else max(DEFAULT_WARMUP_CAP_S, self.warmup_s)
 
+    def resolved_cache(self, device_type: str) -> str:
+        """The cache mode this rule means on a device type: `auto` is cold on CUDA (flushing the L2 is
+        cheap) and warm on a CPU (its last-level cache is often hundreds of MiB, and streaming twice
+        that through memory before every repetition costs more than most cases take)."""
+        if self.cache != "auto":
+            return self.cache
+        return "cold" if device_type == "cuda" else "warm"
+
     def case_cap(self, device_type: str) -> float:
         """The whole case's time limit on a device type ("cpu", "cuda"): `case_cap_s` when set, else
         the device's default, raised where the rule's own warm-up and budget need more."""

@@ -43,4 +43,3 @@ class Workload(Protocol):
     def prepare(self, case: Case, precision: Precision, device: torch.device) -> Prepared:
         """Build inputs and the callable. Raise `Unsupported(reason)` for a case that cannot run
         here (it is recorded as skipped); any other exception records the case as failed."""
-

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from suite.precisions.fp8 import numerics as q
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.precisions.fp8 import FP8GemmParams, FP8TensorwiseParams
 from suite.precisions.base import Precision, cuda_reason
 from suite.precisions.grouped import grouped_mm

@@ -35,7 +35,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.precisions.base import Precision, cuda_reason
 from suite.precisions.fp8.recipes import fp8_linears
 from suite.precisions.mx import BLACKWELL, BlockGemmParams, MXParams, NVFP4Params

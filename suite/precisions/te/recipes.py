@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from suite.precisions.fp8 import numerics as q
-from suite.errors import Unsupported, UserError
+from suite.core.errors import Unsupported, UserError
 from suite.precisions.base import Precision
 from suite.precisions.fp8.recipes import fp8_linears
 from suite.precisions.fp8 import FP8GemmParams

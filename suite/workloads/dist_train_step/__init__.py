@@ -1,5 +1,5 @@
 """`train_step`'s model and step sharded with FSDP2 over torchrun ranks (`workload`), one launch
-per case (suite/measure/launch.py)."""
+per case (suite/measure/executors/torchrun.py)."""
 
 from typing import Annotated
 

@@ -20,8 +20,8 @@ Precisions:
 The check trains `steps` steps and an fp32 twin with the same sharding on the same batches; the
 loss curve is the mean over ranks (an all-reduce per curve, outside the timing).
 
-This file only builds: the ranks are launched by `suite.measure.launch` and measured by
-`suite.measure.rank` (the timing loop, torch.profiler for the collectives).
+This file only builds: the ranks are launched by `suite.measure.executors.torchrun` and measured by
+`suite.measure.executors.rank` (the timing loop, torch.profiler for the collectives).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from suite.measure import peaks
+from suite.core import peaks
+from suite.scenario import registry
 from suite.models import corpus, flops
 from suite.precisions.compiler import compile_unsupported
 from suite.precisions.floating.recipes import FP32
@@ -148,12 +149,7 @@ class DistTrainStep:
         if world != spec.world_size:
             raise RuntimeError(f"launched with {world} ranks for a world_size {spec.world_size} case")
         cfg = step.config()
-        with torch.device("meta"):
-            shape_only = ts.MODELS[step.model][0](cfg)
-        n_params = flops.unique_parameters(shape_only)
-        flops_per_token = flops.model_flops_per_token(shape_only)
-        n_matmul_params = flops.matmul_parameters(shape_only)
-        del shape_only
+        n_params, flops_per_token, n_matmul_params = ts.model_sizes(step, cfg)
         tokens_rank = step.batch * cfg.seq_len
         source = corpus.generated(step.corpus_vocab, case.seed)
         # one global batch of batch x world sequences per step; this rank's slice of it
@@ -170,55 +166,9 @@ class DistTrainStep:
         def fn():
             return trainer.step(*fixed)
 
-        first: list = []
-
-        def first_step() -> None:
-            if device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(device)
-            first.append(ts.train(trainer, batches[:1]))
-
-        def check() -> dict:
-            with precision.active():
-                if not first:
-                    first_step()
-                rest = ts.train(trainer, batches[1:]) if step.steps > 1 else ([], 0)
-                curve = _group_mean(first[0][0] + rest[0], device)
-                state = trainer.state_bytes()  # this rank's shards
-            final, why = ts.final_loss(curve), ts.divergence(curve)
-            out = {
-                "state_mem_mb": state / 2**20,
-                "loss_curve": curve,
-                "final_loss": final,
-                "entropy_floor": source.entropy_rate,
-                "unigram_entropy": source.unigram_entropy,
-                "excess_loss": final - source.entropy_rate,
-                "diverged": why is not None,
-                "divergence": why,
-            }
-            if precision.name == FP32.name and not step.compile:
-                ref_curve = curve  # the case is its own reference
-            elif spec.fp32_reference:
-                # the fp32 twin of the same sharding, from the same init, on the same batches
-                reference = ShardedTrainer(ts.build_model(step, case.seed),
-                                           Sharded(FP32, spec.reshard_after_forward), device, step, compiled=False)
-                with FP32.active():
-                    ref_curve = _group_mean(ts.train(reference, batches)[0], device)
-                del reference
-            else:
-                return out
-            ref_final, ref_why = ts.final_loss(ref_curve), ts.divergence(ref_curve)
-            if ref_why is not None:
-                out["divergence"] = f"{why + '; ' if why else ''}the fp32 reference diverged as well: {ref_why}"
-            out.update(
-                fp32_loss_curve=ref_curve,
-                fp32_final_loss=ref_final,
-                loss_delta_vs_fp32=final - ref_final,
-                loss_rel_delta_vs_fp32=(final - ref_final) / ref_final if ref_final else math.nan,
-            )
-            return out
-
+        check = _Check(case, spec, trainer, precision, device, batches, source)
         peak = peaks.peak_tflops(torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-                                 precision.name)
+                                 registry.peak_column(precision.name))
 
         def derive(median_s: float) -> dict:
             """From the slowest rank's median step: the group's tokens/s and each GPU's MFU."""
@@ -231,7 +181,7 @@ class DistTrainStep:
             flops=float(flops_per_token * tokens_rank),  # per rank: tflops is one GPU's rate
             bytes_moved=None,
             check=check,
-            first_call=first_step,
+            first_call=check.first_step,
             first_call_column="compile_s" if step.compile else None,
             extra={
                 "model": step.model, "n_layer": cfg.n_layer, "n_head": cfg.n_head, "d_model": cfg.d_model,
@@ -243,6 +193,70 @@ class DistTrainStep:
             },
             derive=derive,
         )
+
+
+class _Check:
+    """A rank's accuracy check: its `steps` training steps (the first is the runner's timed first
+    call, `first_step`), the loss curve averaged over the ranks, and, where asked, the fp32 twin of
+    the same sharding from the same init on the same batches."""
+
+    def __init__(self, case, spec: DistSpec, trainer, precision, device, batches, source):
+        self.case, self.spec, self.trainer, self.precision, self.device = case, spec, trainer, precision, device
+        self.batches, self.source = batches, source
+        self.first: list = []
+
+    def first_step(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self.first.append(ts.train(self.trainer, self.batches[:1]))
+
+    def __call__(self) -> dict:
+        step, trainer, device, source = self.spec.step, self.trainer, self.device, self.source
+        with self.precision.active():
+            if not self.first:
+                self.first_step()
+            rest = ts.train(trainer, self.batches[1:]) if step.steps > 1 else ([], 0)
+            curve = _group_mean(self.first[0][0] + rest[0], device)
+            state = trainer.state_bytes()  # this rank's shards
+        final, why = ts.final_loss(curve), ts.divergence(curve)
+        out = {
+            "state_mem_mb": state / 2**20,
+            "loss_curve": curve,
+            "final_loss": final,
+            "entropy_floor": source.entropy_rate,
+            "unigram_entropy": source.unigram_entropy,
+            "excess_loss": final - source.entropy_rate,
+            "diverged": why is not None,
+            "divergence": why,
+        }
+        ref_curve = self.reference_curve(curve)
+        if ref_curve is None:
+            return out
+        ref_final, ref_why = ts.final_loss(ref_curve), ts.divergence(ref_curve)
+        if ref_why is not None:
+            out["divergence"] = f"{why + '; ' if why else ''}the fp32 reference diverged as well: {ref_why}"
+        out.update(
+            fp32_loss_curve=ref_curve,
+            fp32_final_loss=ref_final,
+            loss_delta_vs_fp32=final - ref_final,
+            loss_rel_delta_vs_fp32=(final - ref_final) / ref_final if ref_final else math.nan,
+        )
+        return out
+
+    def reference_curve(self, curve: list[float]) -> list[float] | None:
+        """The fp32 twin's loss curve (the case's own where it is fp32 and eager), or None unasked."""
+        spec, step = self.spec, self.spec.step
+        if self.precision.name == FP32.name and not step.compile:
+            return curve  # the case is its own reference
+        if not spec.fp32_reference:
+            return None
+        # the fp32 twin of the same sharding, from the same init, on the same batches
+        reference = ShardedTrainer(ts.build_model(step, self.case.seed),
+                                   Sharded(FP32, spec.reshard_after_forward), self.device, step, compiled=False)
+        with FP32.active():
+            ref_curve = _group_mean(ts.train(reference, self.batches)[0], self.device)
+        del reference
+        return ref_curve
 
 
 DIST_TRAIN_STEP = DistTrainStep()

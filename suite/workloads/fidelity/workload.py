@@ -24,9 +24,8 @@ from typing import Callable
 
 import torch
 
-from suite.measure.timing import resolved_cache
 from suite.scenario.stop_rule import StopRule
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.workloads.base import Prepared, Workload
 from suite.workloads.fidelity import FidelityParams
 from suite.workloads.gemm.workload import GEMM
@@ -115,7 +114,7 @@ def harness_for(case, device: torch.device) -> Harness:
     harness = HARNESSES[name]
     # a mismatch is a scenario error on any machine, so it is reported before any skip
     rule = case.timing
-    cache = resolved_cache(rule, device.type)
+    cache = rule.resolved_cache(device.type)
     if (harness.mode, harness.cache) != (rule.mode, cache):
         raise ValueError(
             f"harness {name} times mode={harness.mode} with a {harness.cache} cache, but this case's timing is "

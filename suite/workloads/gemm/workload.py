@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from suite.measure.accuracy import error_metrics
+from suite.core.accuracy import error_metrics
 from suite.workloads.base import Prepared, Workload
 
 # Reference rows: the float64 check uses at most this many rows of A. Error statistics over 2048

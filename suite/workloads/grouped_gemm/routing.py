@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from suite.errors import UserError
+from suite.core.errors import UserError
 
 LOADS = ("balanced", "zipf", "one_hot", "half_empty")
 

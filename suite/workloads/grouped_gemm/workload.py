@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from suite.measure.accuracy import error_metrics
+from suite.core.accuracy import error_metrics
 from suite.workloads.base import Prepared, Workload
 from suite.workloads.gemm.workload import REFERENCE_ROWS
 from suite.workloads.grouped_gemm import GroupedGemmParams

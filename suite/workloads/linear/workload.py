@@ -24,9 +24,9 @@ import weakref
 import torch
 from torch import nn
 
-from suite.measure.accuracy import error_metrics
+from suite.core.accuracy import error_metrics
 from suite.precisions import flags
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.precisions.compiler import compile_unsupported
 from suite.workloads.base import Prepared, Workload
 from suite.workloads.linear import CompileParams
@@ -58,23 +58,14 @@ class LinearStep(Workload):
         if reason:
             raise Unsupported(reason)
 
-        reference_cpu = build_layer(self.layernorm, k, n, case.seed)
-        gen = torch.Generator().manual_seed(case.seed + 1)
-        x_cpu = torch.randn(m, k, generator=gen)
-        grad_cpu = torch.randn(m, n, generator=gen)
+        reference_cpu, x_cpu, grad_cpu = self._inputs(case)
 
         model = precision.prepare_module(copy.deepcopy(reference_cpu), device)
         weight = model.get_submodule(self.linear_path).weight
         params = [p for p in model.parameters() if p.requires_grad]
         x = x_cpu.to(device=device, dtype=precision.dtype).requires_grad_()
 
-        if opts.compile:
-            torch._dynamo.reset()  # a cold start: compile time does not depend on earlier cases
-            forward = torch.compile(model, backend=opts.compile_backend)
-            # Compiled code stays cached in dynamo until reset; drop it when the case is released.
-            weakref.finalize(forward, torch._dynamo.reset)
-        else:
-            forward = model
+        forward = _forward(model, opts)
 
         upstream: dict[torch.dtype, torch.Tensor] = {}
 
@@ -120,6 +111,24 @@ class LinearStep(Workload):
             split_kernels=True,  # GEMMs against FP8's scaling and casting (suite.measure.attribution)
             extra={"gemm_path": precision.gemm_path(device, "layer")},
         )
+
+
+    def _inputs(self, case):
+        """The float32 reference layer, the input and the upstream gradient, on the CPU (seeded)."""
+        reference_cpu = build_layer(self.layernorm, case.k, case.n, case.seed)
+        gen = torch.Generator().manual_seed(case.seed + 1)
+        return reference_cpu, torch.randn(case.m, case.k, generator=gen), torch.randn(case.m, case.n, generator=gen)
+
+
+def _forward(model, opts):
+    """The layer's forward, torch.compile'd where the case asks."""
+    if not opts.compile:
+        return model
+    torch._dynamo.reset()  # a cold start: compile time does not depend on earlier cases
+    forward = torch.compile(model, backend=opts.compile_backend)
+    # Compiled code stays cached in dynamo until reset; drop it when the case is released.
+    weakref.finalize(forward, torch._dynamo.reset)
+    return forward
 
 
 LINEAR = LinearStep("linear", layernorm=False)

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import torch
 
-from suite.measure.accuracy import error_metrics
-from suite.errors import UserError
+from suite.core.accuracy import error_metrics
+from suite.core.errors import UserError
 from suite.workloads.outlier import OutlierParams
 from suite.workloads.base import Prepared, Workload
 from suite.workloads.gemm.workload import REFERENCE_ROWS, random_operands

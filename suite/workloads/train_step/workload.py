@@ -47,12 +47,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from suite.measure import peaks
-from suite.errors import UserError
+from suite.core import peaks
+from suite.scenario import registry
+from suite.core.errors import UserError
 from suite.models import corpus, flops, gpt2, llama
 from suite.precisions.compiler import compile_unsupported
 from suite.precisions.floating.recipes import FP32
-from suite.errors import Unsupported
+from suite.core.errors import Unsupported
 from suite.workloads.base import Prepared, Workload
 from suite.workloads.train_step import TrainStepParams
 
@@ -394,18 +395,8 @@ class TrainStep(Workload):
         reason = precision.tokens_unsupported(spec.batch * cfg.seq_len, device)
         if reason:
             raise Unsupported(reason)
-        with torch.device("meta"):  # sizes only: nothing is allocated before the memory check
-            shape_only = MODELS[spec.model][0](cfg)
-        n_params = flops.unique_parameters(shape_only)
-        flops_per_token = flops.model_flops_per_token(shape_only)
-        n_matmul_params = flops.matmul_parameters(shape_only)
-        del shape_only
-        need, have = estimated_bytes(cfg, n_params, spec.batch), available_bytes(device)
-        if have is not None and need > have:
-            raise Unsupported(
-                f"needs about {need / 2**30:.1f} GiB (two models with AdamW state, activations, logits; "
-                f"an estimate) and {device.type} has {have / 2**30:.1f} GiB available"
-            )
+        n_params, flops_per_token, n_matmul_params = model_sizes(spec, cfg)
+        _check_memory(spec, cfg, n_params, device)
         model = build_model(spec, case.seed)
         tokens = spec.batch * cfg.seq_len
         source = corpus.generated(spec.corpus_vocab, case.seed)
@@ -422,70 +413,8 @@ class TrainStep(Workload):
         def fn():
             return trainer.step(*fixed)
 
-        zeros = GradZeros()
-        first: list = []
-        stuck, split = StuckUpdates(), {}
-
-        def read_split(_model) -> None:
-            split.update(trainer.memory_split())  # gradients present, optimizer state built
-
-        def first_step() -> None:
-            """The check's first training step; it compiles a compiled model, so the runner times it
-            (compile_s)."""
-            if device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(device)
-            first.append(train(trainer, train_batches[:1], zeros, spec=spec, stuck=stuck,
-                               last_probe=read_split if spec.steps == 1 else None))
-
-        def check() -> dict:
-            out: dict = {}
-            with precision.active():
-                if not first:  # called without the runner's first call
-                    first_step()
-                rest = (train(trainer, train_batches[1:], spec=spec, start=1, stuck=stuck, last_probe=read_split)
-                        if spec.steps > 1 else ([], 0))
-                curve, skipped = first[0][0] + rest[0], first[0][1] + rest[1]
-                # CUDA: the allocator's high-water mark over these steps. CPU tensors have no
-                # allocator statistics, and the process's peak RSS is not this case's.
-                out["peak_mem_mb"] = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
-                out["state_mem_mb"] = trainer.state_bytes() / 2**20
-                out.update(memory_columns(split, precision.textbook_bytes(), n_params))
-            if trainer.scaler is not None:
-                out.update(scaler_skipped_steps=skipped, loss_scale_final=float(trainer.scaler.get_scale()))
-
-            if precision.name == FP32.name and not spec.compile:
-                ref_curve, ref_zeros, ref_stuck = curve, zeros, stuck  # the case is its own reference
-            else:
-                ref_zeros, ref_stuck = GradZeros(), StuckUpdates()
-                reference = Trainer(build_model(spec, case.seed), FP32, device, spec, compiled=False)
-                with FP32.active():
-                    ref_curve, _ = train(reference, train_batches, ref_zeros, spec=spec, stuck=ref_stuck)
-                del reference
-
-            final, ref_final = final_loss(curve), final_loss(ref_curve)
-            why, ref_why = divergence(curve), divergence(ref_curve)
-            if ref_why is not None:
-                why = f"{why + '; ' if why else ''}the fp32 reference diverged as well: {ref_why}"
-            out.update(
-                loss_curve=curve,
-                fp32_loss_curve=ref_curve,
-                final_loss=final,
-                fp32_final_loss=ref_final,
-                loss_delta_vs_fp32=final - ref_final,
-                loss_rel_delta_vs_fp32=(final - ref_final) / ref_final if ref_final else math.nan,
-                entropy_floor=source.entropy_rate,
-                unigram_entropy=source.unigram_entropy,
-                excess_loss=final - source.entropy_rate,
-                diverged=divergence(curve) is not None,
-                divergence=why,
-                grad_zero_frac=zeros.fraction(),
-                grad_underflow_frac=underflow_fraction(zeros, ref_zeros),
-                stuck_update_frac=stuck.fraction(),
-                fp32_stuck_update_frac=ref_stuck.fraction(),
-            )
-            return out
-
-        peak = peaks.peak_tflops(_device_name(device), precision.name)
+        check = _Check(case, spec, trainer, precision, device, train_batches, source, n_params)
+        peak = peaks.peak_tflops(_device_name(device), registry.peak_column(precision.name))
 
         def derive(median_s: float) -> dict:
             tokens_per_s = tokens / median_s
@@ -496,7 +425,7 @@ class TrainStep(Workload):
             flops=float(flops_per_token * tokens),
             bytes_moved=None,
             check=check,
-            first_call=first_step,
+            first_call=check.first_step,
             first_call_column="compile_s" if spec.compile else None,
             extra={
                 "model": spec.model,
@@ -516,6 +445,100 @@ class TrainStep(Workload):
                 "train_steps": spec.steps,
             },
             derive=derive,
+        )
+
+
+def model_sizes(spec: StepSpec, cfg) -> tuple[int, float, int]:
+    """(parameters, FLOPs per token, matmul parameters) of the case's model, from its shapes alone."""
+    with torch.device("meta"):  # sizes only: nothing is allocated before the memory check
+        shape_only = MODELS[spec.model][0](cfg)
+    return (flops.unique_parameters(shape_only), flops.model_flops_per_token(shape_only),
+            flops.matmul_parameters(shape_only))
+
+
+def _check_memory(spec: StepSpec, cfg, n_params: int, device: torch.device) -> None:
+    """A case that would not fit in the device's free memory is skipped before anything is allocated."""
+    need, have = estimated_bytes(cfg, n_params, spec.batch), available_bytes(device)
+    if have is not None and need > have:
+        raise Unsupported(
+            f"needs about {need / 2**30:.1f} GiB (two models with AdamW state, activations, logits; "
+            f"an estimate) and {device.type} has {have / 2**30:.1f} GiB available"
+        )
+
+
+class _Check:
+    """A training step case's accuracy check: its `steps` training steps (the first is the runner's
+    timed first call, `first_step`), then an fp32 reference on the same batches; the loss, gradient
+    and update columns."""
+
+    def __init__(self, case, spec: StepSpec, trainer, precision, device, train_batches, source, n_params: int):
+        self.case, self.spec, self.trainer, self.precision, self.device = case, spec, trainer, precision, device
+        self.train_batches, self.source, self.n_params = train_batches, source, n_params
+        self.zeros, self.first, self.stuck, self.split = GradZeros(), [], StuckUpdates(), {}
+
+    def read_split(self, _model) -> None:
+        self.split.update(self.trainer.memory_split())  # gradients present, optimizer state built
+
+    def first_step(self) -> None:
+        """The check's first training step; it compiles a compiled model, so the runner times it
+        (compile_s)."""
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self.first.append(train(self.trainer, self.train_batches[:1], self.zeros, spec=self.spec, stuck=self.stuck,
+                                last_probe=self.read_split if self.spec.steps == 1 else None))
+
+    def __call__(self) -> dict:
+        spec, trainer, precision, device = self.spec, self.trainer, self.precision, self.device
+        out: dict = {}
+        with precision.active():
+            if not self.first:  # called without the runner's first call
+                self.first_step()
+            rest = (train(trainer, self.train_batches[1:], spec=spec, start=1, stuck=self.stuck,
+                          last_probe=self.read_split) if spec.steps > 1 else ([], 0))
+            curve, skipped = self.first[0][0] + rest[0], self.first[0][1] + rest[1]
+            # CUDA: the allocator's high-water mark over these steps. CPU tensors have no
+            # allocator statistics, and the process's peak RSS is not this case's.
+            out["peak_mem_mb"] = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+            out["state_mem_mb"] = trainer.state_bytes() / 2**20
+            out.update(memory_columns(self.split, precision.textbook_bytes(), self.n_params))
+        if trainer.scaler is not None:
+            out.update(scaler_skipped_steps=skipped, loss_scale_final=float(trainer.scaler.get_scale()))
+        out.update(self.against_fp32(curve))
+        return out
+
+    def against_fp32(self, curve: list[float]) -> dict:
+        """The loss columns against an fp32 twin trained on the same batches (the case itself where
+        it is fp32 and eager)."""
+        zeros, stuck, source = self.zeros, self.stuck, self.source
+        if self.precision.name == FP32.name and not self.spec.compile:
+            ref_curve, ref_zeros, ref_stuck = curve, zeros, stuck  # the case is its own reference
+        else:
+            ref_zeros, ref_stuck = GradZeros(), StuckUpdates()
+            reference = Trainer(build_model(self.spec, self.case.seed), FP32, self.device, self.spec, compiled=False)
+            with FP32.active():
+                ref_curve, _ = train(reference, self.train_batches, ref_zeros, spec=self.spec, stuck=ref_stuck)
+            del reference
+
+        final, ref_final = final_loss(curve), final_loss(ref_curve)
+        why, ref_why = divergence(curve), divergence(ref_curve)
+        if ref_why is not None:
+            why = f"{why + '; ' if why else ''}the fp32 reference diverged as well: {ref_why}"
+        return dict(
+            loss_curve=curve,
+            fp32_loss_curve=ref_curve,
+            final_loss=final,
+            fp32_final_loss=ref_final,
+            loss_delta_vs_fp32=final - ref_final,
+            loss_rel_delta_vs_fp32=(final - ref_final) / ref_final if ref_final else math.nan,
+            entropy_floor=source.entropy_rate,
+            unigram_entropy=source.unigram_entropy,
+            excess_loss=final - source.entropy_rate,
+            diverged=divergence(curve) is not None,
+            divergence=why,
+            grad_zero_frac=zeros.fraction(),
+            grad_underflow_frac=underflow_fraction(zeros, ref_zeros),
+            stuck_update_frac=stuck.fraction(),
+            fp32_stuck_update_frac=ref_stuck.fraction(),
         )
 
 

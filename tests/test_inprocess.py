@@ -1,24 +1,24 @@
-"""The runner: one record per case with the contract columns; failures and skips never stop a run."""
+"""A case measured in this process (`suite.measure.inprocess`): one record per case with the contract
+columns; failures and skips never stop a run."""
 
 from __future__ import annotations
-
-import io
 
 import pytest
 import torch
 
-from suite.scenario import plan
-from suite.measure import runner
-from suite.results import store
-from suite.precisions import flags
+from suite.measure import inprocess
 from suite.measure.timing import CpuClock
+from suite.precisions import flags
+from suite.results import store
+from suite.scenario import plan
+from tests.conftest import run_cases
 
 CPU = torch.device("cpu")
 META = {"run_id": "r1", "device": "cpu", "device_name": "test cpu", "torch_version": torch.__version__}
 
 
 def run_all(scenario, progress=None):
-    return list(runner.run(plan.expand(scenario), CPU, META, progress))
+    return run_cases(plan.expand(scenario), META, progress)
 
 
 def test_records_follow_the_contract(tiny_scenario):
@@ -74,23 +74,13 @@ def test_non_finite_output_fails_the_case(tiny_scenario, monkeypatch):
     assert all(r["status"] == "failed" and "non-finite" in r["reason"] for r in bad)
 
 
-def test_progress_lines(tiny_scenario):
-    out = io.StringIO()
-    run_all(tiny_scenario, runner.Progress(8, out))
-    lines = out.getvalue().splitlines()
-    assert len(lines) == 8
-    assert lines[0].startswith("[1/8] gemm fp32 32x32x32 ... ok")
-    assert "elapsed" in lines[-1] and "left" in lines[-1]
-    assert "skipped: TF32" in lines[1]
-
-
 def test_cpu_clock_times_each_call():
     calls = []
     samples = CpuClock().time_batch(lambda: calls.append(1), 4)
     assert len(samples) == 4 == len(calls) and all(s >= 0 for s in samples)
 
 
-# --- the cost bound through the runner: a faked 30 s call on a virtual clock -------------------
+# --- the cost bound through a case run here: a faked 30 s call on a virtual clock -------------------
 
 
 class VirtualClock:
@@ -130,52 +120,10 @@ def test_a_30_s_call_with_a_1_s_budget_is_one_checked_call_and_a_record_that_say
     rule = StopRule(budget_s=1.0)
     case = plan.Case("cost", "gemm", "bf16", "fp32", 64, 64, 64, params={}, seed=0, timing=rule, device="cpu")
     clock = VirtualClock(30_000.0)
-    record = runner.run_case(case, CPU, clock, META)
+    record = inprocess.run_case(case, CPU, clock, META)
     assert record["status"] == "ok" and record["rel_err"] < 1e-2  # the checked output is the timed one's
     assert clock.calls == 1  # one call: calibration, accuracy check and sample at once
     assert record["n_samples"] == rule.floor_samples == 1 and record["samples_ms"] == [30_000.0]
     assert record["stop_reason"] == "cap" and record["warmup_reason"] == "slow" and record["first_call_kept"]
     assert record["rel_ci"] == float("inf") and record["case_cap_s"] == 10.0
     assert clock.now <= record["case_cap_s"] + 30.0  # the cap plus at most the one call
-
-
-def test_the_estimate_weighs_cases_by_their_work(tiny_scenario):
-    cases = plan.expand(tiny_scenario)
-    model = runner.CostModel("cpu")
-    small, big = (c for c in cases if c.precision == "bf16")
-    model.learn(small, {"status": "ok", "time_ms_median": 10.0}, 0.5)
-    # bf16 64^3 is 8x the work of 32^3: its call is predicted 8x as long
-    assert model.call_s(big) == pytest.approx(8 * 0.010)
-    fp16 = next(c for c in cases if c.precision == "fp16")
-    assert model.call_s(fp16) == pytest.approx(0.010)  # an unseen precision: the slowest speed seen
-    slow = runner.CostModel("cpu")
-    slow.learn(small, {"status": "ok", "time_ms_median": 30_000.0}, 30.0)
-    # never more than the cap plus one call, however slow
-    assert slow.wall_s(big) == pytest.approx(big.timing.case_cap("cpu") + 8 * 30.0)
-
-
-def test_a_long_case_gets_heartbeat_lines(tiny_scenario):
-    out = io.StringIO()
-    progress = runner.Progress(8, out)
-    case = plan.expand(tiny_scenario)[0]
-    progress.plan([case])
-    progress.begin(case)
-    for t in (1.0, 4.9, 5.0, 6.0, 15.1):
-        progress.heartbeat(t)
-    lines = out.getvalue().splitlines()
-    assert sum("still running after 0:05" in line for line in lines) == 1
-    assert sum("still running after 0:15" in line for line in lines) == 1
-    assert len([line for line in lines if "still running" in line]) == 2
-
-
-def test_the_case_thread_returns_records_raises_errors_and_reports_waiting():
-    worker = runner.CaseThread()
-    waits = []
-    import time as _time
-
-    assert worker.call(lambda: {"ok": 1}) == {"ok": 1}
-    assert worker.call(lambda: (_time.sleep(0.35), {"slow": 1})[1], waits.append) == {"slow": 1}
-    assert waits and not worker.busy
-    with pytest.raises(ZeroDivisionError):
-        worker.call(lambda: 1 / 0)
-    worker.close()

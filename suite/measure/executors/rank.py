@@ -1,12 +1,12 @@
-"""One rank of a launched case: `python -m suite.measure.rank DIR`, started by torchrun
-(`suite.measure.launch`), which sets RANK, LOCAL_RANK, WORLD_SIZE and the rendezvous.
+"""One rank of a launched case: `python -m suite.measure.executors.rank DIR`, started by torchrun
+(`suite.measure.executors.torchrun`), which sets RANK, LOCAL_RANK, WORLD_SIZE and the rendezvous.
 
-DIR holds `case.json` (the case, as `isolate` sends one). The rank writes its pid (`rank<R>.pid`:
+DIR holds `case.json` (the case, as `protocol.case_to_json` writes one). The rank writes its pid (`rank<R>.pid`:
 the launcher kills what a timed-out launch leaves), points its stdout and stderr at `rank<R>.log`,
 and ends by writing `rank<R>.json` (its result) or `rank<R>.error.json` (its error, with the time
 it happened: the first rank to fail is the cause, the others usually fail because it did).
 
-Measuring in a rank: the workload's first call and check as in `runner.run_case`, then the one
+Measuring in a rank: the workload's first call and check as in `suite.measure.inprocess`, then the one
 timing loop (`timing.measure`) on a `RankClock`: each rank times its own steps, and every rank's
 loop sees the same numbers (each sample and wall reading is the maximum over the ranks), so all
 ranks make the same warm-up and stopping decisions and run the same number of steps, which
@@ -95,7 +95,7 @@ def run_rank(case, device_type: str, out: Path, rank: int, world: int) -> dict |
     import torch
     import torch.distributed as dist
 
-    from suite.measure import collectives, runner
+    from suite.measure import collectives, inprocess, record as records
     from suite.measure.timing import clock_for, measure
     from suite.scenario import registry
 
@@ -111,7 +111,7 @@ def run_rank(case, device_type: str, out: Path, rank: int, world: int) -> dict |
         base = clock_for(device)
         with precision.active():
             prepared = workload.prepare(case, precision, device)
-            columns = runner.timed_first_call(prepared, base.sync)
+            columns = inprocess.timed_first_call(prepared, base.sync)
             began = time.perf_counter()
             columns.update(prepared.check())
             columns["check_s"] = time.perf_counter() - began
@@ -128,7 +128,7 @@ def run_rank(case, device_type: str, out: Path, rank: int, world: int) -> dict |
         slowest = max(range(world), key=medians.__getitem__)
         # the slowest rank's own samples; the loop's decisions (stop reason, warm-up) were shared
         result = dataclasses.replace(group, samples_ms=everyone[slowest]["samples_ms"])
-        columns.update(runner.measured_columns(result, prepared))
+        columns.update(records.measured(result, prepared))
         if prepared.derive is not None:
             columns.update(prepared.derive(result.median_ms / 1e3))
         peak_key = "peak_mem_mb" if device.type == "cuda" else "peak_rss_mb"
@@ -154,6 +154,18 @@ def _write(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def _error(err: BaseException) -> dict:
+    """What a rank writes of its error: the one triage's (`suite.measure.record.triage`; a case
+    found unable to run here, in every rank, is a skip), on one line."""
+    from suite.measure import record as records
+
+    outcome = records.triage(err) if isinstance(err, Exception) else {"status": "failed",
+                                                                       "reason": records.error_text(err)}
+    text = outcome["reason"].strip()
+    return {"skip": outcome["status"] == "skipped",
+            "error": text.splitlines()[0][:records.REASON_CHARS] if text else type(err).__name__}
+
+
 def main(argv: list[str]) -> int:
     out = Path(argv[0])
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -162,7 +174,7 @@ def main(argv: list[str]) -> int:
     os.dup2(log, 1)
     os.dup2(log, 2)
     try:
-        from suite.measure.isolate import case_from_json
+        from suite.measure.executors.protocol import case_from_json
 
         request = json.loads((out / "case.json").read_text())
         columns = run_rank(case_from_json(request["case"]), request["device"], out, rank, world)
@@ -170,12 +182,7 @@ def main(argv: list[str]) -> int:
         return 0
     except BaseException as err:
         traceback.print_exc()
-        from suite.errors import TimingUnsupported, Unsupported
-
-        skip = isinstance(err, (Unsupported, TimingUnsupported))  # found only in a rank: a skip, as in run_case
-        text = str(err).strip() if skip else f"{type(err).__name__}: {err}".strip()
-        _write(out / f"rank{rank}.error.json", {"rank": rank, "time": time.time(), "skip": skip,
-                                                 "error": text.splitlines()[0][:500] if text else type(err).__name__})
+        _write(out / f"rank{rank}.error.json", {"rank": rank, "time": time.time(), **_error(err)})
         return 1
 
 

@@ -13,7 +13,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from suite.errors import UserError
+from suite.core.errors import UserError
 
 # One plain path component: letters, digits, '_', '.', '-', not starting with '.' (so never '.',
 # '..' or a hidden file), at most 100 characters.

@@ -1,4 +1,4 @@
-"""The Ray executor on a real local Ray cluster of two nodes (one CPU each, so one worker each):
+"""The Ray executor (`suite.measure.executors.ray_cluster`) on a real local Ray cluster of two nodes (one CPU each, so one worker each):
 a worker killed midway costs nothing (its case runs again elsewhere), a driver stopped midway
 resumes from its journal, and the result is one complete run with every case exactly once."""
 
@@ -13,8 +13,8 @@ import types
 import pytest
 
 from suite import cli
-from suite.errors import UserError
-from suite.fleet import ray_executor
+from suite.core.errors import UserError
+from suite.measure.executors import ray_cluster
 from suite.results import journal, store
 from tests.conftest import quick_toml
 from suite.scenario import plan, spec
@@ -120,18 +120,18 @@ def test_without_ray_the_executor_says_how_to_get_it(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(UserError, match=r"pip install -e \.\[fleet\]"):
-        ray_executor._ray()
+        ray_cluster._ray()
 
 
 def test_a_case_whose_workers_all_died_is_a_failed_record_that_keeps_the_contract():
     from suite.results import store as results
 
     case = plan.expand(spec.resolve("cpu"))[0]
-    executor = object.__new__(ray_executor.Executor)  # no cluster: only the record is made here
+    executor = object.__new__(ray_cluster.RayCluster)  # no cluster: only the record is made here
     executor.run_level = {"run_id": "20261201T000000Z-abcdef", "executor": "ray"}
-    record = executor._failed(case, ray_executor.RETRIES, RuntimeError("worker exited\ndetail"))
-    assert record["status"] == "failed" and record["worker_retries"] == ray_executor.RETRIES
-    assert record["reason"] == f"its Ray worker died {ray_executor.RETRIES + 1} time(s) running it: RuntimeError: worker exited"
+    record = executor.failed(case, ray_cluster.RETRIES, RuntimeError("worker exited\ndetail"))
+    assert record["status"] == "failed" and record["worker_retries"] == ray_cluster.RETRIES
+    assert record["reason"] == f"its Ray worker died {ray_cluster.RETRIES + 1} time(s) running it: RuntimeError: worker exited"
     results.check_records([record], "the failed record")  # raises where the record contract is broken
 
 
@@ -139,7 +139,7 @@ GPU_NODE, CPU_NODE = "a1" * 28, "b2" * 28  # Ray's node ids are hex strings
 
 
 class FakeRay:
-    """What `Executor` asks of Ray to place workers: a GPU node of 16 CPUs and 2 GPUs, a CPU node."""
+    """What `RayCluster` asks of Ray to place workers: a GPU node of 16 CPUs and 2 GPUs, a CPU node."""
 
     def __init__(self):
         self.started = []
@@ -155,8 +155,9 @@ class FakeRay:
 def test_a_gpu_worker_holds_its_share_of_the_node_cpus_and_computes_with_them():
     # Ray sets a worker's OMP_NUM_THREADS to the CPUs it holds (torch follows it): a GPU worker with
     # num_cpus=1 ran torch on one thread. Each GPU's worker gets CPUs / GPUs of its node, and threads.
-    executor = object.__new__(ray_executor.Executor)
+    executor = object.__new__(ray_cluster.RayCluster)
     executor.ray, executor.device_choice, executor.threads, executor.run_level = FakeRay(), "cuda", None, {}
+    executor.run_here = None
     executor.workers = {}
     slots = executor._placements()
     assert [(s["num_gpus"], s["num_cpus"], s["scheduling_strategy"].node_id) for s in slots] == [
@@ -166,11 +167,11 @@ def test_a_gpu_worker_holds_its_share_of_the_node_cpus_and_computes_with_them():
     class Actor:
         @staticmethod
         def options(**options):
-            return types.SimpleNamespace(remote=lambda device, run_level, threads: started.append((options, threads)))
+            return types.SimpleNamespace(remote=lambda device, run_level, threads, run_here: started.append((options, threads)))
 
     executor.actor_class, executor.slots = Actor, slots
-    executor._start(0)
+    executor.start(0)
     assert started[0][1] == 8  # torch.set_num_threads(8) in the worker: its records say cpu_threads 8
     executor.threads = 3
-    executor._start(1)
+    executor.start(1)
     assert started[1][1] == 3  # the run's --threads wins

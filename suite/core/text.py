@@ -1,9 +1,10 @@
 """Text from scenarios and records, made safe for a terminal: descriptions, failure reasons and
 record values reach it, and none of them may move its cursor, retitle it, ring it or reorder what
-it shows."""
+it shows. And a number as the suite shows it (`fmt`)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 # The Unicode bidirectional formatting characters (UAX #9: ALM, LRM, RLM, LRE, RLE, PDF, LRO, RLO,
@@ -31,3 +32,12 @@ class Printable:
 
     def __getattr__(self, name):
         return getattr(self.raw, name)
+
+
+def fmt(value, spec: str = ".3g", suffix: str = "") -> str:
+    """A number as a table cell: formatted by `spec`, empty where missing (None, NaN)."""
+    if value is None or (isinstance(value, float) and (math.isnan(value))):
+        return ""
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:{spec}}{suffix}"

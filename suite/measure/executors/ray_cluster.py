@@ -1,4 +1,4 @@
-"""The Ray executor: a run's cases on the workers of a Ray cluster, their records back to the
+"""`--executor ray`: a run's cases on the workers of a Ray cluster, their records back to the
 driver, which journals each one (`suite.pipeline`), so `--resume` works across a driver restart.
 
 Placement, so that timings never share a device:
@@ -15,13 +15,14 @@ the host). Each worker sets torch's threads to the run's `--threads`, else the C
 
 A worker is sent a *setting* at a time (a case and the cases sharing its baseline,
 `suite.fleet.shard.settings`), so a speedup is the ratio of two timings on one device; each case is
-its own Ray call, so each record comes back as soon as its case ends. Each worker captures its own
-node's facts (`run_meta`): on a mixed cluster every record names the device and versions it ran on.
+its own Ray call, so each record comes back as soon as its case ends, and runs the way
+`suite.measure.executors.run_here` says, on its node. Each worker captures its own node's facts
+(`suite.measure.env.run_meta`): on a mixed cluster every record names the device and versions it ran on.
 
 A worker that dies (killed, out of memory, its node lost) costs the cases it held: each is sent
 again to another worker, up to `RETRIES` more times (`worker_retries` counts them), then recorded as
 failed. A case is journaled once, when its record arrives, so nothing is lost or counted twice. A
-worker left with an unusable CUDA context (`suite.measure.isolate.poisoned`) is replaced.
+worker left with an unusable CUDA context (`suite.measure.executors.cuda_worker.poisoned`) is replaced.
 
 Ray is the optional extra `fleet`; nothing here imports it until a run asks for it.
 """
@@ -31,10 +32,12 @@ from __future__ import annotations
 import os
 import sys
 from collections import deque
-from typing import Iterator
+from typing import Iterable, Iterator
 
-from suite.errors import UserError
+from suite.core.errors import UserError
 from suite.fleet.shard import estimated_s, settings
+from suite.measure import record as records
+from suite.measure.executors.base import Unit
 
 # More attempts of a case after the first whose worker died (a case that kills every worker it
 # touches is recorded failed after RETRIES + 1 of them).
@@ -52,28 +55,30 @@ def _ray():
 
 
 class _Worker:
-    """One worker process (a Ray actor): the run's facts of its own node, then one case per call."""
+    """One worker process (a Ray actor): the run's facts of its own node, then one case per call,
+    run by `run_here` (`suite.measure.executors.run_here`, handed over by the driver)."""
 
-    def __init__(self, device_choice: str, run_level: dict, threads: int | None):
+    def __init__(self, device_choice: str, run_level: dict, threads: int | None, run_here):
         import ray
         import torch
 
-        from suite.measure import env, runner
+        from suite.measure import env
 
         if threads:
             torch.set_num_threads(threads)  # the worker process is the run's: it ends with the run
-        self.device = env.resolve_device(device_choice)
-        self.meta = {**runner.run_meta(self.device), **run_level, "ray_node": ray.get_runtime_context().get_node_id()}
+        self.device, self.run_here = env.resolve_device(device_choice), run_here
+        self.meta = {**env.run_meta(self.device), **run_level, "ray_node": ray.get_runtime_context().get_node_id()}
 
     def ready(self) -> None:
         """Answered once the worker is up (torch imported, its node's facts captured)."""
 
     def run(self, case, retries: int) -> dict:
-        from suite.measure import isolate, runner
+        from suite.measure.executors.cuda_worker import poisoned
+        from suite.measure.timing import clock_for
 
-        record = next(runner.run([case], self.device, self.meta))
+        record = self.run_here(case, self.device, clock_for(self.device), self.meta)
         record["worker_retries"] = retries
-        if isolate.poisoned(record, self.device):
+        if poisoned(record, self.device):
             record["worker_replaced"] = True
         return record
 
@@ -83,13 +88,15 @@ RUN_LEVEL = ("run_id", "scenario_description", "threads_setting", "run_group", "
              "shard_run_id", "executor")
 
 
-class Executor:
-    """Connects to the cluster (or starts a local one); `run(cases, meta, progress)` yields one record
+class RayCluster:
+    """Connects to the cluster (or starts a local one); `run(units, meta, progress)` yields one record
     per case, in the order they finish; `close` ends the workers (and a local cluster)."""
 
-    def __init__(self, device_choice: str, address: str | None, threads: int | None):
+    busy = False  # the driver only waits on the cluster: nothing of a case runs in this process
+
+    def __init__(self, device_choice: str, address: str | None, threads: int | None, run_here):
         self.ray = _ray()
-        self.device_choice, self.threads = device_choice, threads
+        self.device_choice, self.threads, self.run_here = device_choice, threads, run_here
         self.run_level: dict = {}
         self.workers: dict = {}  # slot -> actor handle
         self.replacements = 0
@@ -126,119 +133,60 @@ class Executor:
                 slots.append({"num_cpus": cpus, "scheduling_strategy": pin})
         return slots
 
-    def _start(self, slot: int):
+    def start(self, slot: int):
         options = self.slots[slot]
         # A worker computes with the cores it holds (the run's --threads, else all of them).
         threads = self.threads or options["num_cpus"]
-        actor = self.actor_class.options(**options).remote(self.device_choice, self.run_level, threads)
+        actor = self.actor_class.options(**options).remote(self.device_choice, self.run_level, threads, self.run_here)
         self.workers[slot] = actor
         return actor
 
-    def _stop(self, slot: int) -> None:
+    def stop(self, slot: int) -> None:
         actor = self.workers.pop(slot, None)
         if actor is not None:
             self.ray.kill(actor, no_restart=True)
 
-    def _node_alive(self, slot: int) -> bool:
+    def node_alive(self, slot: int) -> bool:
         strategy = self.slots[slot].get("scheduling_strategy")
         if strategy is None:
             return True
         return any(n["NodeID"] == strategy.node_id and n.get("Alive") for n in self.ray.nodes())
 
-    def run(self, cases, meta: dict, progress=None) -> Iterator[dict]:
+    def run(self, units: Iterable[Unit], meta: dict, progress=None) -> Iterator[dict]:
         ray = self.ray
-        cases = list(cases)
         self.run_level = {key: meta[key] for key in RUN_LEVEL if key in meta}
-        # Settings, longest first (a long one started last would set the finish time alone).
-        units = sorted(settings(list(cases)).values(), key=lambda u: (-sum(map(estimated_s, u)), u[0].case_id))
-        queue = deque((case, 0, i) for i, unit in enumerate(units) for case in unit)  # (case, retries, setting)
-        mine: dict[int, deque] = {}  # slot -> its cases, in order
-        pending: dict = {}  # object ref -> (slot, case, attempt)
         print(f"mpsuite: ray: {len(self.slots)} worker(s), "
               f"{'one per GPU' if 'num_gpus' in self.slots[0] else 'one per node, all its CPUs'}", file=sys.stderr)
-        for slot in range(len(self.slots)):
-            self._start(slot)
-            mine[slot] = deque()
-
-        def feed(slot: int) -> None:
-            """Give an idle worker the next setting (cases queued for a retry count as one each)."""
-            if mine[slot] or not queue:
-                return
-            batch = [queue.popleft()]
-            while queue and batch[0][2] is not None and queue[0][2] == batch[0][2]:
-                batch.append(queue.popleft())
-            for case, tries, _ in batch:
-                ref = self.workers[slot].run.remote(case, tries)
-                pending[ref] = (slot, case, tries)
-                mine[slot].append(ref)
-
-        def lost(slot: int, err: BaseException | None) -> Iterator[dict]:
-            """A worker died (`err`) or was let go (None): the cases it held go back to the front of the
-            queue, counted as a retry where it died (or are failed after RETRIES), and a new worker
-            takes its place."""
-            held = list(mine[slot])
-            mine[slot].clear()
-            self._stop(slot)
-            for ref in reversed(held):
-                _, case, tries = pending.pop(ref)
-                if case is None:  # a replacement that died starting
-                    continue
-                if err is None:
-                    queue.appendleft((case, tries, None))
-                elif tries < RETRIES:
-                    queue.appendleft((case, tries + 1, None))
-                else:
-                    yield self._failed(case, tries, err)
-            if self.replacements < REPLACEMENTS_PER_WORKER * len(self.slots) and self._node_alive(slot):
-                self.replacements += 1
-                # Busy until it is up: the cases waiting go to the workers already running meanwhile.
-                ref = self._start(slot).ready.remote()
-                pending[ref] = (slot, None, 0)
-                mine[slot].append(ref)
-            else:
-                self.slots[slot] = None
-
-        by_id = {case.case_id: case for case in cases}
-
-        def failed_case(record: dict):
-            return by_id[record["case_id"]]
-
-        for slot in mine:
-            feed(slot)
+        plan = _Schedule(self, [case for unit in units for case in unit.cases])
         try:
-            while pending or queue:
-                if not pending:
-                    raise UserError(f"every Ray worker is gone with {len(queue)} case(s) left to run")
-                [ref], _ = ray.wait(list(pending), num_returns=1)
-                slot, case, tries = pending[ref]
+            while plan.pending or plan.queue:
+                if not plan.pending:
+                    raise UserError(f"every Ray worker is gone with {len(plan.queue)} case(s) left to run")
+                [ref], _ = ray.wait(list(plan.pending), num_returns=1)
+                slot, case, _ = plan.pending[ref]
                 try:
                     record = ray.get(ref)
                 except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                         ray.exceptions.ObjectLostError) as err:
-                    for failed in lost(slot, err):
-                        yield self._report(progress, failed, failed_case(failed))
+                    for lost_case, failed in plan.lost(slot, err):
+                        yield self._report(progress, failed, lost_case)
                 else:
-                    del pending[ref]
-                    mine[slot].remove(ref)
+                    plan.done(slot, ref)
                     if case is None:  # a replacement worker is up
-                        feed(slot)
+                        plan.feed(slot)
                         continue
                     yield self._report(progress, record, case)
                     if record.get("worker_replaced"):  # its CUDA context is unusable: a new worker
-                        list(lost(slot, None))
-                for idle in [s for s in mine if self.slots[s] is not None]:
-                    feed(idle)
+                        list(plan.lost(slot, None))
+                plan.feed_idle()
         finally:
             self.close()
 
-    def _failed(self, case, tries: int, err: BaseException) -> dict:
+    def failed(self, case, tries: int, err: BaseException) -> dict:
         """A case whose workers all died: the run's columns only (the nodes' facts died with them)."""
-        from suite.measure import runner
-
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-        return runner.skipped_record(case, self.run_level, "") | {
-            "status": "failed", "worker_retries": tries,
-            "reason": f"its Ray worker died {tries + 1} time(s) running it: {type(err).__name__}: {first}"}
+        return records.failed(case, self.run_level, f"its Ray worker died {tries + 1} time(s) running it: "
+                              f"{type(err).__name__}: {first}", worker_retries=tries)
 
     @staticmethod
     def _report(progress, record: dict, case) -> dict:
@@ -249,9 +197,73 @@ class Executor:
     def close(self) -> None:
         for slot in list(self.workers):
             try:
-                self._stop(slot)
+                self.stop(slot)
             except Exception:  # the cluster may be gone already; nothing of the run is left on it
                 pass
         if self.started_ray and self.ray.is_initialized():
             self.ray.shutdown()
             self.started_ray = False
+
+
+class _Schedule:
+    """Which worker holds which cases: settings go out longest first (a long one started last would
+    set the finish time alone), a whole setting to one worker, and the cases of a worker that died go
+    back to the front of the queue."""
+
+    def __init__(self, cluster: RayCluster, cases: list):
+        self.cluster = cluster
+        ordered = sorted(settings(cases).values(), key=lambda u: (-sum(map(estimated_s, u)), u[0].case_id))
+        self.queue = deque((case, 0, i) for i, unit in enumerate(ordered) for case in unit)  # (case, retries, setting)
+        self.mine: dict[int, deque] = {}  # slot -> its cases, in order
+        self.pending: dict = {}  # object ref -> (slot, case, attempt)
+        for slot in range(len(cluster.slots)):
+            cluster.start(slot)
+            self.mine[slot] = deque()
+        self.feed_idle()
+
+    def feed(self, slot: int) -> None:
+        """Give an idle worker the next setting (cases queued for a retry count as one each)."""
+        if self.mine[slot] or not self.queue:
+            return
+        batch = [self.queue.popleft()]
+        while self.queue and batch[0][2] is not None and self.queue[0][2] == batch[0][2]:
+            batch.append(self.queue.popleft())
+        for case, tries, _ in batch:
+            ref = self.cluster.workers[slot].run.remote(case, tries)
+            self.pending[ref] = (slot, case, tries)
+            self.mine[slot].append(ref)
+
+    def feed_idle(self) -> None:
+        for slot in [s for s in self.mine if self.cluster.slots[s] is not None]:
+            self.feed(slot)
+
+    def done(self, slot: int, ref) -> None:
+        del self.pending[ref]
+        self.mine[slot].remove(ref)
+
+    def lost(self, slot: int, err: BaseException | None) -> Iterator[tuple]:
+        """A worker died (`err`) or was let go (None): the cases it held go back to the front of the
+        queue, counted as a retry where it died (or are failed after RETRIES: yielded as (case,
+        record)), and a new worker takes its place."""
+        held = list(self.mine[slot])
+        self.mine[slot].clear()
+        self.cluster.stop(slot)
+        for ref in reversed(held):
+            _, case, tries = self.pending.pop(ref)
+            if case is None:  # a replacement that died starting
+                continue
+            if err is None:
+                self.queue.appendleft((case, tries, None))
+            elif tries < RETRIES:
+                self.queue.appendleft((case, tries + 1, None))
+            else:
+                yield case, self.cluster.failed(case, tries, err)
+        cluster = self.cluster
+        if cluster.replacements < REPLACEMENTS_PER_WORKER * len(cluster.slots) and cluster.node_alive(slot):
+            cluster.replacements += 1
+            # Busy until it is up: the cases waiting go to the workers already running meanwhile.
+            ref = cluster.start(slot).ready.remote()
+            self.pending[ref] = (slot, None, 0)
+            self.mine[slot].append(ref)
+        else:
+            cluster.slots[slot] = None

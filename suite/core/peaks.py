@@ -30,8 +30,6 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from suite.scenario import registry
-
 
 class Gpu(NamedTuple):
     label: str
@@ -68,13 +66,6 @@ PEAKS: list[Gpu] = [
 ]
 
 
-def peak_column(precision: str) -> str | None:
-    """The column of the table a precision's throughput is set against: its registry record's
-    (FP8 recipes share the fp8 column)."""
-    record = registry.PRECISIONS.get(precision)
-    return record.peak if record else None
-
-
 def match_gpu(device_name: str | None) -> Gpu | None:
     """The table's row for a GPU name (or a short name such as 'h100', 'a100-pcie', 'gb200'), or
     None for CPUs and GPUs not in the table."""
@@ -92,10 +83,10 @@ def match_device(device_name: str | None) -> tuple[str, dict[str, float]] | None
     return (gpu.label, gpu.peaks) if gpu else None
 
 
-def peak_tflops(device_name: str | None, precision: str) -> float | None:
-    """Dense vendor peak for this precision on this device, or None where unknown (CPUs, other GPUs)."""
+def peak_tflops(device_name: str | None, column: str | None) -> float | None:
+    """Dense vendor peak of a format column (a precision's: `suite.scenario.registry.peak_column`)
+    on this device, or None where unknown (CPUs, other GPUs, no column)."""
     found = match_device(device_name)
-    column = peak_column(precision)
     if found is None or column is None:
         return None
     return found[1].get(column)

@@ -1,4 +1,5 @@
-"""`--isolate`: a case that segfaults, exits or hangs in its own process costs that case only; the
+"""Cases in processes of their own (`suite.measure.executors.process`, `--isolate`, and
+`cuda_worker`): a case that segfaults, exits or hangs in its own process costs that case only; the
 parent records why, kills a hung case's whole process group, and the run goes on."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import pytest
 import torch
 
 from suite import cli
-from suite.measure import isolate
+from suite.measure.executors import cuda_worker, protocol
+from suite.measure.executors.process import Process
 from suite.scenario import plan
 from suite.results import store
 from tests.conftest import quick_toml
@@ -23,7 +25,7 @@ META = {"run_id": "20260101T120000Z-abcdef", "device": "cpu", "device_name": "te
         "torch_version": torch.__version__}
 FAST = StopRule(warmup_s=0.0, min_samples=3, budget_s=0.02)
 
-# A child that behaves like `python -m suite.measure.isolate`, except for the modes a test asks for.
+# A child that behaves like `python -m suite.measure.executors.child`, except for the modes a test asks for.
 CHILD = """
 import os, signal, subprocess, sys, time
 sys.path.insert(0, ROOT)
@@ -44,14 +46,14 @@ if mode == "segv":  # a segfault inside the workload, after the case has started
 
     real = registry.workload
     registry.workload = lambda name: Segfault() if name == "segfault" else real(name)
-from suite.measure import isolate
-from suite.results import journal
+from suite.measure.executors import child, protocol
+from suite.core import jsonl
 if mode == "abort_at_exit":  # the case is done and its record sent, then a library's teardown crashes
-    case = isolate.case_from_json(journal.decode(sys.stdin.buffer.read())["case"])
-    sys.stdout.buffer.write(journal.encode({"case_id": case.case_id, "status": "ok", "n_samples": 3}))
+    case = protocol.case_from_json(jsonl.decode(sys.stdin.buffer.read())["case"])
+    sys.stdout.buffer.write(jsonl.encode({"case_id": case.case_id, "status": "ok", "n_samples": 3}))
     sys.stdout.flush()
     os.abort()
-sys.exit(isolate.main())
+sys.exit(child.main())
 """
 
 
@@ -80,7 +82,7 @@ def alive(pid: int) -> bool:
 
 
 def test_a_segfault_is_one_failed_case(child):
-    record = isolate.CaseProcess("cpu", META, timeout_s=120, command=child("segv"))(case("segfault"))
+    record = Process("cpu", timeout_s=120, command=child("segv")).run_case(case("segfault"), META)
     assert record["status"] == "failed"
     assert record["reason"] == "crashed: signal 11 (SIGSEGV)"
     assert "Segmentation fault" in record["isolate_log"]  # faulthandler's dump from the child
@@ -88,13 +90,13 @@ def test_a_segfault_is_one_failed_case(child):
 
 
 def test_an_exit_without_a_record_names_the_status_and_last_log_line(child):
-    record = isolate.CaseProcess("cpu", META, timeout_s=120, command=child("exit"))(case())
+    record = Process("cpu", timeout_s=120, command=child("exit")).run_case(case(), META)
     assert record["status"] == "failed"
     assert record["reason"] == "crashed: exit status 3: boom: the backend refused to start"
 
 
 def test_a_crash_after_the_record_was_sent_keeps_the_record(child):
-    record = isolate.CaseProcess("cpu", META, timeout_s=120, command=child("abort_at_exit"))(case())
+    record = Process("cpu", timeout_s=120, command=child("abort_at_exit")).run_case(case(), META)
     assert record["status"] == "ok" and record["n_samples"] >= 3
     assert record["isolate_log"].startswith("exited with signal 6 (SIGABRT) after sending its record")
 
@@ -102,7 +104,7 @@ def test_a_crash_after_the_record_was_sent_keeps_the_record(child):
 def test_a_hang_times_out_and_its_whole_process_group_is_killed(child, tmp_path):
     pid_file = tmp_path / "helper.pid"
     start = time.monotonic()
-    record = isolate.CaseProcess("cpu", META, timeout_s=2, command=child("hang", pid_file))(case())
+    record = Process("cpu", timeout_s=2, command=child("hang", pid_file)).run_case(case(), META)
     assert time.monotonic() - start < 60
     assert record["status"] == "failed" and record["reason"] == "timed out after 2 s"
     helper = int(pid_file.read_text())
@@ -162,7 +164,7 @@ class Sticky:
     poisoned = False
 
     def prepare(self, case, precision, device):
-        from suite.measure.accuracy import error_metrics
+        from suite.core.accuracy import error_metrics
         from suite.workloads.base import Prepared
 
         mode = case.params["mode"]
@@ -195,9 +197,9 @@ WORKER_CHILD = """
 import sys
 sys.path.insert(0, ROOT)
 from suite.scenario import registry
-registry.WORKLOADS["sticky"] = registry.WorkloadRecord("tests.test_isolate:STICKY")
-from suite.measure import isolate
-raise SystemExit(isolate.main(["--serve"]))
+registry.WORKLOADS["sticky"] = registry.WorkloadRecord("tests.test_process:STICKY")
+from suite.measure.executors import child
+raise SystemExit(child.main(["--serve"]))
 """
 
 
@@ -205,9 +207,9 @@ def test_a_sticky_cuda_error_costs_one_case_and_the_worker_is_replaced():
     cases = [plan.Case("w", "sticky", "fp32", None, None, None, None, params={"mode": mode, "i": i}, seed=0,
                        timing=FAST, device="cpu")
              for i, mode in enumerate(["ok", "poison", "ok", "segv", "ok"])]
-    worker = isolate.CaseWorker("cpu", META, command=[sys.executable, "-c", WORKER_CHILD.replace("ROOT", repr(str(ROOT)))])
+    worker = cuda_worker.CudaWorker("cpu", command=[sys.executable, "-c", WORKER_CHILD.replace("ROOT", repr(str(ROOT)))])
     try:
-        records = [worker(case) for case in cases]
+        records = [worker.run_case(case, META) for case in cases]
     finally:
         worker.close()
     assert [r["status"] for r in records] == ["ok", "failed", "ok", "failed", "ok"]
@@ -215,8 +217,8 @@ def test_a_sticky_cuda_error_costs_one_case_and_the_worker_is_replaced():
     assert records[3]["reason"].startswith("crashed: signal 11 (SIGSEGV)")
     assert worker.started == 3  # the first, one after the sticky error, one after the crash
     assert "Fatal Python error" in records[3]["isolate_log"]  # the crash's dump, read as it came
-    assert isolate.poisoned({"status": "failed", "reason": f"RuntimeError: {STICKY_ERROR}"}, torch.device("cpu"))
-    assert not isolate.poisoned({"status": "failed", "reason": "RuntimeError: shapes cannot be multiplied"},
+    assert cuda_worker.poisoned({"status": "failed", "reason": f"RuntimeError: {STICKY_ERROR}"}, torch.device("cpu"))
+    assert not cuda_worker.poisoned({"status": "failed", "reason": "RuntimeError: shapes cannot be multiplied"},
                                 torch.device("cpu"))
 
 
@@ -241,7 +243,7 @@ def sticky_cases(*modes):
 
 
 def sticky_worker(**kw):
-    return isolate.CaseWorker("cpu", META, command=[sys.executable, "-c", WORKER_CHILD.replace("ROOT", repr(str(ROOT)))], **kw)
+    return cuda_worker.CudaWorker("cpu", command=[sys.executable, "-c", WORKER_CHILD.replace("ROOT", repr(str(ROOT)))], **kw)
 
 
 def test_a_hung_case_times_out_its_worker_is_replaced_and_the_run_goes_on():
@@ -250,16 +252,16 @@ def test_a_hung_case_times_out_its_worker_is_replaced_and_the_run_goes_on():
     ok, hang, after = sticky_cases("ok", "hang", "ok")
     worker = sticky_worker(timeout_s=120)
     try:
-        records = [worker(ok)]
+        records = [worker.run_case(ok, META)]
         worker.timeout_s = 3
         start = time.monotonic()
-        records.append(worker(hang))
+        records.append(worker.run_case(hang, META))
         waited = time.monotonic() - start
         worker.timeout_s = 120
-        records.append(worker(after))
+        records.append(worker.run_case(after, META))
     finally:
         worker.close()
-    assert 3 <= waited < 3 + isolate.DRAIN_S + 5  # the limit, then the kill and the drain of its pipes
+    assert 3 <= waited < 3 + protocol.DRAIN_S + 5  # the limit, then the kill and the drain of its pipes
     assert [r["status"] for r in records] == ["ok", "failed", "ok"]
     assert records[1]["reason"] == "timed out after 3 s"
     assert "compiling the step" in records[1]["isolate_log"]  # what the worker said before it hung
@@ -268,16 +270,16 @@ def test_a_hung_case_times_out_its_worker_is_replaced_and_the_run_goes_on():
 
 def test_the_default_limit_is_ten_case_caps_and_at_least_a_compiles_worth():
     (short,) = sticky_cases("ok")
-    assert isolate.case_timeout(short) == isolate.MIN_CASE_TIMEOUT_S == 300.0  # 10 x 30 s (CUDA's default cap)
+    assert cuda_worker.case_timeout(short) == cuda_worker.MIN_CASE_TIMEOUT_S == 300.0  # 10 x 30 s (CUDA's default cap)
     long = plan.Case("w", "sticky", "fp32", None, None, None, None, params={"mode": "ok"}, seed=0,
                      timing=StopRule(case_cap_s=120.0), device="cpu")
-    assert isolate.case_timeout(long) == 1200.0
+    assert cuda_worker.case_timeout(long) == 1200.0
 
 
 def test_warnings_of_a_case_reach_its_record_and_a_failed_case_keeps_its_last_lines():
     worker = sticky_worker()
     try:
-        records = [worker(case) for case in sticky_cases("warn", "ok", "fail", "ok")]
+        records = [worker.run_case(case, META) for case in sticky_cases("warn", "ok", "fail", "ok")]
     finally:
         worker.close()
     assert [r["status"] for r in records] == ["ok", "ok", "failed", "ok"]
@@ -297,4 +299,4 @@ def test_warnings_of_a_case_reach_its_record_and_a_failed_case_keeps_its_last_li
     ("[ok] 1/3 gemm bf16 1024x1024x1024", False),
 ])
 def test_warning_lines_are_told_from_the_rest(line, warning):
-    assert bool(isolate.warning_lines([line])) is warning
+    assert bool(cuda_worker.warning_lines([line])) is warning

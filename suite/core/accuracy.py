@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from suite.errors import NonFiniteOutput
+from suite.core.errors import NonFiniteOutput
 
 
 def error_metrics(out: torch.Tensor, ref: torch.Tensor) -> dict[str, float]:

@@ -1,11 +1,11 @@
 """A launched case: its ranks run under torchrun, one launch per case, with a time limit.
 
-`runner.run_case` hands a case of a `launched` workload (registry) here. The parent checks what it
+A case of a `launched` workload (registry) runs here (`suite.measure.executors.run_here`). The parent checks what it
 can before starting anything (the recipe on this device, enough GPUs for `world_size`: a skip with
 the reason), writes the case to a temporary folder and starts
-    python -m torch.distributed.run --standalone --nproc-per-node W -m suite.measure.rank DIR
+    python -m torch.distributed.run --standalone --nproc-per-node W -m suite.measure.executors.rank DIR
 in a session of its own (PyTorch's launcher: a free rendezvous port, one process per rank, and when
-one rank fails it stops the others). Rank 0 writes the record's columns (`suite.measure.rank`); the
+one rank fails it stops the others). Rank 0 writes the record's columns (`suite.measure.executors.rank`); the
 parent adds them to the case's record. Nothing else comes back through stdout, so a library's
 prints cannot corrupt a result.
 
@@ -26,12 +26,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from suite.errors import Unsupported
-from suite.measure import isolate, runner
-from suite.results import journal
+from suite.core import jsonl
+from suite.core.errors import Unsupported
+from suite.measure import record as records
+from suite.measure.executors.protocol import case_to_json, child_env, clip, exit_status, last_line
 from suite.scenario import registry
 
 # How long torchrun gets to stop its ranks after SIGTERM before everything is killed.
@@ -39,7 +39,7 @@ TERM_GRACE_S = 10.0
 # torchrun's failure summary: a block per failed rank, the first observed under "Root Cause"
 FAILED_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)\b.*?\n\s*exitcode\s*:\s*(-?\d+)", re.MULTILINE)
 ROOT_CAUSE = re.compile(r"Root Cause.*?^\s*rank\s*:\s*(\d+)", re.DOTALL | re.MULTILINE)
-ENTRY = ["-m", "suite.measure.rank"]
+ENTRY = ["-m", "suite.measure.executors.rank"]
 
 
 def torchrun_command(world_size: int, entry: list[str], folder: Path) -> list[str]:
@@ -92,13 +92,13 @@ def failure(folder: Path, world_size: int, launcher_log: str, returncode: int | 
     if crashed:
         rank = crashed[0]
         log = _log(folder, rank)
-        detail = isolate._last_line(log)
-        return f"rank {rank} crashed: {isolate._status(codes[rank])}" + (f": {detail}" if detail else ""), log
+        detail = last_line(log)
+        return f"rank {rank} crashed: {exit_status(codes[rank])}" + (f": {detail}" if detail else ""), log
     if errors:
         rank = min(errors, key=lambda r: errors[r]["time"])
         return f"rank {rank}: {errors[rank]['error']}", _log(folder, rank)
-    status = isolate._status(returncode) if returncode is not None else "no exit status"
-    detail = isolate._last_line(launcher_log) or "no result and no error message"
+    status = exit_status(returncode) if returncode is not None else "no exit status"
+    detail = last_line(launcher_log) or "no result and no error message"
     return f"torchrun failed: {status}: {detail}", launcher_log
 
 
@@ -116,7 +116,7 @@ def _kill_running() -> None:
 
 class Launch:
     """One torchrun launch of a case in `folder`; `entry` is what each rank runs (a test's double may
-    replace `suite.measure.rank`)."""
+    replace `suite.measure.executors.rank`)."""
 
     def __init__(self, case, device, folder: Path, world_size: int, timeout_s: float, entry: list[str] | None = None,
                  threads: int | None = None):
@@ -126,7 +126,7 @@ class Launch:
         self.threads = threads
 
     def _env(self) -> dict:
-        env = isolate._child_env()
+        env = child_env()
         if self.device.type == "cpu" and self.threads and "OMP_NUM_THREADS" not in os.environ:
             # the run's threads shared by the ranks (torchrun would set 1 per rank)
             env["OMP_NUM_THREADS"] = str(max(1, self.threads // self.world_size))
@@ -136,7 +136,7 @@ class Launch:
         """(rank 0's record columns or None, status, reason, log): ok, skipped (every rank found the
         case cannot run here: an Unsupported raised in `prepare`) or failed."""
         (self.folder / "case.json").write_bytes(
-            journal.encode({"case": isolate.case_to_json(self.case), "device": self.device.type}))
+            jsonl.encode({"case": case_to_json(self.case), "device": self.device.type}))
         proc = subprocess.Popen(
             torchrun_command(self.world_size, self.entry, self.folder), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True,
@@ -193,36 +193,31 @@ class Launch:
 
 
 def run_case(case, device, run_meta: dict, entry: list[str] | None = None) -> dict:
-    """The record of one launched case (`runner.run_case`'s contract: never raises for the case)."""
-    import torch
-
+    """The record of one launched case (never raises for the case: `suite.measure.record.outcome`)."""
     began = time.perf_counter()
-    record = runner.base_record(case, run_meta)
-    record["started_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    try:
-        precision = registry.precision(case.precision).configured(case.params)
-        workload = registry.workload(case.workload)
-        record["emulated"] = precision.emulated(device)
-        reason = precision.unsupported(device) or workload.launch_unsupported(case, precision, device)
-        if reason:
-            raise Unsupported(reason)
-        world_size, timeout_s = workload.launch_size(case)
-        with tempfile.TemporaryDirectory(prefix="mpsuite-launch-") as tmp:
-            columns, status, reason, log = Launch(case, device, Path(tmp), world_size, timeout_s, entry,
-                                                  threads=torch.get_num_threads()).run()
-        if columns is None:
-            record.update(status=status, reason=reason, launch_log=isolate._clip(log) or None)
-        else:
-            record.update(status="ok", **columns)
-    except Unsupported as err:
-        record.update(status="skipped", reason=str(err))
-    except ImportError as err:
-        kind = "skipped" if runner._missing_dependency(err) else "failed"
-        prefix = "optional dependency not importable: " if kind == "skipped" else ""
-        record.update(status=kind, reason=prefix + runner._error(err))
-    except KeyboardInterrupt:
-        raise
-    except Exception as err:
-        record.update(status="failed", reason=runner._error(err))
+    record = records.started(case, run_meta)
+    with records.outcome(record):
+        _launch(case, device, record, entry)
     record["case_s"] = time.perf_counter() - began
     return record
+
+
+def _launch(case, device, record: dict, entry: list[str] | None) -> None:
+    """What the parent checks (the recipe here, enough devices), then the launch; its columns,
+    status and reason into `record`."""
+    import torch
+
+    precision = registry.precision(case.precision).configured(case.params)
+    workload = registry.workload(case.workload)
+    record["emulated"] = precision.emulated(device)
+    reason = precision.unsupported(device) or workload.launch_unsupported(case, precision, device)
+    if reason:
+        raise Unsupported(reason)
+    world_size, timeout_s = workload.launch_size(case)
+    with tempfile.TemporaryDirectory(prefix="mpsuite-launch-") as tmp:
+        columns, status, reason, log = Launch(case, device, Path(tmp), world_size, timeout_s, entry,
+                                              threads=torch.get_num_threads()).run()
+    if columns is None:
+        record.update(status=status, reason=reason, launch_log=clip(log) or None)
+    else:
+        record.update(status="ok", **columns)

@@ -1,0 +1,114 @@
+"""What a run came to, in the words and numbers the end of a run and the top of its report show:
+the headline (sentences, each with its numbers: the answer, what makes the numbers unusual, what
+was not measured and why) and the summary table (per workload and precision). Computed here, from
+the records; the CLI prints them and the report (`suite.report`) lays them out."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from suite.analysis import answers, crossover, derived, labels, update
+from suite.core.text import fmt
+from suite.results import groups
+
+SUMMARY_COLUMNS = [
+    ("workload", "workload"), ("precision", "precision"), ("cases", "cases"),
+    ("best_tflops", "best TFLOP/s"), ("geomean_speedup", "geomean speedup"),
+    ("median_rel_err", "median rel. error"), ("note", "note"),
+]
+
+
+def summary_rows(df: pd.DataFrame) -> list[dict]:
+    """The summary table's rows, as the report and the end of a run show them (formatted text)."""
+    return [
+        {
+            "workload": s["workload"], "precision": s["variant"],
+            "cases": f"{s['ok']} ok, {s['skipped']} skipped, {s['failed']} failed",
+            "best_tflops": fmt(s["best_tflops"], ".4g"),
+            "geomean_speedup": fmt(s["geomean_speedup"], ".3g", "x"),
+            "median_rel_err": fmt(s["median_rel_err"], ".2e"),
+            "note": "emulated: accuracy only" if s["emulated"] else "",
+        }
+        for _, s in derived.summary(labels.with_labels(df)).iterrows()
+    ]
+
+
+def headline(df: pd.DataFrame, families: list[dict] | None = None) -> list[str]:
+    """The first lines of a report, each a sentence with its numbers: that it is partial, if so;
+    the answer (per workload, at its largest case, each precision's speedup over the baseline and
+    its error: `suite.analysis.answers`; for update-side recipes, which trained to within a margin
+    of the fp32-master loss and at what bytes per parameter: `suite.analysis.update`); then what makes the numbers unusual (a slow path and its
+    cause, cases cut short by the cap, stalls) and what was not measured and why."""
+    df = labels.with_labels(df)  # names shared by every line: cases differing in parameters never pool
+    lines = (_partial_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df)
+             + answers.versus_answers(df) + answers.trend_answers(df)
+             + crossover.answer_lines(df, families) + update.update_answers(df) + _implausible_lines(df)
+             + _unusual_lines(df))
+    missing = answers.not_measured(df)
+    return lines + ([missing] if missing else [])
+
+
+def _partial_lines(df: pd.DataFrame) -> list[str]:
+    lines = []
+    if "run_partial" in df:
+        partial = df[df["run_partial"].fillna(False).astype(bool)]
+        if "run_group" in partial:  # a shard's is said by `groups.shard_lines`, with the shard's own run id
+            partial = partial[partial["run_group"].isna()]
+        for (scenario, run), g in partial.groupby(["scenario", "run_id"], sort=True):
+            planned = g["run_planned_cases"].dropna()
+            of = f" of {int(planned.iloc[0])}" if len(planned) else ""
+            lines.append(f"Partial report: run {run} stopped after {len(g)}{of} cases; "
+                         f"`python -m suite run {scenario} --resume {run}` finishes it.")
+    return lines
+
+
+def _implausible_lines(df: pd.DataFrame) -> list[str]:
+    """Timings the roofline model says cannot be right (the record's `implausible` column)."""
+    if "implausible" not in df:
+        return []
+    bad = df[df["implausible"].notna()]
+    if bad.empty:
+        return []
+    shapes, variants = derived.shape_labels(bad), derived.variants(bad)
+    shown = "; ".join(f"{r['workload']} {variant} {shape}: {r['implausible']}"
+                      for r, variant, shape in zip(bad.head(3).to_dict("records"), variants, shapes.head(3)))
+    more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
+    return [f"{len(bad)} timing(s) flagged by the roofline model: {shown}{more}."]
+
+
+def _roofline_note(df: pd.DataFrame, run_id: str, precision: str) -> str:
+    """', at 0.45% of its roofline of 0.333 TFLOP/s' for a slow path's cases, where recorded (on a CPU
+    without native bf16 that roofline is its fp32 FMA peak)."""
+    if "roofline_fraction" not in df:
+        return ""
+    g = df[(df["run_id"] == run_id) & (df["precision"] == precision)]
+    fraction = derived.geomean(g["roofline_fraction"])
+    if not fraction == fraction:  # nan: not modelled
+        return ""
+    peak = pd.to_numeric(g["roofline_tflops"], errors="coerce").dropna()
+    at = f" of {peak.iloc[0]:.3g} TFLOP/s" if len(peak) else ""
+    return f", at {fraction:.2%} of its roofline{at}"
+
+
+def _unusual_lines(df: pd.DataFrame) -> list[str]:
+    lines = []
+    for slow in derived.slow_paths(df):
+        worst = f", up to {slow['worst']:.3g}x" if slow["worst"] > 1.05 * slow["slowdown"] else ""
+        cause = f": {slow['cause']}" if slow["cause"] else ""
+        lines.append(f"{slow['variant']} is {slow['slowdown']:.3g}x slower than {slow['baseline']} here "
+                     f"({'geomean of ' + str(slow['cases']) + ' cases' if slow['cases'] > 1 else 'one case'}{worst}{_roofline_note(df, slow['run_id'], slow['precision'])})"
+                     f"{cause}.")
+    ok = df[df["status"] == "ok"]
+    if "stop_reason" in ok:
+        capped = ok[ok["stop_reason"] == "cap"]
+        if len(capped):
+            fewest = int(capped["n_samples"].min())
+            lines.append(f"{len(capped)} case(s) stopped at the whole-case cap with fewer samples than asked "
+                         f"(as few as {fewest}): one call is slow against the cap, so their medians are "
+                         "known less well (see ±95% CI).")
+    stalled = int(derived.stalls(df).notna().sum())
+    if stalled:
+        lines.append(f"{stalled} case(s) show stalls (at least {derived.STALL_SHARE:.0%} of samples over "
+                     f"{derived.STALL_FACTOR:g}x the median): threads descheduled on a busy machine? "
+                     "`--threads 1` steadies them.")
+    return lines

@@ -1,0 +1,30 @@
+"""One record (or request) as one JSON line: the run journal's lines (`suite.results.journal`) and
+what a case's process sends back (`suite.measure.executors`) are written and read the same way."""
+
+from __future__ import annotations
+
+import json
+
+
+def _plain(value):
+    """JSON-safe form of a record value: numpy/torch scalars and arrays become Python values."""
+    if hasattr(value, "tolist"):  # numpy arrays and scalars, torch tensors
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)  # anything else is recorded as text rather than lost
+
+
+def encode(obj: dict) -> bytes:
+    """One line. NaN and +-inf are kept (Python's JSON reads them back as floats); ASCII
+    escapes keep any text, even an error message with undecodable bytes, encodable."""
+    return json.dumps(obj, default=_plain, separators=(",", ":")).encode() + b"\n"
+
+
+def decode(line: bytes) -> dict:
+    obj = json.loads(line)
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj

@@ -1,0 +1,143 @@
+"""A case's record: the one place a record is built and the one place an error becomes its status.
+
+Every way a case runs (`suite.measure.executors`) makes its record here: `base` (the case and the
+run's facts, status "failed" until something better is known), `skipped` and `failed` (a case that
+never ran, or whose process sent nothing back), `measured` (the columns of a timing), and `outcome`,
+the error triage around running a case: a case that cannot run here is skipped with the reason, one
+that broke is failed with its error's first line, and neither stops the run.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Iterator
+
+from suite.core import peaks
+from suite.core.errors import NonFiniteOutput, TimingUnsupported, Unsupported
+from suite.measure import telemetry
+from suite.scenario import registry
+from suite.scenario.plan import Case
+
+# How much of an error message a reason keeps: its first line, at most this many characters.
+REASON_CHARS = 500
+
+
+def now() -> str:
+    """A record's `started_at`: UTC, to the second, ISO 8601."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def base(case: Case, run_meta: dict) -> dict:
+    """The columns every record has: the run's facts, the case, the vendor peak of its precision
+    on a GPU (a CPU model name is never looked up in the GPU table), and status "failed"."""
+    return {
+        **run_meta,
+        "scenario": case.scenario,
+        "case_id": case.case_id,
+        "baseline_case_id": case.baseline_case_id,
+        "workload": case.workload,
+        "precision": case.precision,
+        "baseline": case.baseline,
+        "m": case.m,
+        "k": case.k,
+        "n": case.n,
+        "params": case.params_json(),
+        "seed": case.seed,
+        "peak_tflops": peaks.peak_tflops(run_meta.get("device_name"), registry.peak_column(case.precision))
+        if run_meta.get("device") == "cuda" else None,
+        "status": "failed",
+        "reason": None,
+    }
+
+
+def started(case: Case, run_meta: dict) -> dict:
+    """`base`, stamped with the time the case starts."""
+    return {**base(case, run_meta), "started_at": now()}
+
+
+def skipped(case: Case, run_meta: dict, reason: str) -> dict:
+    """A case that cannot run here at all (no such device): skipped, with the reason."""
+    return {**started(case, run_meta), "status": "skipped", "reason": reason}
+
+
+def failed(case: Case, run_meta: dict, reason: str, started_at: str | None = None, **columns) -> dict:
+    """A case whose process or worker sent no record back (it crashed, hung or died): failed, with
+    why, and what else is known (`columns`: a log, a retry count)."""
+    return {**base(case, run_meta), "status": "failed", "reason": reason, "started_at": started_at or now(),
+            **columns}
+
+
+def error_text(err: BaseException) -> str:
+    """'RuntimeError: what went wrong': an error's type and the first line of its message."""
+    text = f"{type(err).__name__}: {err}".strip()
+    return text.splitlines()[0][:REASON_CHARS] if text else type(err).__name__
+
+
+def missing_dependency(err: ImportError) -> bool:
+    """An optional backend that is not installed (or not loadable) here: a skip, not a failure.
+    A broken import inside the suite itself is a bug and stays a failure."""
+    top = (err.name or "").partition(".")[0]
+    return top != "suite"
+
+
+def triage(err: Exception) -> dict:
+    """The status and reason of a case that raised `err` (the one error triage)."""
+    if isinstance(err, (Unsupported, TimingUnsupported)):
+        return {"status": "skipped", "reason": str(err)}
+    if isinstance(err, NonFiniteOutput):
+        return {"status": "failed", "reason": str(err)}
+    if _out_of_memory(err):
+        # the case's tensors are freed by the caller, so the next case starts with the memory back
+        return {"status": "failed", "reason": f"out of memory: {error_text(err)}"}
+    if isinstance(err, ImportError) and missing_dependency(err):
+        return {"status": "skipped", "reason": f"optional dependency not importable: {error_text(err)}"}
+    return {"status": "failed", "reason": error_text(err)}
+
+
+def _out_of_memory(err: Exception) -> bool:
+    import torch
+
+    return isinstance(err, torch.cuda.OutOfMemoryError)
+
+
+@contextmanager
+def outcome(record: dict) -> Iterator[dict]:
+    """Run a case inside: an exception it raises becomes the record's status and reason (`triage`),
+    never the caller's; Ctrl-C still stops the run."""
+    try:
+        yield record
+    except KeyboardInterrupt:
+        raise
+    except Exception as err:  # one broken case must not cost the others: record it and go on
+        record.update(triage(err))
+
+
+def measured(result, prepared) -> dict:
+    """The record columns of a measurement (`timing.Measurement`) of a prepared case."""
+    median_s = result.median_ms / 1e3
+    return dict(
+        time_ms_median=result.median_ms,
+        time_ms_p10=result.p10_ms,
+        time_ms_p90=result.p90_ms,
+        n_samples=len(result.samples_ms),
+        samples_ms=result.samples_ms,
+        rel_ci=result.rel_ci,
+        rel_spread=result.rel_spread,
+        stop_reason=result.stop_reason,
+        warmup_calls=result.warmup_calls,
+        warmup_s=result.warmup_s,
+        warmup_reason=result.warmup_reason,
+        first_call_ms=result.first_call_ms,
+        first_call_kept=result.first_call_kept,
+        case_cap_s=result.case_cap_s,
+        timer=result.clock,
+        timing_mode=result.timing_mode,
+        cache=result.cache,
+        flops=prepared.flops,
+        bytes_moved=prepared.bytes_moved,
+        tflops=prepared.flops / median_s / 1e12 if prepared.flops else None,
+        gbps=prepared.bytes_moved / median_s / 1e9 if prepared.bytes_moved else None,
+        **telemetry.energy_columns(result, prepared.flops),  # null where the GPU's energy was not read
+        **prepared.extra,
+    )
