@@ -4,6 +4,7 @@ kernel names on a GPU, the short summary, and a look that never costs a case."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from suite import cli
 from suite.measure import attribution, inprocess, kernels
 from suite.measure.executors.cuda_worker import CudaWorker
 from suite.measure.executors.process import Process
@@ -209,3 +211,45 @@ def test_a_case_in_a_subprocess_and_in_the_worker_process_names_the_same_kernels
         worker.close()
     assert isolated["status"] == served["status"] == "ok"
     assert isolated["kernels"] == served["kernels"] == here
+
+
+# --- what a kernel change explains ----------------------------------------------------------------
+
+
+@pytest.mark.skipif(not native_bf16(), reason="needs a CPU whose oneDNN runs bf16 (AVX512-BF16 or AMX)")
+def test_a_run_under_the_avx2_emulation_shows_the_kernel_that_changed(write_scenario, tmp_path, capsys):
+    """The same tiny scenario natively and with `ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`:
+    compare, history and env-diff each name the bf16 kernel that changed, per case, in the terminal,
+    in JSON and in the HTML page."""
+    from tests.conftest import TINY_SCENARIO
+
+    scenario = write_scenario(TINY_SCENARIO, "tiny.toml")
+    results, out = tmp_path / "results", tmp_path / "reports"
+    assert cli.main(["run", str(scenario), "--results", str(results), "--no-report", "--quiet"]) == 0
+    done = subprocess.run([sys.executable, "-m", "suite", "run", str(scenario), "--results", str(results),
+                           "--no-report", "--quiet"], cwd=ROOT, env={**os.environ, **AVX2}, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    capsys.readouterr()
+    changed = "kernel changed: onednn:brg_matmul:"
+    single = ["--min-runs", "1", "--noise", "0.05", "--results", str(results), "--quiet"]
+    assert cli.main(["compare", "scenario=tiny,skip=1", "scenario=tiny", *single, "--out", str(out / "c")]) == 1
+    text = capsys.readouterr().out
+    assert "what differs: " in text and "ISA override none -> ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2" in text
+    assert any(line.lstrip().startswith("regressed") and "gemm bf16" in line and changed in line and "-> aten" in line
+               for line in text.splitlines())
+    assert changed in (out / "c" / "index.html").read_text()
+    assert cli.main(["compare", "scenario=tiny,skip=1", "scenario=tiny", *single, "--out", str(out / "c"),
+                     "--json"]) == 1
+    cases = json.loads(capsys.readouterr().out)["cases"]
+    bf16 = [c for c in cases if c["precision"] == "bf16"]
+    assert bf16 and all(any(e.startswith(changed) and e.endswith(" -> aten") for e in c["explanation"]) for c in bf16)
+    fp32 = [c for c in cases if c["precision"] == "fp32"]
+    assert not any(e.startswith("kernel changed") for c in fp32 for e in c["explanation"])  # MKL both times
+    assert cli.main(["env-diff", "scenario=tiny,skip=1", "scenario=tiny", "--results", str(results)]) == 0
+    assert sum(changed in line for line in capsys.readouterr().out.splitlines()) == 4  # bf16 and fp16, 32 and 64
+    assert cli.main(["history", "tiny", *single, "--out", str(out / "h")]) == 0
+    assert changed in capsys.readouterr().out and changed in (out / "h" / "index.html").read_text()
+    assert cli.main(["history", "tiny", *single, "--out", str(out / "h"), "--json"]) == 0
+    points = [cp for s in json.loads(capsys.readouterr().out)["series"] for cp in s["change_points"]]
+    assert any(e.startswith(changed) for cp in points for e in cp["explanation"])

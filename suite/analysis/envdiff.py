@@ -74,8 +74,9 @@ def as_text(value) -> str | None:
         return str(int(value))
     if isinstance(value, (list, tuple)):
         return ", ".join(str(v) for v in value)
-    if hasattr(value, "tolist") and not isinstance(value, str):  # a numpy array from a list column
-        return ", ".join(str(v) for v in value.tolist())
+    if hasattr(value, "tolist") and not isinstance(value, str):  # a numpy array from a list column, or a scalar
+        plain = value.tolist()
+        return ", ".join(str(v) for v in plain) if isinstance(plain, list) else as_text(plain)
     return str(value)
 
 

@@ -39,6 +39,7 @@ class Asked:
 
     spec: dict | None  # {"scenario": ..., "device": ..., "only": [...]}
     source: str  # in words
+    stored: bool = False  # the run's own scenario_spec (else recovered from its commit, or unknown)
 
 
 @dataclass
@@ -63,7 +64,8 @@ class Recipe:
     def as_json(self) -> dict:
         return {"run_id": self.run_id, "scenario": self.scenario, "about": self.about, "install": self.install,
                 "command": self.command, "rerun": self.rerun or None, "scenario_source": self.asked.source,
-                "scenario_stored": self.asked.spec is not None, "unknown": self.unknown}
+                "scenario_stored": self.asked.stored, "scenario_known": self.asked.spec is not None,
+                "unknown": self.unknown}
 
 
 def run_facts(records: pd.DataFrame) -> dict:
@@ -139,6 +141,9 @@ def unknowns(facts: dict, asked: Asked) -> list[str]:
     out = []
     if asked.spec is None:
         out.append("the scenario as run (stored from scenario_spec on: runs before it keep only its name)")
+    elif not asked.stored:
+        out.append("the scenario as run: recovered from the run's commit, whose file its case ids confirm, "
+                   "not its timing rules")
     if facts.get("git_dirty") == "yes":
         out.append(f"uncommitted changes at {facts.get('git_sha') or 'the commit'} (git_dirty): "
                    "the printed code_hash tells whether the measuring code was the same")
@@ -191,7 +196,7 @@ def recipe(records: pd.DataFrame, rerun: list[str], show: Callable[[str, str], s
     facts = run_facts(records)
     spec = stored_spec(records)
     if spec is not None:
-        asked = Asked(spec, f"stored in the run's records (scenario_hash {facts.get('scenario_hash')})")
+        asked = Asked(spec, f"stored in the run's records (scenario_hash {facts.get('scenario_hash')})", True)
     else:
         asked = scenario_at_commit(facts, set(records["case_id"]), show)
     threads = facts.get("cpu_threads") or "?"
