@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +12,7 @@ import pytest
 from suite import cli
 from suite.analysis import history_gate
 from suite.scenario import plan, spec
-from tests.test_workflow import run_lines
+from tests.test_workflow import check_actionlint, check_schema, run_lines
 
 yaml = pytest.importorskip("yaml")
 
@@ -100,17 +97,8 @@ def test_the_history_is_chained_from_night_to_night(job):
 
 
 def test_schema_with_check_jsonschema():
-    pytest.importorskip("check_jsonschema")
-    done = subprocess.run(
-        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    check_schema(WORKFLOW)
 
 
 def test_actionlint_when_installed():
-    exe = shutil.which("actionlint")
-    if exe is None:
-        pytest.skip("actionlint is not installed (a Go binary; no PyPI wheel of the upstream tool)")
-    done = subprocess.run([exe, str(WORKFLOW)], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
+    check_actionlint(WORKFLOW)

@@ -166,7 +166,7 @@ HISTORY = [
         help="exit 1 when the newest run(s) bring a new finding of these verdicts, comma-separated: regressed, "
         "improved, baseline-changed, time:regressed, time:improved (change points), new-failure, new-skip "
         f"(a nightly: {','.join(DEFAULT_NIGHTLY_FAIL_ON)}); a change point an earlier night already "
-        "reported never fails again (docs/cli.md) (default: none)"),
+        "reported never fails again (docs/comparing.md) (default: none)"),
     arg("--new-runs", type=arguments.min_runs, default=1,
         help="with --fail-on: how many of the newest runs are new (default: 1, a nightly's one run)"),
 ]
