@@ -192,6 +192,7 @@ def test_a_look_that_breaks_costs_its_columns_never_the_case(monkeypatch):
 
 
 def test_a_gpu_without_a_profiler_leaves_a_note(monkeypatch):
+    monkeypatch.setattr(attribution, "_lingers", lambda: None)
     monkeypatch.setattr(attribution, "_profiled", lambda *a, **k: RuntimeError("CUPTI initialization failed"))
     prepared = SimpleNamespace(split_kernels=True, fn=lambda: None)
     out = attribution.untimed(prepared, lambda: None, torch.device("cuda"), SimpleNamespace(median_ms=1.0, case_cap_s=30.0))
@@ -223,7 +224,9 @@ def test_a_run_under_the_avx2_emulation_shows_the_kernel_that_changed(write_scen
     in JSON and in the HTML page."""
     from tests.conftest import TINY_SCENARIO
 
-    scenario = write_scenario(TINY_SCENARIO, "tiny.toml")
+    # 256^3: bf16 in aten is some 300x slower than on AMX, so its speedup falls whatever the load
+    # does to fp32's time (shared machines move it 2-50x), and the verdict is always regressed.
+    scenario = write_scenario(TINY_SCENARIO.replace("sizes = [32, 64]", "sizes = [256]"), "tiny.toml")
     results, out = tmp_path / "results", tmp_path / "reports"
     assert cli.main(["run", str(scenario), "--results", str(results), "--no-report", "--quiet"]) == 0
     done = subprocess.run([sys.executable, "-m", "suite", "run", str(scenario), "--results", str(results),
@@ -247,9 +250,25 @@ def test_a_run_under_the_avx2_emulation_shows_the_kernel_that_changed(write_scen
     fp32 = [c for c in cases if c["precision"] == "fp32"]
     assert not any(e.startswith("kernel changed") for c in fp32 for e in c["explanation"])  # MKL both times
     assert cli.main(["env-diff", "scenario=tiny,skip=1", "scenario=tiny", "--results", str(results)]) == 0
-    assert sum(changed in line for line in capsys.readouterr().out.splitlines()) == 4  # bf16 and fp16, 32 and 64
+    assert sum(changed in line for line in capsys.readouterr().out.splitlines()) == 2  # bf16 and fp16
     assert cli.main(["history", "tiny", *single, "--out", str(out / "h")]) == 0
     assert changed in capsys.readouterr().out and changed in (out / "h" / "index.html").read_text()
     assert cli.main(["history", "tiny", *single, "--out", str(out / "h"), "--json"]) == 0
     points = [cp for s in json.loads(capsys.readouterr().out)["series"] for cp in s["change_points"]]
     assert any(e.startswith(changed) for cp in points for e in cp["explanation"])
+
+
+def test_a_gpu_is_looked_at_only_where_cupti_lets_go_after_the_profile(monkeypatch):
+    """A profiler that leaves CUPTI attached slows every later case of the process by 10-20%
+    (pytorch/pytorch#144455): no look there, and the note says why."""
+    lingers = kernels.profiler_lingers
+    assert lingers("2.13.0+cu130", "13.0", {}, False) is None
+    assert "torch 2.6.0+cu124 leaves CUPTI attached" in lingers("2.6.0+cu124", "12.4", {}, False)
+    assert "CUDA 12.4" in lingers("2.8.0+cu124", "12.4", {}, False)
+    assert lingers("2.13.0+cu130", "13.0", {"TEARDOWN_CUPTI": "0"}, False)
+    assert lingers("2.13.0+cu130", "13.0", {}, True)
+    monkeypatch.setattr(torch.version, "cuda", "12.4")
+    monkeypatch.setattr(attribution, "_profiled", lambda *a, **k: pytest.fail("no profile where CUPTI lingers"))
+    out = attribution.untimed(SimpleNamespace(split_kernels=True, fn=lambda: None), lambda: None, torch.device("cuda"),
+                              SimpleNamespace(median_ms=1.0, case_cap_s=30.0))
+    assert out["kernels"] is None and out["kernel_note"].startswith("not looked at: CUDA 12.4")

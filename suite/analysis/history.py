@@ -335,6 +335,6 @@ def of_window(records: pd.DataFrame, scenario: str, last: int | None = None, ski
     df = window(records, last, skip)
     runs = df["run_id"].nunique()
     if runs < 2:
-        raise UserError(f"scenario {scenario!r} has {runs} run{'s' if skip else ''}"
-                        f"{f' before the newest {skip}' if skip else ''}; a history needs at least 2")
+        before = f" before the newest {skip}" if skip else ""
+        raise UserError(f"scenario {scenario!r} has {runs} run(s){before}; a history needs at least 2")
     return analyse(df, scenario, options)

@@ -5,7 +5,8 @@ activations).
 
 One call of the case (a layer step: `STEPS`), after timing and outside the samples, so neither the
 profiler's first-use cost (about a second for kineto, more for CUPTI) nor verbose output lands in a
-timed sample. On a GPU it runs under torch.profiler, which names the CUDA kernels and times them; on
+timed sample; and on a GPU only where torch detaches CUPTI after the profile, so no later case in
+the process runs slower for it (`kernels.profiler_lingers`). On a GPU it runs under torch.profiler, which names the CUDA kernels and times them; on
 a CPU under oneDNN's and MKL's verbose mode, which names the library's implementation (the CPU
 profiler names only aten::mm), and a layer step under the profiler too, for its split. A look that
 fails leaves the columns null with a note; it never fails the case.
@@ -67,7 +68,20 @@ def _profiled(fn: Callable[[], object], sync: Callable[[], None], steps: int, on
     return prof
 
 
+def _lingers() -> str | None:
+    """`kernels.profiler_lingers` for this process."""
+    import os
+    import sys
+
+    inductor = sys.modules.get("torch._inductor.config")
+    graphs = bool(inductor is not None and getattr(getattr(inductor, "triton", None), "cudagraphs", False))
+    return kernels.profiler_lingers(torch.__version__, torch.version.cuda, dict(os.environ), graphs)
+
+
 def _on_gpu(fn, sync, steps: int, split_time: bool) -> dict:
+    lingers = _lingers()
+    if lingers:  # the look must not slow the cases after it
+        return kernels.Found(note=f"not looked at: {lingers}, which would slow every later case").columns()
     prof = _profiled(fn, sync, steps, on_gpu=True)
     if isinstance(prof, RuntimeError):
         return kernels.Found(note=f"torch.profiler cannot run here: {error_text(prof)}").columns()

@@ -161,6 +161,27 @@ def _cpu_verdict(names: list[str], onednn: bool, mkl: bool) -> tuple[list[str] |
     return None, f"no GEMM seen and this torch build has no {missing} verbose output: aten or an unnamed BLAS ran it"
 
 
+def _version(text: str | None) -> tuple[int, ...]:
+    """'2.6.0+cu124' -> (2, 6, 0); '12.4' -> (12, 4)."""
+    return tuple(int(x) for x in re.findall(r"\d+", (text or "").split("+")[0])[:3])
+
+
+def profiler_lingers(torch_version: str, cuda_version: str | None, environ: dict, inductor_graphs: bool) -> str | None:
+    """Why a CUDA profile here would slow the cases after it in the same process, or None. Where
+    torch.profiler does not tear CUPTI down after a CUDA profile (TEARDOWN_CUPTI=0), kernel launches
+    stay 10-20% slower for the rest of the process (pytorch/pytorch#144455): torch before 2.7 always
+    left it attached (the fix, pytorch/pytorch#146604, tears it down); later torch still does where
+    inductor's CUDA graphs are on and CUDA is older than 12.6, whose CUPTI crashed on re-init after a
+    teardown with CUDA graphs (the suite captures graphs itself for timing_mode cuda_graph)."""
+    if _version(torch_version) < (2, 7):
+        return f"torch {torch_version} leaves CUPTI attached after a CUDA profile (pytorch/pytorch#144455)"
+    if cuda_version and _version(cuda_version) < (12, 6):
+        return f"CUDA {cuda_version}: CUPTI re-init after its teardown crashes with CUDA graphs before 12.6"
+    if environ.get("TEARDOWN_CUPTI") == "0" or inductor_graphs:
+        return "CUPTI stays attached after a profile here (TEARDOWN_CUPTI=0, or inductor's CUDA graphs)"
+    return None
+
+
 def is_gpu_kernel(event) -> bool:
     """A profiler event that is a CUDA kernel (not the host op or runtime call that launched it)."""
     kind = getattr(event, "device_type", None)
