@@ -3,8 +3,11 @@
 `build(scenario, results_dir, options)` reads the scenario's runs and orders them by run id (their
 UTC start time); `analyse(records, options)` gives every case its series of per-run values, the
 values `compare` compares (`compare.measure`): its in-run speedup over the baseline precision (not
-for the baseline itself, nor for emulated timing), and its median time (within the runs of one
-device model, as compare compares times only on one).
+for the baseline itself, nor for emulated timing), and its median time. Both are series of one
+device model (`device_name`): compare compares times only on one, and a speedup is a property of
+the machine too (bf16 over fp32 is 3x on a CPU with AMX and 1/150 on one without), so runs on
+another model (a CI runner that changed CPU between nights) start a series of their own rather
+than a change point.
 
 **Change points** are found by binary segmentation (Scott and Knott 1974; Vostrikova 1981) whose
 test is compare's own. For a segment of runs, every split with at least `min_runs` runs on each side
@@ -82,7 +85,7 @@ class CaseSeries:
     baseline: str
     shape: str
     metric: str
-    device: str  # the device model of a time series; "" for speedups
+    device: str  # the device model (device_name) the series' runs were measured on
     run_index: list[int] = field(default_factory=list)  # positions in History.runs
     values: list[float] = field(default_factory=list)  # speedup (x) or median time (ms) per run
     change_points: list[ChangePoint] = field(default_factory=list)
@@ -194,8 +197,7 @@ def _prune(tester: _Tester, case: str, runs: list[str], found: list[int], opts: 
 class _Context:
     """What building change points needs besides the series: the testers, run facts, devices."""
 
-    speedup: _Tester
-    times: dict[str, _Tester]  # device model -> its runs' times
+    testers: dict[tuple[str, str], _Tester]  # (metric, device model) -> its runs' values
     device_of: dict[str, str]  # run id -> device model
     facts: envdiff.RunFacts
     opts: Options
@@ -209,7 +211,7 @@ def _cause(s: CaseSeries, before: tuple[str, ...], after: tuple[str, ...], ratio
     devices = {ctx.device_of[r] for r in (*before, *after)}
     if len(devices) != 1:
         return ""
-    fit = ctx.times[devices.pop()].fit(before, after)
+    fit = ctx.testers[(TIME, devices.pop())].fit(before, after)
     if not {s.case_id, s.baseline_case_id} <= fit.cases:
         return ""
     o = ctx.opts
@@ -224,7 +226,7 @@ def _cause(s: CaseSeries, before: tuple[str, ...], after: tuple[str, ...], ratio
 
 
 def _change_points(s: CaseSeries, runs: list[str], found: list[int], ctx: _Context) -> list[ChangePoint]:
-    tester = ctx.speedup if s.metric == SPEEDUP else ctx.times[s.device]
+    tester = ctx.testers[(s.metric, s.device)]
     sign = 1.0 if s.metric == SPEEDUP else -1.0  # the tester's values are log speedup, -log time
     bounds = [0, *found, len(runs)]
     out = []
@@ -254,10 +256,10 @@ def _series(records: pd.DataFrame, runs: list[str], device_of: dict[str, str]) -
         named = dict(case_id=case_id, baseline_case_id=str(first.get("baseline_case_id") or ""),
                      workload=first["workload"], precision=first["precision"], baseline=str(first.get("baseline") or ""),
                      shape=derived.shape_label(first))
-        per_metric = [(SPEEDUP, "", measured.speedups)]
-        if not measured.emulated:
-            for device in sorted({device_of[r] for r in measured.times}):
-                per_metric.append((TIME, device, {r: t for r, t in measured.times.items() if device_of[r] == device}))
+        per_metric = [(metric, device, {r: v for r, v in values.items() if device_of[r] == device})
+                      for metric, values in ((SPEEDUP, measured.speedups),
+                                             (TIME, {} if measured.emulated else measured.times))
+                      for device in sorted({device_of[r] for r in values})]
         for metric, device, values in per_metric:
             if values:
                 ordered = sorted(values, key=position.get)
@@ -280,13 +282,12 @@ def analyse(records: pd.DataFrame, scenario: str, options: Options = Options()) 
     series = _series(records, ids, device_of)
     if not series:
         raise UserError(f"scenario {scenario!r}: no case was measured in {len(runs)} runs")
-    logs = {(SPEEDUP, ""): {}}
+    logs: dict[tuple[str, str], dict] = {}
     for s, values in series:
         sign = 1.0 if s.metric == SPEEDUP else -1.0
         logs.setdefault((s.metric, s.device), {})[s.case_id] = {r: sign * math.log(v) for r, v in values.items()}
     testers = {key: _Tester(values, options.noise) for key, values in logs.items()}
-    ctx = _Context(testers[(SPEEDUP, "")], {d: t for (m, d), t in testers.items() if m == TIME}, device_of,
-                   envdiff.RunFacts(records), options)
+    ctx = _Context(testers, device_of, envdiff.RunFacts(records), options)
     for s, values in series:
         own_runs = [ids[i] for i in s.run_index]
         found = _segment(testers[(s.metric, s.device)], s.case_id, own_runs, options)
@@ -301,20 +302,39 @@ def analyse(records: pd.DataFrame, scenario: str, options: Options = Options()) 
     return History(scenario, runs, [s for s, _ in series], spread, detectable, options)
 
 
-def build(scenario: str, results_dir: str | Path = "results", *, last: int | None = None,
-          options: Options = Options()) -> History:
-    """The history of a scenario's runs under results_dir (`last`: only the newest N)."""
-    if last is not None and last < 2:
-        raise UserError(f"--last {last}: a history needs at least 2 runs")
+def load(scenario: str, results_dir: str | Path = "results") -> pd.DataFrame:
+    """Every stored record of a scenario under results_dir."""
     folder = store.scenario_dir(results_dir, scenario)
     if not folder.is_dir():
         raise UserError(f"no results of scenario {scenario!r}: {folder} does not exist")
     df = store.read([folder])
-    df = df[df["scenario"] == scenario]
-    runs = select.runs_of(df)["run_id"].tolist()  # newest first
-    if last is not None:
-        df = df[df["run_id"].isin(set(runs[:last]))]
-        runs = runs[:last]
-    if len(runs) < 2:
-        raise UserError(f"scenario {scenario!r} has {len(runs)} run under {folder}; a history needs at least 2")
+    return df[df["scenario"] == scenario]
+
+
+def window(records: pd.DataFrame, last: int | None = None, skip: int = 0) -> pd.DataFrame:
+    """The records of the newest `last` runs (all: None) once the `skip` newest are left out."""
+    runs = select.runs_of(records)["run_id"].tolist()[skip:]  # newest first
+    return records[records["run_id"].isin(set(runs[:last] if last is not None else runs))]
+
+
+def build(scenario: str, results_dir: str | Path = "results", *, last: int | None = None,
+          options: Options = Options()) -> History:
+    """The history of a scenario's runs under results_dir (`last`: only the newest N)."""
+    check_last(last)
+    return of_window(load(scenario, results_dir), scenario, last, options=options)
+
+
+def check_last(last: int | None) -> None:
+    if last is not None and last < 2:
+        raise UserError(f"--last {last}: a history needs at least 2 runs")
+
+
+def of_window(records: pd.DataFrame, scenario: str, last: int | None = None, skip: int = 0,
+              options: Options = Options()) -> History:
+    """The history of `window(records, last, skip)`; a UserError with fewer than 2 runs."""
+    df = window(records, last, skip)
+    runs = df["run_id"].nunique()
+    if runs < 2:
+        before = f" before the newest {skip}" if skip else ""
+        raise UserError(f"scenario {scenario!r} has {runs} run(s){before}; a history needs at least 2")
     return analyse(df, scenario, options)

@@ -70,8 +70,7 @@ def _measure(case: Case, device: torch.device, clock, record: dict) -> None:
         with telemetry.Sampler.for_device(device) as sampler:
             result = measure(prepared.fn, case_clock, case.timing, first_call_ms=first_ms, spent_s=spent_s,
                              sm_clock_mhz=sampler.sm_clock_mhz, energy_mj=sampler.energy_mj)
-        if prepared.split_kernels:  # untimed: the profiler's view of the same calls
-            record.update(attribution.kernel_split(prepared.fn, case_clock.sync, device))
+        record.update(attribution.untimed(prepared, case_clock.sync, device, result))  # which kernels ran
     record.update(status="ok", **sampler.columns(result), **records.measured(result, prepared))
     if prepared.derive is not None:
         record.update(prepared.derive(result.median_ms / 1e3))

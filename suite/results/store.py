@@ -396,12 +396,21 @@ class Stored(NamedTuple):
     records: pd.DataFrame
 
 
+def request_columns(head: dict) -> dict:
+    """What the run was asked (its journal header's validated scenario spec and its hash) as record
+    columns, so the stored run carries them once its journal is gone (`python -m suite repro`)."""
+    if not head.get("spec"):
+        return {}
+    return {"scenario_spec": json.dumps(head["spec"], sort_keys=True), "scenario_hash": head.get("spec_hash")}
+
+
 def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) -> Stored:
     """Write the run's parquet (atomically) from its journal, records in `order` (case ids; any
     others after), then delete the journal: the parquet now holds every record it had."""
     head = run.header
     rank = {case_id: i for i, case_id in enumerate(order)}
-    records = sorted(run.records, key=lambda r: rank.get(r["case_id"], len(rank)))
+    asked = request_columns(head)
+    records = sorted(({**r, **asked} for r in run.records), key=lambda r: rank.get(r["case_id"], len(rank)))
     try:
         table = _table(records)
         validate.check(table, run.path)  # what the reader would refuse is never written, nor its journal deleted

@@ -15,7 +15,7 @@ from typing import Mapping
 from suite.scenario.params import NoParams, Params
 
 # How a results file stores a column (suite/results/columns.py has the Arrow type of each).
-COLUMN_TYPES = ("string", "json", "int", "float", "bool", "list<float>", "list<bool>", "timestamp")
+COLUMN_TYPES = ("string", "json", "int", "float", "bool", "list<float>", "list<bool>", "list<string>", "timestamp")
 
 
 @dataclass(frozen=True)
