@@ -155,6 +155,30 @@ def cpu_fp8(session: nox.Session) -> None:
 
 
 @nox.session
+def cpu_mx(session: nox.Session) -> None:
+    """Block-scaled formats' numerics on any machine (torchao MXFP8, MXFP4, NVFP4 against FP8 and
+    bf16; the outlier sweep per format and block size; emulated timings): scenarios/cpu_mx.toml."""
+    run_scenario(session, "cpu_mx")
+
+
+@nox.session
+def cpu_moe(session: nox.Session) -> None:
+    """MoE grouped GEMMs on any machine: torch._grouped_mm against a per-expert loop under balanced
+    and skewed expert loads, FP8/MX numerics emulated: scenarios/cpu_moe.toml."""
+    run_scenario(session, "cpu_moe")
+
+
+@nox.session
+def b200_mx(session: nox.Session) -> None:
+    """Block-scaled formats and MoE grouped GEMMs against FP8 and bf16 on a Blackwell GPU
+    (scenarios/b200_mx.toml); elsewhere every block-format case is recorded as skipped with the reason."""
+    if TE:
+        install(session)
+        session.install("--no-build-isolation", TE)
+    run_scenario(session, "b200_mx")
+
+
+@nox.session
 def h100_fp8(session: nox.Session) -> None:
     """FP8 recipes (torchao, Transformer Engine) against bf16 on a Hopper GPU: scenarios/h100_fp8.toml.
     Without a GPU every case is recorded as skipped ("no CUDA device") and the report says so."""

@@ -82,7 +82,7 @@ def test_predict_names_each_recipes_crossover(capsys):
         assert row["text"].startswith(row["precision"]) and row["kind"] in ("crosses", "always", "never")
     by_id = {row["case_id"]: row for row in doc["cases"]}
     notes = [row["note"] for row in by_id.values() if row.get("note")]
-    assert any("compute capability >= 10" in note for note in notes)  # mxfp8, nvfp4 on Hopper
+    assert any("compute capability >= 10" in note for note in notes)  # te_mxfp8, te_nvfp4 on Hopper
     timed = [row for row in by_id.values() if not row.get("note")]
     assert timed and all(row["predicted_ms"] > 0 and row["bound"] in ("compute", "memory", "overhead") for row in timed)
 

@@ -27,3 +27,27 @@ def test_every_record_carries_the_cpu_facts(monkeypatch):
     assert meta["cpu_isa_env"] == "ONEDNN_MAX_CPU_ISA=AVX2"
     assert meta["cpu_flags"] is None or set(meta["cpu_flags"].split()) <= set(env.CPU_FLAGS)
     assert meta["cpu_threads"] == torch.get_num_threads()
+
+
+def test_the_code_hash_covers_the_stages_that_measure_and_no_other(tmp_path):
+    """What decides a measurement lives in every stage up to `measure` (a precision's recipe, a
+    workload's inputs, the scenario's timing rules), not in storing, analysing or reporting it."""
+    import shutil
+
+    from tests.test_layout import STAGES
+
+    assert env.MEASURING == STAGES[:STAGES.index("results")]
+    package = tmp_path / "suite"
+    shutil.copytree(env.SUITE_DIR.parent, package, ignore=shutil.ignore_patterns("__pycache__"))
+    assert env.code_hash(package) == env.code_hash()
+    before = env.code_hash(package)
+    for later in ("report/__init__.py", "analysis/compare.py", "cli/run.py", "results/store.py", "pipeline.py"):
+        with open(package / later, "a") as f:
+            f.write("\n# a change that measures nothing\n")
+    assert env.code_hash(package) == before
+    for stage in env.MEASURING:
+        source = sorted((package / stage).rglob("*.py"))[0]
+        with open(source, "a") as f:
+            f.write("\n# a change to what is measured\n")
+        assert env.code_hash(package) != before, stage
+        before = env.code_hash(package)

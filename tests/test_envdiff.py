@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -66,9 +67,23 @@ def test_kernel_changes_are_named_per_case(reference):
     assert f"{first.label}: kernel changed: onednn:brgemm:avx512_core_amx -> onednn:ref:any" in result.lines()
 
 
+def test_a_kernel_one_side_never_recorded_is_unknown_not_changed(reference):
+    """An older run has no `kernel`, and a case too slow to look at has none: only cases whose both
+    sides name a kernel are compared (else every comparison with an older run says "none -> ...")."""
+    a, b = sides(reference)
+    b["kernel"] = "mkl:sgemm"
+    assert envdiff.diff(a, b).cases == ()
+    a["kernel"] = None
+    a.loc[a.index[0], "kernel"] = "aten"
+    changed = envdiff.diff(a, b).cases
+    assert [c.case_id for c in changed] == [a.loc[a.index[0], "case_id"]]
+    assert changed[0].differences[0].text == "kernel changed: aten -> mkl:sgemm"
+
+
 def test_values_read_as_text():
     assert envdiff.as_text(float("nan")) is None and envdiff.as_text(None) is None
     assert envdiff.as_text(700.0) == "700" and envdiff.as_text(2.5) == "2.5" and envdiff.as_text(True) == "yes"
+    assert envdiff.as_text(np.int64(2)) == "2" and envdiff.as_text(np.array(["a", "b"])) == "a, b"  # a row's values
     assert envdiff.values([{"x": 1.0}, {"x": math.nan}, {"x": 2.0}, {}], "x") == ("1", "2")
 
 

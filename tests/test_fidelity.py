@@ -60,7 +60,7 @@ def test_the_peer_times_the_same_gemm_with_torch_benchmark_block_by_block():
     times = prepared.peer.block(0.02)
     assert times and all(t > 0 for t in times) and prepared.peer.calls_per_sample >= 1
     assert prepared.extra == {"ref_harness": "torch.utils.benchmark.Timer.blocked_autorange",
-                              "ref_cache": "warm", "ref_mode": "eager"}
+                              "ref_cache": "warm", "ref_mode": "eager", "gemm_path": None}
     assert prepared.flops == 2 * 48 * 32 * 40
     assert torch.get_num_threads() == threads  # Timer restores the thread count it sets
 

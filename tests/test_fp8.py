@@ -362,3 +362,22 @@ def test_rowwise_pre_timing_runs_no_per_call_work_torchao_does_not(fast):
         left.remove(op)
     assert ours.big_fp32 <= theirs.big_fp32
     assert torch.equal(out, ref)
+
+
+def test_fp8_gemms_run_on_a_cpu_without_native_bf16_after_a_bf16_gemm():
+    """With torch dispatching to AVX2 (a CPU without AVX512-BF16/AMX), a CPU `torch._scaled_mm` with
+    one scale per tensor fails once the process has run a bf16 matmul ("could not create a primitive
+    descriptor for the matmul primitive", torch 2.13): the recipes pass the CPU row and column
+    scales instead (every FP8 cpu scenario runs bf16 first)."""
+    import subprocess
+
+    code = ("import torch; from suite.precisions.fp8.recipes import FP8_ROWWISE, FP8_TENSORWISE\n"
+            "a, b = torch.randn(64, 128), torch.randn(128, 32)\n"
+            "a.bfloat16() @ b.bfloat16()\n"
+            "for recipe in (FP8_ROWWISE, FP8_TENSORWISE):\n"
+            "    for quantize in ('pre', 'inline'):\n"
+            "        recipe.gemm(a, b, {'quantize': quantize})()\n"
+            "print('ok')")
+    env = {**__import__("os").environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.stdout.strip() == "ok", proc.stderr[-2000:]

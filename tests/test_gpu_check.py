@@ -160,8 +160,11 @@ def cpu_stand_ins() -> list[plan.Case]:
             raw = {**case.params, **({"compile": False, "compile_step": False})}
             if case.workload == "train_step":
                 raw.update(small_model)
-            params = plan.identity_params(case.workload, case.precision, raw)
             shape = (32, 32, 32) if case.m is not None else (None, None, None)
+            if case.workload == "grouped_gemm":  # every expert's rows in whole blocks of 32 (MXFP8)
+                raw["align"] = 32
+                shape = (64 * raw.get("experts", 8), 32, 32)
+            params = plan.identity_params(case.workload, case.precision, raw)
             key = (case.workload, case.precision, json.dumps(params, sort_keys=True))
             found.setdefault(key, plan.Case("stand_in", case.workload, case.precision, case.precision, *shape,
                                             params=params, seed=0, device="cpu",
@@ -282,5 +285,5 @@ def test_the_summary_shows_the_anchors_the_warnings_and_energy_where_measured():
     assert anchors[-1] == "suite / do_bench time: median 1.010 over 1 GEMMs (anchor: within 2%)"
     assert GPU_CHECK.warning_lines(df) == [f"[2 cases] {fallback}"]
     assert GPU_CHECK.energy_lines(df) == [
-        "8192x8192x8192 quantize=pre use_fast_accum=True fp8_rowwise: 0.5 J/TFLOP (bf16 0.9 J/TFLOP: 0.556x of it)"]
+        "8192x8192x8192 fp8_rowwise: 0.5 J/TFLOP (bf16 0.9 J/TFLOP: 0.556x of it)"]
     assert GPU_CHECK.energy_lines(df.drop(columns=["joules_per_tflop"])) == []  # absent: nothing shown

@@ -10,6 +10,8 @@ rowwise_with_gw_hp keeps in bf16.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -118,12 +120,14 @@ def test_the_profiler_splits_a_step_into_gemms_and_the_rest():
     bf16, _ = run(LINEAR, BF16)
     fp8, _ = run(LINEAR, FP8_TENSORWISE)
     assert bf16.split_kernels and fp8.split_kernels
+    timed = SimpleNamespace(median_ms=1.0, case_cap_s=30.0)  # what the timing loop measured
     with BF16.active():
-        plain = attribution.kernel_split(bf16.fn, lambda: None, CPU)
-    emulated = attribution.kernel_split(fp8.fn, lambda: None, CPU)
+        plain = attribution.untimed(bf16, lambda: None, CPU, timed)
+    emulated = attribution.untimed(fp8, lambda: None, CPU, timed)
     # both sides found (which one is larger on a small emulated step depends on the machine's load)
     for split in (plain, emulated):
         assert split["measured_gemm_ms"] > 0 and split["measured_other_ms"] > 0
+        assert split["kernels"] and split["kernel"]  # the same look names the step's GEMM implementations
 
 
 def test_a_layer_record_carries_the_split():
@@ -136,7 +140,6 @@ def test_a_layer_record_carries_the_split():
 def test_gpu_kernels_are_split_by_name():
     """The GPU side of the split, on events as torch.profiler's key_averages gives them (cuBLAS,
     cuBLASLt and CUTLASS GEMM kernel names; triton and ATen elementwise cast kernels)."""
-    from types import SimpleNamespace
 
     from suite.measure import attribution
 

@@ -57,4 +57,5 @@ def test_outlier_param_is_required():
     with pytest.raises(UserError, match="params.outlier"):
         OUTLIER.prepare(case, BF16, CPU)
     prepared = OUTLIER.prepare(Case("t", "outlier", "bf16", None, 8, 32, 8, {"outlier": 10}, 0, StopRule()), BF16, CPU)
-    assert prepared.extra == {"outlier": 10.0} and prepared.flops == 2.0 * 8 * 32 * 8
+    assert prepared.extra == {"outlier": 10.0, "scale_block": None, "gemm_path": None}
+    assert prepared.flops == 2.0 * 8 * 32 * 8

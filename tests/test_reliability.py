@@ -169,7 +169,7 @@ def test_strings_from_the_scenario_and_the_records_are_escaped_in_the_report(wri
         workload = "linear"
         precisions = ["fp32", "tf32"]
         mkn = [[32, 32, 32]]
-        params = { compile_backend = "<script>alert('param')</script>" }
+        params = { compile_backend = ["<script>alert('param')</script>", "inductor"] }
     """, description="<script>alert('description')</script>")))
     result = pipeline.run(pipeline.RunRequest(scenario, tmp_path / "results", None, progress=False))
     df = store.read_file(result.path)

@@ -259,3 +259,22 @@ def test_a_column_of_mixed_types_is_kept_as_text_not_lost(tmp_path):
     df = store.read_file(path)
     assert list(df["extra"]) == ["1", '"n/a"'] and list(df["flops"]) == [2.0, 3.0]
     assert json.loads(pq.read_schema(path).metadata[b"mpsuite.text_columns"]) == ["extra"]
+
+
+def test_a_version_5_file_calls_te_mxfp8_and_te_nvfp4_by_their_old_names(tmp_path):
+    """Before torchao's formats took the names, `mxfp8` and `nvfp4` were Transformer Engine's: a file
+    of schema 5 or older is read with TE's new names and case ids, so it never joins torchao's cases."""
+    from suite.scenario import plan
+
+    path = tmp_path / f"{RUN}.parquet"
+    params = '{"quantize": "inline"}'
+    v5 = {"run_id": [RUN] * 3, "scenario": ["s"] * 3, "case_id": ["a", "b", "c"], "baseline_case_id": ["c"] * 3,
+          "workload": ["gemm"] * 3, "precision": ["mxfp8", "nvfp4", "bf16"], "baseline": ["bf16"] * 3,
+          "m": [64] * 3, "k": [64] * 3, "n": [64] * 3, "params": [params, params, "{}"], "status": ["skipped"] * 3}
+    write_version(path, b"5", v5)
+    df = store.read_file(path)
+    assert df["precision"].tolist() == ["te_mxfp8", "te_nvfp4", "bf16"]
+    assert df["case_id"].iloc[0] == plan.case_hash("gemm", "te_mxfp8", 64, 64, 64, {"quantize": "inline"})
+    assert df["case_id"].iloc[0] != plan.case_hash("gemm", "mxfp8", 64, 64, 64, {"quantize": "inline"})
+    assert df["case_id"].iloc[2] == "c" and df["baseline_case_id"].iloc[0] == plan.case_hash("gemm", "bf16", 64, 64, 64, {})
+    assert store.renamed(5) == {"mxfp8": "te_mxfp8", "nvfp4": "te_nvfp4"}

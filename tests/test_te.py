@@ -92,14 +92,14 @@ def test_a_scenario_records_te_cases_as_skipped(write_scenario, tmp_path):
         budget_s = 0.01
         [[sweep]]
         workload = "gemm"
-        precisions = ["bf16", "te_delayed", "te_current", "te_block", "mxfp8", "nvfp4"]
+        precisions = ["bf16", "te_delayed", "te_current", "te_block", "te_mxfp8", "te_nvfp4"]
         mkn = [[32, 32, 32]]
         params = { quantize = "inline" }
         """)
     result = pipeline.run(pipeline.RunRequest(spec.load(path), tmp_path / "results", None, progress=False))
     by = {r["precision"]: r for r in result.records.to_dict("records")}
     assert by["bf16"]["status"] == "ok"
-    for name in ("te_delayed", "te_current", "te_block", "mxfp8", "nvfp4"):
+    for name in ("te_delayed", "te_current", "te_block", "te_mxfp8", "te_nvfp4"):
         assert by[name]["status"] == "skipped" and by[name]["reason"] == TE_ERROR
 
 

@@ -134,19 +134,28 @@ def test_gpu_job_gates_on_the_stored_baseline(workflow):
     assert "success()" in store_step["if"] and "refs/heads/main" in store_step["if"]
 
 
-def test_schema_with_check_jsonschema():
-    """Against the GitHub workflow JSON schema check-jsonschema ships (offline), when installed."""
+def check_schema(path: Path) -> None:
+    """A workflow against the GitHub workflow JSON schema check-jsonschema ships (offline), when installed."""
     pytest.importorskip("check_jsonschema")
     done = subprocess.run(
-        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(WORKFLOW)],
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(path)],
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_actionlint_when_installed():
+def check_actionlint(path: Path) -> None:
+    """A workflow through actionlint, when installed."""
     exe = shutil.which("actionlint")
     if exe is None:
         pytest.skip("actionlint is not installed (a Go binary; no PyPI wheel of the upstream tool)")
-    done = subprocess.run([exe, str(WORKFLOW)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([exe, str(path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_schema_with_check_jsonschema():
+    check_schema(WORKFLOW)
+
+
+def test_actionlint_when_installed():
+    check_actionlint(WORKFLOW)

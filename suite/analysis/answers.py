@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from suite.analysis import derived
+from suite.analysis import derived, labels
 from suite.core.errors import UserError
+from suite.scenario import registry
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class Budget:
 def with_settings(df: pd.DataFrame) -> pd.DataFrame:
     """The records with speedups and a `setting` key (run_id and baseline case: every precision of
     one case shares it; a run with no baseline precision has one setting per case)."""
-    df = derived.with_speedups(df)
+    df = labels.with_labels(derived.with_speedups(df))
     if "setting_key" in df:
         return df
     return df.assign(setting_key=df["run_id"].astype(str) + "/" + df["baseline_case_id"].fillna(df["case_id"]).astype(str))
@@ -123,15 +124,67 @@ def _answer(workload: str, g: pd.DataFrame, label: str) -> list[str]:
     for i, (_, r) in enumerate(timed.iterrows()):
         speedup = float(r["speedup"])
         if i == 0:
-            parts.append(f"{r['precision']} is {_ratio(speedup, baseline)} ({_err(r)})")
+            parts.append(f"{r['variant']} is {_ratio(speedup, baseline)} ({_err(r)})")
         else:
             ratio = f"{speedup:.3g}x" if speedup >= 1 else f"{1 / speedup:.3g}x slower"
-            parts.append(f"{r['precision']} {ratio} ({_err(r)})")
+            parts.append(f"{r['variant']} {ratio} ({_err(r)})")
     if len(timed) and float(timed["speedup"].iloc[0]) < 1:
         parts.insert(0, f"{baseline} (the baseline) is fastest")
-    parts += [f"{r['precision']} numerics only, emulated ({_err(r)})" for _, r in ok[emulated].iterrows()]
-    parts += [f"{r['precision']} {r['status']} ({short(r.get('reason'))})" for _, r in g[g["status"] != "ok"].iterrows()]
-    return [f"{workload} at {label}: " + "; ".join(parts) + "."] if parts else []
+    parts += [f"{r['variant']} numerics only, emulated ({_err(r)})" for _, r in ok[emulated].iterrows()]
+    parts += [f"{r['variant']} {r['status']} ({short(r.get('reason'))})" for _, r in g[g["status"] != "ok"].iterrows()]
+    where = f"{workload} at {label}" if label != workload else workload  # a shape named by its workload alone
+    return [f"{where}: " + "; ".join(parts) + "."] if parts else []
+
+
+def versus_answers(df: pd.DataFrame) -> list[str]:
+    """Per workload that declares `versus` (e.g. grouped GEMMs against a per-expert loop), in the
+    newest run: each precision's measured `versus_speedup`, its geomean and its extremes with the
+    `along` value (the load imbalance) each was measured at."""
+    df = derived.with_versus(derived.with_speedups(df[df["run_id"] == df["run_id"].max()]))
+    lines = []
+    for workload, record in registry.WORKLOADS.items():
+        versus = record.versus
+        rows = df[(df["workload"] == workload) & df["versus_speedup"].notna()] if versus else df.iloc[:0]
+        rows = rows[~derived.is_emulated(rows)]
+        if rows.empty or versus.along not in rows:
+            continue
+        parts = []
+        for precision, g in rows.groupby("precision", sort=False):
+            low, high = g.loc[g["versus_speedup"].idxmin()], g.loc[g["versus_speedup"].idxmax()]
+            parts.append(f"{precision} {derived.geomean(g['versus_speedup']):.3g}x (geomean of {len(g)}; "
+                         f"{float(low['versus_speedup']):.3g}x at {versus.along} {float(low[versus.along]):.3g} to "
+                         f"{float(high['versus_speedup']):.3g}x at {float(high[versus.along]):.3g})")
+        lines.append(f"{workload} against {versus.param}={versus.value} (its time over each case's): "
+                     + "; ".join(parts) + ".")
+    return lines
+
+
+def trend_answers(df: pd.DataFrame) -> list[str]:
+    """Per workload that declares a `trend` (e.g. SQNR against the outlier's magnitude), in the
+    newest run: each precision's (and parameter variant's) value at the smallest and the largest
+    swept x, where it was measured at three or more."""
+    newest = df[df["run_id"] == df["run_id"].max()]
+    lines = []
+    for workload, record in registry.WORKLOADS.items():
+        trend = record.trend
+        rows = newest[(newest["workload"] == workload) & (newest["status"] == "ok")] if trend else newest.iloc[:0]
+        if rows.empty or trend.x not in rows or trend.y not in rows:
+            continue
+        rows = rows[rows[trend.y].notna()]
+        rest = rows["params"].map(lambda p: derived._params_without(p, trend.param))
+        lines_of = [g.sort_values(trend.x) for _, g in rows.groupby([rows["precision"], rest], sort=False)
+                    if g[trend.x].nunique() >= 3]
+        if not lines_of:
+            continue
+        firsts = pd.concat([g.iloc[[0]].assign(params=rest[g.index[0]]) for g in lines_of])
+        named = labels.with_labels(firsts.drop(columns=["variant", "shape"], errors="ignore"))["variant"]
+        parts = [f"{name} {float(g[trend.y].iloc[0]):.3g} to {float(g[trend.y].iloc[-1]):.3g}"
+                 for name, g in zip(named, lines_of)]
+        if parts:
+            lo, hi = rows[trend.x].min(), rows[trend.x].max()  # each line's own ends may lie inside
+            lines.append(f"{workload}: {trend.what} at the smallest and the largest {trend.x} measured "
+                         f"({lo:g} to {hi:g}): " + "; ".join(parts) + ".")
+    return lines
 
 
 def short(reason, width: int = 72) -> str:
@@ -148,7 +201,7 @@ def not_measured(df: pd.DataFrame, most: int = 3) -> str:
     bad = df[df["status"] != "ok"]
     if bad.empty:
         return ""
-    reasons = Counter(zip(bad["status"], bad["precision"], bad["reason"].map(short)))
+    reasons = Counter(zip(bad["status"], derived.variants(bad), bad["reason"].map(short)))
     shown = "; ".join(f"{n} {p} {s} ({r})" for (s, p, r), n in reasons.most_common(most))
     more = f"; and {len(reasons) - most} more reasons" if len(reasons) > most else ""
     return f"Not measured: {len(bad)} of {len(df)} cases: {shown}{more}."
@@ -230,15 +283,15 @@ def _picks(settings, baselines, labels, timed, emu, budget: Budget) -> pd.DataFr
         best_speed = timed["setting_key"].map(best["speedup"]).astype(float)
         speed = timed["speedup"].astype(float)
         faster = timed[bad & (best_speed.isna() | (speed > best_speed))].sort_values("speedup", ascending=False, kind="stable")
-        rejected = _joined(faster, faster["precision"].astype(str) + " (" + _misses(faster, budget) + ")")
+        rejected = _joined(faster, faster["variant"].astype(str) + " (" + _misses(faster, budget) + ")")
     emu = emu[~missed(emu, budget)] if len(emu) else emu
     out = pd.DataFrame({
         "workload": settings["workload"], "setting": labels,
         "run_id": settings["run_id"], "baseline": baselines.reindex(settings.index),
-        "pick": best["precision"].reindex(settings.index), "speedup": best["speedup"].reindex(settings.index),
+        "pick": best["variant"].reindex(settings.index), "speedup": best["speedup"].reindex(settings.index),
         **{c: pd.to_numeric(best[c], errors="coerce").reindex(settings.index) for c in METRICS},
         "within_budget": good.groupby("setting_key").size().reindex(settings.index).fillna(0).astype(int),
-        "not_timed": _joined(emu, emu["precision"]).reindex(settings.index).fillna("").str.replace("; ", ", "),
+        "not_timed": _joined(emu, emu["variant"]).reindex(settings.index).fillna("").str.replace("; ", ", "),
         "rejected": rejected.reindex(settings.index).fillna(""),
     })
     out = out.reset_index(drop=True)[PICK_COLUMNS]

@@ -441,7 +441,7 @@ class _Case:
         return self.row["verdict"] is None  # both sides ok: the statistics decide
 
 
-def _transition(base: str | None, cand: str | None) -> str | None:
+def transition(base: str | None, cand: str | None) -> str | None:
     """The verdict implied by the statuses alone, or None when both sides measured the case."""
     if base is None:
         return MISSING
@@ -705,7 +705,7 @@ def _start(case_id: str, b_rows: list[dict] | None, c_rows: list[dict] | None, b
     b_status, b_reason = _side_status(b_rows) if b_rows is not None else (None, "")
     c_status, c_reason = _side_status(c_rows) if c_rows is not None else (None, "")
     row.update(base_status=b_status, cand_status=c_status, base_reason=b_reason, cand_reason=c_reason)
-    row["verdict"] = _transition(b_status, c_status)
+    row["verdict"] = transition(b_status, c_status)
     row["detail"] = ""
     if b_status is None or c_status is None:
         row["detail"] = "candidate only" if b_status is None else "baseline only"

@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from suite.analysis import labels
 from suite.results import columns
 from suite.scenario import registry
 
@@ -66,10 +67,39 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     the per-sample lists and the columns no record fills left out, so the many filters after it
     move a fraction of the data (a million records have 140 columns, most of them empty)."""
     if "stall_share" in df and "speedup" in df:
-        return df
+        return labels.with_labels(df)
     contract = {c.name for c in columns.COLUMNS if c.contract}
     keep = [c for c in df.columns if c not in SAMPLE_COLUMNS and (c in contract or df[c].notna().any())]
-    return with_speedups(df[keep].assign(stall_share=stalls(df)))
+    # named whole, once: every table, plot and headline line names a case the same way
+    return labels.with_labels(with_versus(with_speedups(df[keep].assign(stall_share=stalls(df)))))
+
+
+def with_versus(df: pd.DataFrame) -> pd.DataFrame:
+    """Add `versus_speedup` where a workload declares `versus` (param, value): the median time of
+    the case differing from this one only in `param` = `value` (same run, device, precision and
+    shape) over this case's, e.g. a grouped GEMM's loop of per-expert GEMMs over the grouped call.
+    Null elsewhere, and on the reference cases themselves."""
+    if "versus_speedup" in df:
+        return df
+    df = df.copy(deep=False)
+    out = pd.Series(np.nan, index=df.index)
+    for workload, record in registry.WORKLOADS.items():
+        versus = record.versus
+        rows = df[(df["workload"] == workload) & (df["status"] == "ok")] if versus else df.iloc[:0]
+        if rows.empty:
+            continue
+        value = rows["params"].map(lambda p: str((json.loads(p) if isinstance(p, str) else {}).get(versus.param)))
+        parts = [rows[c].astype(str) for c in ("run_id", "device_name", "precision", "m", "k", "n") if c in rows]
+        key = rows["params"].map(lambda p: _params_without(p, versus.param))
+        for part in parts:
+            key = part + "|" + key
+        time_ms = pd.to_numeric(rows["time_ms_median"], errors="coerce")
+        is_ref = value == versus.value
+        reference = pd.Series(time_ms[is_ref].to_numpy(), index=key[is_ref].to_numpy())
+        reference = reference[~reference.index.duplicated()]
+        out.loc[rows.index[~is_ref]] = (key[~is_ref].map(reference) / time_ms[~is_ref]).to_numpy()
+    df["versus_speedup"] = out
+    return df
 
 
 def is_emulated(df: pd.DataFrame) -> pd.Series:
@@ -89,21 +119,15 @@ def shape_label(row) -> str:
 
 
 def shape_labels(df: pd.DataFrame) -> pd.Series:
-    """`shape_label` of every row, in columnar steps: the shape as text, and each distinct
-    `params` string parsed once (a million rows hold a few hundred distinct parameter sets)."""
-    shaped = df["m"].notna() if "m" in df else pd.Series(False, index=df.index)
-    dims = [df[d].where(shaped, 0).astype("int64").astype(str) for d in ("m", "k", "n")] if shaped.any() else None
-    shape = (dims[0] + "x" + dims[1] + "x" + dims[2]).where(shaped, "") if dims else pd.Series("", index=df.index)
-    params = df["params"] if "params" in df else pd.Series(None, index=df.index)
+    """Each row's short shape name: M x K x N and only the workload parameters that differ within
+    the frame (`suite.analysis.labels`; a frame that was named whole keeps its names)."""
+    return labels.with_labels(df)["shape"]
 
-    def words(text) -> str:
-        parsed = json.loads(text) if isinstance(text, str) else {}
-        return " ".join(f"{k}={v}" for k, v in sorted(parsed.items()))
 
-    lookup = {p: words(p) for p in params.dropna().unique()}
-    extra = params.map(lookup).fillna("")
-    label = (shape + " " + extra).str.strip()
-    return label.where(label != "", df["workload"].astype(str))
+def variants(df: pd.DataFrame) -> pd.Series:
+    """Each row's precision with the parameters of its own that differ within the frame
+    (`bf16_adamw8bit (master=bf16_sr)`): what tables, headlines and geomeans name and group by."""
+    return labels.with_labels(df)["variant"]
 
 
 def geomean(xs) -> float:
@@ -116,14 +140,15 @@ def geomean(xs) -> float:
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (workload, precision): case counts by status, best TFLOP/s, geomean speedup,
     median relative error. Emulated timings are not speed: their throughput columns stay empty."""
-    df = with_speedups(df)
+    df = labels.with_labels(with_speedups(df))
     rows = []
-    for (workload, precision), g in df.groupby(["workload", "precision"], sort=False):
+    for (workload, variant), g in df.groupby(["workload", "variant"], sort=False):
         ok = g[g["status"] == "ok"]
         real = ok[~is_emulated(ok)]
         rows.append({
             "workload": workload,
-            "precision": precision,
+            "precision": g["precision"].iloc[0],
+            "variant": variant,
             "ok": len(ok),
             "skipped": int((g["status"] == "skipped").sum()),
             "failed": int((g["status"] == "failed").sum()),
@@ -185,17 +210,18 @@ def slow_paths(df: pd.DataFrame) -> list[dict]:
     """Per run and precision whose measured speedups (geomean, non-emulated) are below
     SLOW_PATH_BELOW: how many times slower than the baseline it is, over how many cases, and the
     likely cause (`slow_path_cause`). Slowest first."""
-    df = with_speedups(df)
+    df = labels.with_labels(with_speedups(df))
     ok = df[(df["status"] == "ok") & ~is_emulated(df) & df["speedup"].notna()]
     out = []
-    for (run, precision, baseline), g in ok.groupby(["run_id", "precision", "baseline"], sort=False):
+    for (run, variant, baseline), g in ok.groupby(["run_id", "variant", "baseline"], sort=False):
+        precision = g["precision"].iloc[0]
         if precision == baseline:
             continue
         gm = geomean(g["speedup"])
         if not gm < SLOW_PATH_BELOW:
             continue
         out.append({
-            "run_id": run, "precision": precision, "baseline": baseline, "slowdown": 1 / gm,
+            "run_id": run, "precision": precision, "variant": variant, "baseline": baseline, "slowdown": 1 / gm,
             "worst": 1 / g["speedup"].min(), "cases": len(g), "device": _first(g, "device"),
             "cause": slow_path_cause(precision, _first(g, "device"), _first(g, "cpu_isa"),
                                      _first(g, "cpu_flags"), _first(g, "cpu_isa_env"), baseline),

@@ -5,7 +5,7 @@ column the records hold (the results schema's "machine" group, `suite.results.co
 board facts NVML records: maximum SM clock and power limit) is compared over whole runs, and the
 per-case columns (`PER_CASE`: the `kernel` a case ran, the matmul flags in force) case by case.
 A column joins as soon as records hold it: a column a later schema adds to the machine group, or a
-per-case `kernel` summary from the profiler, needs no change here. `compare` and `history` attach the
+per-case `kernel` (the GEMM implementation that ran, `suite.measure.kernels`), needs no change here. `compare` and `history` attach the
 same differences to every verdict that is not "same"; `python -m suite env-diff A B` prints them.
 """
 
@@ -74,8 +74,9 @@ def as_text(value) -> str | None:
         return str(int(value))
     if isinstance(value, (list, tuple)):
         return ", ".join(str(v) for v in value)
-    if hasattr(value, "tolist") and not isinstance(value, str):  # a numpy array from a list column
-        return ", ".join(str(v) for v in value.tolist())
+    if hasattr(value, "tolist") and not isinstance(value, str):  # a numpy array from a list column, or a scalar
+        plain = value.tolist()
+        return ", ".join(str(v) for v in plain) if isinstance(plain, list) else as_text(plain)
     return str(value)
 
 
@@ -108,11 +109,13 @@ class Difference:
 
 def compare_columns(base_rows: list[Mapping], cand_rows: list[Mapping], names: Iterable[str],
                     per_case: bool = False) -> tuple[Difference, ...]:
-    """A Difference for every column of `names` whose values differ between the two sets of rows."""
+    """A Difference for every column of `names` whose values differ between the two sets of rows.
+    A per-case fact one side never recorded (an older run has no `kernel`; a case too slow to look
+    at) is unknown there, not changed: only facts both sides hold are compared."""
     out = []
     for column in names:
         b, c = values(base_rows, column), values(cand_rows, column)
-        if b != c:
+        if b != c and (not per_case or (b and c)):
             out.append(Difference(column, b, c, per_case))
     return tuple(out)
 

@@ -5,7 +5,11 @@ UTC start time); `analyse(records, options)` gives every case its series of per-
 values `compare` compares (`compare.measure`): its in-run speedup over the baseline precision (not
 for the baseline itself, nor for emulated timing), from paired rounds where every run of the case
 has one, else the ratio of medians (a series never mixes the two; each kind is tested apart), and
-its median time (within the runs of one device model, as compare compares times only on one).
+its median time. Both are series of one
+device model (`device_name`): compare compares times only on one, and a speedup is a property of
+the machine too (bf16 over fp32 is 3x on a CPU with AMX and 1/150 on one without), so runs on
+another model (a CI runner that changed CPU between nights) start a series of their own rather
+than a change point.
 
 **Change points** are found by binary segmentation (Scott and Knott 1974; Vostrikova 1981) whose
 test is compare's own. For a segment of runs, every split with at least `min_runs` runs on each side
@@ -83,11 +87,16 @@ class CaseSeries:
     baseline: str
     shape: str
     metric: str
-    device: str  # the device model of a time series; "" for speedups
+    device: str  # the device model (device_name) the series' runs were measured on
     kind: str = ""  # a speedup series': paired (every run has speedup_paired) or ratio of medians
     run_index: list[int] = field(default_factory=list)  # positions in History.runs
     values: list[float] = field(default_factory=list)  # speedup (x) or median time (ms) per run
     change_points: list[ChangePoint] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """Its tester's: the series of one metric, device model and speedup kind are tested together."""
+        return self.metric, self.device, self.kind
 
     @property
     def label(self) -> str:
@@ -198,8 +207,7 @@ def _prune(tester: _Tester, case: str, runs: list[str], found: list[int], opts: 
 class _Context:
     """What building change points needs besides the series: the testers, run facts, devices."""
 
-    speedup: dict[str, _Tester]  # speedup kind -> its series' tester
-    times: dict[str, _Tester]  # device model -> its runs' times
+    testers: dict[tuple[str, str, str], _Tester]  # (metric, device model, speedup kind) -> its runs' values
     device_of: dict[str, str]  # run id -> device model
     facts: envdiff.RunFacts
     opts: Options
@@ -213,7 +221,7 @@ def _cause(s: CaseSeries, before: tuple[str, ...], after: tuple[str, ...], ratio
     devices = {ctx.device_of[r] for r in (*before, *after)}
     if len(devices) != 1:
         return ""
-    fit = ctx.times[devices.pop()].fit(before, after)
+    fit = ctx.testers[(TIME, devices.pop(), "")].fit(before, after)
     if not {s.case_id, s.baseline_case_id} <= fit.cases:
         return ""
     o = ctx.opts
@@ -228,7 +236,7 @@ def _cause(s: CaseSeries, before: tuple[str, ...], after: tuple[str, ...], ratio
 
 
 def _change_points(s: CaseSeries, runs: list[str], found: list[int], ctx: _Context) -> list[ChangePoint]:
-    tester = ctx.speedup[s.kind] if s.metric == SPEEDUP else ctx.times[s.device]
+    tester = ctx.testers[s.key]
     sign = 1.0 if s.metric == SPEEDUP else -1.0  # the tester's values are log speedup, -log time
     bounds = [0, *found, len(runs)]
     out = []
@@ -260,10 +268,10 @@ def _series(records: pd.DataFrame, runs: list[str], device_of: dict[str, str]) -
                      shape=derived.shape_label(first))
         # a series is paired only where every run of it is: a switch of kind would look like a step
         kind = compare.PAIRED if measured.all_paired else compare.MEDIANS
-        per_metric = [(SPEEDUP, "", measured.speedups_of(kind))]
-        if not measured.emulated:
-            for device in sorted({device_of[r] for r in measured.times}):
-                per_metric.append((TIME, device, {r: t for r, t in measured.times.items() if device_of[r] == device}))
+        per_metric = [(metric, device, {r: v for r, v in values.items() if device_of[r] == device})
+                      for metric, values in ((SPEEDUP, measured.speedups_of(kind)),
+                                             (TIME, {} if measured.emulated else measured.times))
+                      for device in sorted({device_of[r] for r in values})]
         for metric, device, values in per_metric:
             if values:
                 ordered = sorted(values, key=position.get)
@@ -273,18 +281,18 @@ def _series(records: pd.DataFrame, runs: list[str], device_of: dict[str, str]) -
     return sorted(out, key=lambda sv: sv[0].metric != SPEEDUP)
 
 
+def _spreads(logs: dict) -> list[tuple[str, str, str]]:
+    """(name, metric, speedup kind) of the spreads a history reports: `speedup` (the paired series
+    where any case has them), `speedup (ratio of medians)` beside them, `time` (every device)."""
+    kinds = [k for k in (compare.PAIRED, compare.MEDIANS) if any(key[0] == SPEEDUP and key[2] == k for key in logs)]
+    out = [(SPEEDUP if i == 0 else f"{SPEEDUP} ({kind})", SPEEDUP, kind) for i, kind in enumerate(kinds)]
+    return out + ([(TIME, TIME, "")] if any(key[0] == TIME for key in logs) else [])
+
+
 def _runs_table(df: pd.DataFrame) -> list[HistoryRun]:
     first = select.runs_of(df).iloc[::-1].reset_index(drop=True)  # oldest first
     return [HistoryRun(i, str(r["run_id"]), {c: envdiff.as_text(r.get(c)) or "" for c in RUN_COLUMNS})
             for i, r in first.iterrows()]
-
-
-def _spreads(logs: dict) -> list[tuple[str, str, str | None]]:
-    """(name, metric, speedup kind) of the spreads a history reports: `speedup` (the paired series
-    where any case has them), `speedup (ratio of medians)` beside them, `time` (every device)."""
-    kinds = [k for k in (compare.PAIRED, compare.MEDIANS) if (SPEEDUP, k) in logs]
-    out = [(SPEEDUP if i == 0 else f"{SPEEDUP} ({kind})", SPEEDUP, kind) for i, kind in enumerate(kinds)]
-    return out + ([(TIME, TIME, None)] if any(m == TIME for m, _ in logs) else [])
 
 
 def analyse(records: pd.DataFrame, scenario: str, options: Options = Options()) -> History:
@@ -295,21 +303,19 @@ def analyse(records: pd.DataFrame, scenario: str, options: Options = Options()) 
     series = _series(records, ids, device_of)
     if not series:
         raise UserError(f"scenario {scenario!r}: no case was measured in {len(runs)} runs")
-    logs: dict[tuple[str, str], dict] = {}  # (speedup, kind) or (time, device) -> case -> run -> log value
+    logs: dict[tuple[str, str, str], dict] = {}  # CaseSeries.key -> case -> run -> log value
     for s, values in series:
         sign = 1.0 if s.metric == SPEEDUP else -1.0
-        key = (s.metric, s.kind if s.metric == SPEEDUP else s.device)
-        logs.setdefault(key, {})[s.case_id] = {r: sign * math.log(v) for r, v in values.items()}
+        logs.setdefault(s.key, {})[s.case_id] = {r: sign * math.log(v) for r, v in values.items()}
     testers = {key: _Tester(values, options.noise) for key, values in logs.items()}
-    ctx = _Context({k: t for (m, k), t in testers.items() if m == SPEEDUP},
-                   {d: t for (m, d), t in testers.items() if m == TIME}, device_of, envdiff.RunFacts(records), options)
+    ctx = _Context(testers, device_of, envdiff.RunFacts(records), options)
     for s, values in series:
         own_runs = [ids[i] for i in s.run_index]
-        found = _segment(testers[(s.metric, s.kind if s.metric == SPEEDUP else s.device)], s.case_id, own_runs, options)
+        found = _segment(testers[s.key], s.case_id, own_runs, options)
         s.change_points = _change_points(s, own_runs, found, ctx)
     spread, detectable = {}, {}
     for name, metric, kind in _spreads(logs):
-        values = {f"{c} {d}": v for (m, d), cases in logs.items() if m == metric and (kind is None or d == kind)
+        values = {f"{c} {d}": v for (m, d, k), cases in logs.items() if m == metric and k == kind
                   for c, v in cases.items()}
         spread[name] = stats.fit(values, {}, options.noise).spread
         m = options.min_runs
@@ -317,20 +323,39 @@ def analyse(records: pd.DataFrame, scenario: str, options: Options = Options()) 
     return History(scenario, runs, [s for s, _ in series], spread, detectable, options)
 
 
-def build(scenario: str, results_dir: str | Path = "results", *, last: int | None = None,
-          options: Options = Options()) -> History:
-    """The history of a scenario's runs under results_dir (`last`: only the newest N)."""
-    if last is not None and last < 2:
-        raise UserError(f"--last {last}: a history needs at least 2 runs")
+def load(scenario: str, results_dir: str | Path = "results") -> pd.DataFrame:
+    """Every stored record of a scenario under results_dir."""
     folder = store.scenario_dir(results_dir, scenario)
     if not folder.is_dir():
         raise UserError(f"no results of scenario {scenario!r}: {folder} does not exist")
     df = store.read([folder])
-    df = df[df["scenario"] == scenario]
-    runs = select.runs_of(df)["run_id"].tolist()  # newest first
-    if last is not None:
-        df = df[df["run_id"].isin(set(runs[:last]))]
-        runs = runs[:last]
-    if len(runs) < 2:
-        raise UserError(f"scenario {scenario!r} has {len(runs)} run under {folder}; a history needs at least 2")
+    return df[df["scenario"] == scenario]
+
+
+def window(records: pd.DataFrame, last: int | None = None, skip: int = 0) -> pd.DataFrame:
+    """The records of the newest `last` runs (all: None) once the `skip` newest are left out."""
+    runs = select.runs_of(records)["run_id"].tolist()[skip:]  # newest first
+    return records[records["run_id"].isin(set(runs[:last] if last is not None else runs))]
+
+
+def build(scenario: str, results_dir: str | Path = "results", *, last: int | None = None,
+          options: Options = Options()) -> History:
+    """The history of a scenario's runs under results_dir (`last`: only the newest N)."""
+    check_last(last)
+    return of_window(load(scenario, results_dir), scenario, last, options=options)
+
+
+def check_last(last: int | None) -> None:
+    if last is not None and last < 2:
+        raise UserError(f"--last {last}: a history needs at least 2 runs")
+
+
+def of_window(records: pd.DataFrame, scenario: str, last: int | None = None, skip: int = 0,
+              options: Options = Options()) -> History:
+    """The history of `window(records, last, skip)`; a UserError with fewer than 2 runs."""
+    df = window(records, last, skip)
+    runs = df["run_id"].nunique()
+    if runs < 2:
+        before = f" before the newest {skip}" if skip else ""
+        raise UserError(f"scenario {scenario!r} has {runs} run(s){before}; a history needs at least 2")
     return analyse(df, scenario, options)

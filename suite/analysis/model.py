@@ -136,10 +136,12 @@ class Kernel:
     fmt: str | None = None  # the format a GEMM's math runs in (a peak column)
 
 
-def gemm(label: str, m: int, k: int, n: int, fmt: str, a_fmt: str | None = None) -> Kernel:
-    """C[M, N] = A[M, K] @ B[K, N] in `fmt`: operands read once, output written once."""
+def gemm(label: str, m: int, k: int, n: int, fmt: str, a_fmt: str | None = None, groups: int = 1) -> Kernel:
+    """C[M, N] = A[M, K] @ B[K, N] in `fmt`: operands read once, output written once; `groups`
+    weights B of (K, N) where one grouped kernel multiplies each of them by its own rows of A."""
     operand = OPERAND_BYTES[a_fmt or fmt]
-    return Kernel("matmul", label, operand * (m * k + k * n) + OUTPUT_BYTES[fmt] * m * n, 2.0 * m * k * n, fmt)
+    return Kernel("matmul", label, operand * (m * k + groups * k * n) + OUTPUT_BYTES[fmt] * m * n,
+                  2.0 * m * k * n, fmt)
 
 
 def tiny(label: str, count: int = 1, what: str = "cast") -> list[Kernel]:
@@ -161,6 +163,21 @@ def eager_cast(role: str, elements: float, source: int, pow2: bool) -> list[Kern
     out += [Kernel("cast", f"{role} scale multiply", 8 * e), Kernel("cast", f"{role} clamp", 8 * e),
             Kernel("cast", f"{role} cast to fp8", 5 * e)]
     return out
+
+
+def eager_block_cast(role: str, elements: float, source: int, width: float) -> list[Kernel]:
+    """One block-scaled cast as torchao's `to_mx` runs it eagerly (prototype/mx_formats/mx_tensor.py,
+    torchao 0.18; NVFP4's `nvfp4_quantize` is alike), one kernel per op: abs, the per-block amax,
+    the upcast to float32, about a dozen ops on one value per block for the scale (the launch
+    floor each), the divide, the clamp and the cast; e2m1 (`width` 0.5) rounds in about four float32
+    passes (`f32_to_f4_unpacked`) and packs two values per byte."""
+    e = elements
+    out = [Kernel("cast", f"{role} abs", 2 * source * e), Kernel("cast", f"{role} block amax", source * e),
+           Kernel("cast", f"{role} to float32", (source + 4) * e), *tiny(f"{role} block scales", 12),
+           Kernel("cast", f"{role} divide", 8 * e), Kernel("cast", f"{role} clamp", 8 * e)]
+    if width >= 1:
+        return out + [Kernel("cast", f"{role} cast", (4 + width) * e)]
+    return out + [Kernel("cast", f"{role} e2m1 rounding", 4 * 8 * e), Kernel("cast", f"{role} pack", 1.5 * e)]
 
 
 def fused_cast(role: str, elements: float, source: int, scaling: str, fuse_prev: bool,
@@ -197,28 +214,43 @@ def fused_cast(role: str, elements: float, source: int, scaling: str, fuse_prev:
     raise ValueError(f"the model has no cast kernels for scaling {scaling!r}; known: {', '.join(SCALINGS)}")
 
 
-def gemm_case(precision: str, m: int, k: int, n: int, params: dict) -> list[Kernel]:
-    """One GEMM (the `gemm` workload's call); an FP8 recipe's operands quantized before timing
-    (`pre`) or in the timed call (`inline`, eager: A and the weight B^T, each from bf16)."""
+def gemm_case(precision: str, m: int, k: int, n: int, params: dict, groups: int = 1, fused: bool = False) -> list[Kernel]:
+    """One GEMM (the `gemm` workload's call), or one grouped GEMM of `groups` weights; an FP8
+    recipe's operands quantized before timing (`pre`) or in the timed call (`inline`, eager: A and
+    the weight B^T, each from bf16; `fused`: by its library's own cast kernels)."""
     recipe = registry.PRECISIONS[precision]
     fmt, scaling = recipe.peak, recipe.scaling
     if scaling is None:
-        return [gemm("GEMM", m, k, n, fmt)]
+        return [gemm("GEMM", m, k, n, fmt, groups=groups)]
     opts = recipe.params.of(params)
-    kernels = [gemm("FP8 GEMM", m, k, n, fmt)]
+    kernels = [gemm(f"{fmt.upper()} GEMM", m, k, n, fmt, groups=groups)]
     if scaling == "rowwise" and not opts.use_fast_accum:
         # rowwise without fast accumulation (fp8._matmul here, as torchao's training path): the
         # tensorwise kernel, then the outer product of the scales applied to its bf16 output
         kernels += [Kernel("cast", "row x column scales", 4.0 * m * n),
                     Kernel("cast", "output scaling", 10.0 * m * n), Kernel("cast", "output to bf16", 6.0 * m * n)]
-    if recipe.fused_casts:  # one te.Linear forward: TE's own cast kernels for the input and the weight
+    if recipe.fused_casts or fused:  # one te.Linear forward: TE's own cast kernels for the input and the weight
         width = OPERAND_BYTES[fmt]
         return kernels + fused_cast("input", m * k, 2, scaling, False, width) + \
-            fused_cast("weight", n * k, 2, scaling, False, width)
+            fused_cast("weight", groups * n * k, 2, scaling, False, width)
     if opts.quantize == "inline":  # rowwise scales are powers of two (fp8.FP8_ROWWISE)
-        for role, elements in (("A", m * k), ("B", n * k)):
-            kernels += eager_cast(role, elements, 2, pow2=scaling != "tensorwise")
+        for role, elements in (("A", m * k), ("B", groups * n * k)):
+            kernels += eager_block_cast(role, elements, 2, OPERAND_BYTES[fmt]) if scaling == "microscaled" else \
+                eager_cast(role, elements, 2, pow2=scaling != "tensorwise")
     return kernels
+
+
+def grouped_case(task, precision: str, m: int, k: int, n: int, params: dict) -> list[Kernel]:
+    """A MoE layer's expert GEMMs (`grouped_matmul`): the groups the workload declares (rows per
+    expert, `WorkloadRecord.groups`), as one grouped kernel that reads only the weights of experts
+    with rows, or as one GEMM per such expert (each paying its own floor and casts). A block-scaled
+    format's grouped call casts with torchao's own kernels (its MoE path's triton and CUDA casts)."""
+    counts, one_kernel = registry.load(task.groups)(m, params)
+    busy = [rows for rows in counts if rows]
+    if one_kernel:
+        fused = registry.PRECISIONS[precision].scaling == "microscaled"
+        return gemm_case(precision, m, k, n, params, groups=len(busy), fused=fused)
+    return [kernel for rows in busy for kernel in gemm_case(precision, rows, k, n, params)]
 
 
 def layer_gemms(precision: str, m: int, k: int, n: int) -> list[Kernel]:
@@ -236,9 +268,12 @@ def layer_casts(precision: str, m: int, k: int, n: int, compiled: bool, fuse_pre
     recipe = registry.PRECISIONS[precision]
     scaling, w = recipe.scaling, 4 if master else 2
     tensors = (("input", m * k, 2), ("weight", n * k, w), ("grad_output", m * n, 2))
+    width = OPERAND_BYTES[recipe.peak]
     if compiled or recipe.fused_casts:
-        width = OPERAND_BYTES[recipe.peak]
         return [c for role, e, s in tensors for c in fused_cast(role, e, s, scaling, fuse_prev, width)]
+    if scaling == "microscaled":  # each operand cast along each GEMM's K, from a transposed copy for one
+        casts = [c for role, e, s in tensors for c in eager_block_cast(role, e, 2, width) * 2]
+        return casts + [Kernel("cast", f"{role} transposed copy", 4.0 * e) for role, e, _ in tensors]
     pow2 = scaling != "tensorwise"  # torchao's rowwise recipes round scales to powers of two
     uses = {"input": 1, "weight": 2, "grad_output": 1} if scaling == "rowwise_with_gw_hp" else \
         {"input": 2, "weight": 2, "grad_output": 2}
@@ -272,6 +307,7 @@ def layer_case(norm: bool, precision: str, m: int, k: int, n: int, compiled: boo
 # workload has a `compile` parameter: (workload record, precision, m, k, n, params) -> kernels
 KERNELS = {
     "matmul": lambda task, precision, m, k, n, params: gemm_case(precision, m, k, n, params),
+    "grouped_matmul": grouped_case,
     "linear_step": lambda task, precision, m, k, n, params: layer_case(
         False, precision, m, k, n, task.params.of(params).compile),
     "norm_linear_step": lambda task, precision, m, k, n, params: layer_case(

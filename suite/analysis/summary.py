@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.analysis import answers, crossover, derived, update
+from suite.analysis import answers, crossover, derived, labels, update
 from suite.core.text import fmt
 from suite.results import groups
 
@@ -22,14 +22,14 @@ def summary_rows(df: pd.DataFrame) -> list[dict]:
     """The summary table's rows, as the report and the end of a run show them (formatted text)."""
     return [
         {
-            "workload": s["workload"], "precision": s["precision"],
+            "workload": s["workload"], "precision": s["variant"],
             "cases": f"{s['ok']} ok, {s['skipped']} skipped, {s['failed']} failed",
             "best_tflops": fmt(s["best_tflops"], ".4g"),
             "geomean_speedup": fmt(s["geomean_speedup"], ".3g", "x"),
             "median_rel_err": fmt(s["median_rel_err"], ".2e"),
             "note": "emulated: accuracy only" if s["emulated"] else "",
         }
-        for _, s in derived.summary(df).iterrows()
+        for _, s in derived.summary(labels.with_labels(df)).iterrows()
     ]
 
 
@@ -39,7 +39,9 @@ def headline(df: pd.DataFrame, families: list[dict] | None = None) -> list[str]:
     its error: `suite.analysis.answers`; for update-side recipes, which trained to within a margin
     of the fp32-master loss and at what bytes per parameter: `suite.analysis.update`); then what makes the numbers unusual (a slow path and its
     cause, cases cut short by the cap, stalls) and what was not measured and why."""
+    df = labels.with_labels(df)  # names shared by every line: cases differing in parameters never pool
     lines = (_partial_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df)
+             + answers.versus_answers(df) + answers.trend_answers(df)
              + crossover.answer_lines(df, families) + update.update_answers(df) + _implausible_lines(df)
              + _unusual_lines(df) + _sequential_lines(df))
     missing = answers.not_measured(df)
@@ -67,9 +69,9 @@ def _implausible_lines(df: pd.DataFrame) -> list[str]:
     bad = df[df["implausible"].notna()]
     if bad.empty:
         return []
-    labels = derived.shape_labels(bad)
-    shown = "; ".join(f"{r['workload']} {r['precision']} {label}: {r['implausible']}"
-                      for r, label in zip(bad.head(3).to_dict("records"), labels.head(3)))
+    shapes, variants = derived.shape_labels(bad), derived.variants(bad)
+    shown = "; ".join(f"{r['workload']} {variant} {shape}: {r['implausible']}"
+                      for r, variant, shape in zip(bad.head(3).to_dict("records"), variants, shapes.head(3)))
     more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
     return [f"{len(bad)} timing(s) flagged by the roofline model: {shown}{more}."]
 
@@ -93,8 +95,8 @@ def _unusual_lines(df: pd.DataFrame) -> list[str]:
     for slow in derived.slow_paths(df):
         worst = f", up to {slow['worst']:.3g}x" if slow["worst"] > 1.05 * slow["slowdown"] else ""
         cause = f": {slow['cause']}" if slow["cause"] else ""
-        lines.append(f"{slow['precision']} is {slow['slowdown']:.3g}x slower than {slow['baseline']} here "
-                     f"(geomean of {slow['cases']} cases{worst}{_roofline_note(df, slow['run_id'], slow['precision'])})"
+        lines.append(f"{slow['variant']} is {slow['slowdown']:.3g}x slower than {slow['baseline']} here "
+                     f"({'geomean of ' + str(slow['cases']) + ' cases' if slow['cases'] > 1 else 'one case'}{worst}{_roofline_note(df, slow['run_id'], slow['precision'])})"
                      f"{cause}.")
     ok = df[df["status"] == "ok"]
     if "stop_reason" in ok:

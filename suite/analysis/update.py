@@ -8,7 +8,6 @@ autocast stores the same 16 bytes and is a compute question, which `answers` cov
 
 from __future__ import annotations
 
-import json
 import math
 
 import pandas as pd
@@ -22,9 +21,9 @@ MARGIN_NATS = 0.01
 
 
 def _name(r) -> str:
-    """The recipe, with its master-weight choice where the case set one (low-bit state on bf16)."""
-    master = json.loads(r["params"] or "{}").get("master") if isinstance(r.get("params"), str) else None
-    return f"{r['precision']} (master {master})" if master else str(r["precision"])
+    """The recipe as the report names it: with its own parameters where cases differ in them
+    (`bf16_adamw8bit (master=bf16_sr)`, `suite.analysis.labels`)."""
+    return str(r["variant"])
 
 
 def _setting(r) -> str:

@@ -39,6 +39,7 @@ def count(text: str) -> int:
 
 
 def min_runs(text: str) -> int:
+    """A number of runs, at least 1 (--min-runs, --new-runs)."""
     try:
         value = int(text)
     except ValueError:

@@ -11,7 +11,7 @@ from typing import Callable
 
 from suite.cli import arguments
 from suite.cli import compare, env, env_diff, export, history, import_, list as list_, plan, predict, recommend
-from suite.cli import report, run
+from suite.cli import report, repro, run
 from suite.measure.executors.process import DEFAULT_TIMEOUT_S
 from suite.scenario.plan import MAX_CASES
 
@@ -37,10 +37,12 @@ examples:
 
 # compare's defaults, spelled out so that building the parser imports no pandas (tests/test_compare.py
 # checks they are suite.analysis.compare.DEFAULT_FAIL_ON and suite.analysis.stats.DEFAULT_MIN_RUNS; tests/test_history.py
-# that the history default is suite.analysis.history.Options().min_runs).
+# that the history default is suite.analysis.history.Options().min_runs and the nightly's gate
+# suite.analysis.history_gate.NIGHTLY).
 DEFAULT_FAIL_ON = ("regressed", "time:regressed", "new-failure", "new-skip")
 DEFAULT_MIN_RUNS = 2
 DEFAULT_HISTORY_MIN_RUNS = 3
+DEFAULT_NIGHTLY_FAIL_ON = ("regressed", "baseline-changed", "time:regressed", "new-failure")
 
 
 def arg(*flags: str, **options) -> tuple[tuple[str, ...], dict]:
@@ -161,12 +163,32 @@ HISTORY = [
     arg("--noise", type=arguments.fraction, default=None,
         help="a known run-to-run sd of one run's value, relative (0.03 = 3%%), a floor under the estimate"),
     arg("--out", help="report folder (default: reports/history/<scenario>)"),
+    arg("--fail-on", default="none",
+        help="exit 1 when the newest run(s) bring a new finding of these verdicts, comma-separated: regressed, "
+        "improved, baseline-changed, time:regressed, time:improved (change points), new-failure, new-skip "
+        f"(a nightly: {','.join(DEFAULT_NIGHTLY_FAIL_ON)}); a change point an earlier night already "
+        "reported never fails again (docs/comparing.md) (default: none)"),
+    arg("--new-runs", type=arguments.min_runs, default=1,
+        help="with --fail-on: how many of the newest runs are new (default: 1, a nightly's one run)"),
 ]
 ENV_DIFF = [
     *QUIET, *JSON,
     arg("a", help="selector of the first runs (e.g. torch=2.13.0,runs=3)"),
     arg("b", help="selector of the second runs (e.g. torch=2.14.1,runs=3)"),
     arg("--results", default="results", help=f"results folder selectors look in (default: results){URL_HELP}"),
+]
+REPRO = [
+    *QUIET, *JSON,
+    arg("run_selector", metavar="RUN", help="the run: a run id, or a selector picking one (e.g. results/reference/cpu_amx)"),
+    arg("--results", default=None, help="results folder the selector looks in and the re-run is stored in "
+        f"(default: the folder the run lies in, else results){URL_HELP}"),
+    REPORTS,
+    arg("--run", action="store_true",
+        help="re-run it here into a new run id, from the scenario the run stored, and compare the two "
+        "(the comparison report in reports/compare/)"),
+    arg("--noise", type=arguments.fraction, default=None,
+        help="with --run: a known run-to-run sd of one run's value (0.03 = 3%%), so one run against one gets "
+        "verdicts (default: none; the comparison shows each change and what differs)"),
 ]
 EXPORT = [
     *QUIET,
@@ -219,6 +241,12 @@ COMMANDS = [
             "column (torch, torchao, Transformer Engine, CUDA, driver, Python, device, clocks and power "
             "limit, code hash, threads, ...) over the runs, and per case the kernel that ran, where "
             "recorded.", epilog=SELECTOR_HELP),
+    Command("repro", repro.main, "how to reproduce a stored run: pinned installs and its command (--run: re-run "
+            "and compare)", REPRO,
+            description="From a run's own records: the install lines (every recorded version pinned; torch's "
+            "build from its version's local label, e.g. +cpu, +cu130), the suite's commit, the command that "
+            "re-runs it, and what the records do not hold. --run re-runs it here into a new run id and "
+            "compares the two.", epilog=SELECTOR_HELP),
     Command("export", export.main, "write runs as pytest-benchmark JSON (for `pytest-benchmark compare`)", EXPORT),
     Command("import", import_.main, "store a pytest-benchmark JSON file as a run in the results folder", IMPORT),
 ]

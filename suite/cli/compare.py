@@ -23,7 +23,7 @@ def main(args) -> int:
     written = compare_page.render(result, out)
     failing = result.failing()
     if args.json:
-        print_json(_document(result, failing, out))
+        print_json(document(result, failing, out))
     else:
         print(compare_page.text_summary(result, failing))
     for warning in result.warnings:
@@ -34,7 +34,7 @@ def main(args) -> int:
     return 1 if len(failing) else 0
 
 
-def _document(result, failing, out) -> dict:
+def document(result, failing, out) -> dict:
     """`compare --json`: each side's selector, runs and summary, the gate, what drifted and what
     differs between the sides, and every case."""
     from suite.report import compare_page

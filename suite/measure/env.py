@@ -15,6 +15,12 @@ import torch
 from suite.precisions import flags
 
 SUITE_DIR = Path(__file__).resolve().parent
+# The stages whose code decides what a case measures, and so `code_hash` (docs/development.md has
+# the stage order): everything up to `measure` itself: the ground floor (errors, accuracy metrics),
+# the scenario schema and its expansion into cases and timing rules, the precisions' recipes and
+# flags, the models and workloads (inputs, callables, FLOPs, checks), the fleet's settings (which
+# cases run together) and the runner. Storing, analysing and reporting records change no number.
+MEASURING = ("core", "scenario", "precisions", "models", "workloads", "fleet", "measure")
 
 
 def _version(dist: str) -> str | None:
@@ -34,13 +40,15 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip()
 
 
-def code_hash() -> str:
-    """Hash of the suite's Python source: results whose measuring code differs can be told apart
-    even without git (asv hashes each benchmark's code for the same reason)."""
+def code_hash(package: Path = SUITE_DIR.parent) -> str:
+    """Hash of the Python source of the stages that measure (`MEASURING`, under the suite's package
+    folder): results whose measuring code differs can be told apart even without git (asv hashes
+    each benchmark's code for the same reason), and a change to a report or a command leaves it."""
     h = hashlib.sha256()
-    for path in sorted(SUITE_DIR.rglob("*.py")):
-        h.update(path.relative_to(SUITE_DIR).as_posix().encode())
-        h.update(path.read_bytes())
+    for stage in MEASURING:
+        for path in sorted((package / stage).rglob("*.py")):
+            h.update(path.relative_to(package).as_posix().encode())
+            h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -60,8 +68,10 @@ def cpu_model() -> str:
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_fp16")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 FP16_FLAGS = ("avx512_fp16", "amx_fp16")
-# Environment variables that lower the ISA torch and oneDNN dispatch to, whatever the CPU has.
-ISA_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+# Environment variables that lower the ISA torch, oneDNN and MKL dispatch to, whatever the CPU has.
+# MKL ignores the first three (its fp32 SGEMM stays on AVX-512 under ONEDNN_MAX_CPU_ISA=AVX2):
+# MKL_ENABLE_INSTRUCTIONS=AVX2 lowers it.
+ISA_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> list[str] | None:

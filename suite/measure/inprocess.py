@@ -147,9 +147,8 @@ def _finish(member: _Member, result: Paired, i: int, sampler, device: torch.devi
     if result.errors[i] is not None:
         raise result.errors[i]
     measurement, prepared, record = result.measurements[i], member.prepared, member.record
-    if prepared.split_kernels:  # untimed: the profiler's view of the same calls
-        with member.precision.active():
-            record.update(attribution.kernel_split(prepared.fn, member.clock.sync, device))
+    with member.precision.active():  # untimed: which kernels ran, a layer step's GEMM/other split
+        record.update(attribution.untimed(prepared, member.clock.sync, device, measurement))
     record.update(status="ok", **sampler.columns(measurement), **records.measured(measurement, prepared))
     if prepared.derive is not None:
         record.update(prepared.derive(measurement.median_ms / 1e3))

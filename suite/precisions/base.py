@@ -22,6 +22,8 @@ from typing import Callable
 
 import torch
 
+from suite.core.errors import Unsupported
+
 
 @dataclass(frozen=True)
 class Precision:
@@ -83,3 +85,40 @@ class Precision:
         """a: (M, K), b: (K, N), float32 on the target device. Returns the callable to time."""
         a, b = a.to(self.dtype), b.to(self.dtype)
         return lambda: torch.matmul(a, b)
+
+    def grouped_gemm(self, x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor,
+                     params: dict) -> Callable[[], torch.Tensor]:
+        """A MoE layer's expert GEMMs as one call: x (M, K) float32, its rows sorted by expert; w
+        (E, K, N) float32, one weight per expert; offs (E,) int32, the cumulative end of each
+        expert's rows. Returns the callable to time, whose output is (M, N)."""
+        raise Unsupported(f"{self.name} has no grouped GEMM")
+
+    def gemm_path(self, device: torch.device, level: str) -> str | None:
+        """How the recipe's low-precision GEMMs run where that is not plain (the record's
+        `gemm_path`: an emulation's name, or its library's kernel) at `level` (gemm, layer,
+        grouped); None for a format the device multiplies natively."""
+        return None
+
+    def operand_values(self, a: torch.Tensor) -> torch.Tensor | None:
+        """The float32 values a GEMM in this recipe multiplies for an activation operand `a` (M, K):
+        what its cast or quantization keeps of them (None where a library's kernel hides it)."""
+        return a.to(self.dtype).to(torch.float32)
+
+    def scale_block(self) -> int | None:
+        """How many consecutive values along K share one scale in the recipe's quantization of an
+        operand (None: no scaling, or one scale per tensor or row)."""
+        return None
+
+
+def cuda_reason(device: torch.device, what: str, need: tuple[int, int], too_old: str, on_rocm: str) -> str | None:
+    """Why `device` cannot run `what`'s kernels, or None: a CPU emulates them (real numerics), a
+    CUDA GPU needs compute capability `need` (else `too_old`, its `{cc}` the GPU's), ROCm gets
+    `on_rocm`, any other device type cannot."""
+    if device.type == "cpu":
+        return None
+    if device.type != "cuda":
+        return f"{what} run on CUDA GPUs (or emulated on the CPU); device is {device.type}"
+    if torch.version.hip:
+        return on_rocm
+    major, minor = torch.cuda.get_device_capability(device)
+    return too_old.format(cc=f"{major}.{minor}") if (major, minor) < need else None

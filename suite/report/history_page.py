@@ -69,10 +69,11 @@ def _group_plot(h: history.History, title: str, series: list[history.CaseSeries]
     is drawn relative to the case's median over runs, so shapes of different cost share an axis."""
     fig, ax = plt.subplots(figsize=(max(8, 0.4 * len(h.runs) + 5), 4.8))
     metric = series[0].metric
+    devices = len({s.device for s in series}) > 1  # a series per device model: say which
     for i, s in enumerate(series):
         color = f"C{i % 10}"
         scale = 1.0 if metric == history.SPEEDUP else float(np.median(s.values))
-        label = s.shape + "".join(f"; {_step(cp)}" for cp in s.change_points)
+        label = s.shape + (f" on {s.device}" if devices else "") + "".join(f"; {_step(cp)}" for cp in s.change_points)
         ax.plot(s.run_index, np.asarray(s.values) / scale, "o", ms=4, color=color, alpha=0.75, label=label)
         for first, end, level in s.levels():
             ax.hlines(level / scale, first - 0.35, end - 0.65, color=color, lw=2.2)
@@ -103,13 +104,17 @@ def _plot_groups(h: history.History) -> dict[tuple[str, str, str], list[history.
     return {k: v for k, v in groups.items() if k[2] == history.SPEEDUP or (k[0], k[1]) not in with_speedup}
 
 
+def _metric(h: history.History, s: history.CaseSeries) -> str:
+    """The series' metric, and its device model where the history has more than one."""
+    return s.metric + (f" on {s.device}" if len({x.device for x in h.series}) > 1 else "")
+
+
 def _change_rows(h: history.History) -> list[dict]:
     rows = []
     for s, cp in h.change_points():
         unit = UNITS[cp.metric]
-        metric = cp.metric + (f" on {s.device}" if s.device and len({x.device for x in h.series if x.device}) > 1 else "")
         rows.append({
-            "case": s.label, "metric": metric,
+            "case": s.label, "metric": _metric(h, s),
             "at": f"#{cp.index} {h.runs[cp.index].run_id} ({cp.runs_before} runs before, {cp.runs_after} after)",
             "before": fmt(cp.before, ".4g", unit), "after": fmt(cp.after, ".4g", unit),
             "change": (f"{fmt(100 * (cp.ratio - 1), '+.1f', '%')} [{fmt(100 * (cp.low - 1), '+.1f', '%')}, "
@@ -201,7 +206,7 @@ def text_summary(h: history.History) -> str:
     for s, cp in h.change_points():
         unit = UNITS[cp.metric]
         why = "; ".join([*([cp.cause] if cp.cause else []), *cp.explanation]) or "nothing recorded differs"
-        lines.append(f"  {s.label} {cp.metric}: {cp.before:.4g}{unit} -> {cp.after:.4g}{unit} ({cp.ratio - 1:+.1%}, "
+        lines.append(f"  {s.label} {_metric(h, s)}: {cp.before:.4g}{unit} -> {cp.after:.4g}{unit} ({cp.ratio - 1:+.1%}, "
                      f"{cp.verdict}) from run #{cp.index} {h.runs[cp.index].run_id}; {why}")
     return "\n".join(lines)
 

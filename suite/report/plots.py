@@ -4,6 +4,7 @@ every value comes from a record column or from `suite.analysis`."""
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 import matplotlib
@@ -379,29 +380,55 @@ def vocab_padding_effect(df: pd.DataFrame, workload: str, path: Path, gemms: str
 
 
 def sweep(df: pd.DataFrame, workload: str, path: Path, x: str, y: str, xlabel: str, ylabel: str,
-          title: str) -> Path | None:
-    """Column `y` against a swept parameter's column `x` (log axis), one line per precision (and
-    shape, where there are several). Accuracy, so emulated rows (FP8 on a CPU) are drawn too."""
+          title: str, vary: str | None = None, speed: bool = False, baseline: bool = True,
+          min_points: int = 2) -> Path | None:
+    """Column `y` against column `x` (log axis), one line per precision and shape; where `vary`
+    names the parameter that moves x, one line per precision, shape and every other parameter, and
+    lines of fewer than `min_points` sizes are left out (a block-size sweep at two outlier
+    magnitudes is no line of the magnitude sweep). Accuracy, so emulated rows (FP8 on a CPU) are drawn too, unless `speed`;
+    `baseline` False leaves out the baseline precision (a speedup over itself is 1)."""
     if x not in df or y not in df:
         return None
-    rows = df[(df["workload"] == workload) & (df["status"] == "ok") & df[y].notna()]
+    rows = df[(df["workload"] == workload) & (df["status"] == "ok") & df[y].notna() & df[x].notna()]
+    if speed:
+        rows = rows[~is_emulated(rows)]
+    if not baseline:
+        rows = rows[rows["precision"] != rows["baseline"]]
     if rows.empty:
         return None
     shapes = rows.apply(lambda r: f"{int(r['m'])}x{int(r['k'])}x{int(r['n'])}", axis=1)
+    others = rows["params"].map(lambda p: _params_text(p, vary)) if vary else pd.Series("", index=rows.index)
+    lines = [(key, g) for key, g in rows.groupby([rows["precision"], shapes, others], sort=False)
+             if not vary or g[x].nunique() >= min_points]
+    if not lines:
+        return None
+    common = set.intersection(*(set(other.split()) for (_, _, other), _ in lines))  # said by no label
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for i, ((precision, shape), g) in enumerate(rows.groupby([rows["precision"], shapes], sort=False)):
+    for i, ((precision, shape, other), g) in enumerate(lines):
         g = g.sort_values(x)
-        label = precision if shapes.nunique() == 1 else f"{precision} {shape}"
+        own = " ".join(word for word in other.split() if word not in common)
+        label = " ".join(t for t in (precision, shape if shapes.nunique() > 1 else "", own) if t)
         # markers and dashes differ so that recipes with identical numbers stay visible
         ax.plot(g[x].astype(float), g[y].astype(float), marker="osD^v<>"[i % 7],
-                ls="-" if i % 2 == 0 else "--", color=f"C{i}", label=label)
+                ls="-" if i % 2 == 0 else "--", color=f"C{i % 10}", label=label)
     ax.set_xscale("log")
+    span = rows[x].astype(float)
+    plain_log_ticks(ax, "x", subs=(1.0, 2.0, 5.0) if span.max() / span.min() < 1e3 else (1.0,))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(f"{workload}: {title}")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend(ax)
     return save_figure(fig, path)
+
+
+def _params_text(params, leave_out: str) -> str:
+    """A case's parameters but one, as 'key=value' words (a line's label beside its precision)."""
+    try:
+        values = json.loads(params) if isinstance(params, str) else dict(params or {})
+    except (ValueError, TypeError):
+        return ""
+    return " ".join(f"{k}={v}" for k, v in sorted(values.items()) if k != leave_out)
 
 
 # In report order: the speed-accuracy trade-off first, then its parts; every workload gets these.

@@ -5,7 +5,8 @@ workload folder declares the columns it adds (`suite.scenario.declare`), and `CO
 generated from here (`python -m suite.results.columns > docs/results-schema.md`; a test fails when
 the page and the code differ), and a test fails when a run writes a column missing here.
 
-Types are as the file stores them: `string`, `int`, `float`, `bool`, `list<float>`, `list<bool>`;
+Types are as the file stores them: `string`, `int`, `float`, `bool`, `list<float>`, `list<bool>`,
+`list<string>`;
 `json` is a string holding JSON; `timestamp` is an Arrow timestamp in microseconds, UTC
 (`timestamp[us, tz=UTC]`: pandas reads it as `datetime64[us, UTC]`, DuckDB as TIMESTAMPTZ). Records
 on their way to a file (journals are JSON) may hold a timestamp as ISO 8601 text; the store converts
@@ -41,6 +42,13 @@ CORE: list[Column] = [
         ("n", "int", "", "GEMM columns of B and C"),
         ("params", "json", "", "the case's parameters, validated, defaults left out"),
         ("started_at", "timestamp", "µs, UTC", "when the case began"),
+    ),
+    *_group(
+        "identity", False,
+        ("scenario_hash", "string", "", "hash of scenario_spec (sha256, 16 hex digits): runs asked the same share it"),
+        ("scenario_spec", "json", "", "what the run was asked: the validated scenario (cases, baselines, seed, "
+                                      "timing rules), the device asked for and the case filter (`only`); "
+                                      "`python -m suite repro` re-runs it"),
     ),
     *_group(
         "timing", True,
@@ -79,6 +87,10 @@ CORE: list[Column] = [
         ("bytes_moved", "float", "B", "bytes one call reads and writes at least"),
         ("gbps", "float", "GB/s", "bytes_moved / median time"),
         ("emulated", "bool", "", "numerics real, speed not (FP8 on a CPU): never shown as speed"),
+        ("gemm_path", "string", "", "how a block-scaled recipe's GEMMs ran: torchao-emulated (torchao quantizes, "
+                                    "dequantizes to bf16 and multiplies in bf16), qdq-fp32 (torchao's quantize-"
+                                    "dequantize around a float32 GEMM, where torchao has no emulated path), "
+                                    "torchao-kernel (the format's own GEMM); null for formats multiplied as they are"),
         ("matmul_flags", "string", "", "the float32 and reduced-precision matmul flags in force during the case"),
         ("compile_s", "float", "s", "the first (compiling) call of a torch.compile'd case"),
     ),
@@ -98,6 +110,20 @@ CORE: list[Column] = [
                                              "(distribution-free: order statistics of the per-round ratios)"),
         ("speedup_paired_high", "float", "x", "upper end of that interval"),
         ("paired_ratios", "list<float>", "x", "the per-round speedups speedup_paired is the median of"),
+    ),
+    *_group(
+        "kernels (suite/measure/kernels.py)", False,
+        ("kernels", "list<string>", "", "every GEMM implementation one untimed call ran, in first-use order: CUDA "
+                                        "kernel names from torch.profiler (nvjet_*, sm90_xmma_gemm_*, cutlass::...); "
+                                        "on a CPU onednn:<primitive implementation> and mkl:<BLAS call> from the "
+                                        "libraries' verbose output, or aten where neither ran a GEMM (torch's own "
+                                        "kernel); null where not looked at or not found (kernel_note says why)"),
+        ("kernel", "string", "", "the kernels in one line: short names joined by +, e.g. "
+                                 "onednn:brg_matmul:avx10_1_512_amx, mkl:sgemm, aten, cuda:nvjet_tst_128x256_64x4_1x2_h_bz_TNT; "
+                                 "a long CUDA template name as its head and a hash of the whole"),
+        ("kernel_note", "string", "", "why kernels is null: the look was left out (one call costs more than a "
+                                      "quarter of the case cap), the profiler could not run, the build has no "
+                                      "verbose output"),
     ),
     *_group(
         "accuracy", True,
@@ -133,7 +159,7 @@ CORE: list[Column] = [
         ("cpu_isa", "string", "", "the ISA torch's CPU kernels dispatch to (AVX2, AVX512, ...)"),
         ("cpu_flags", "string", "", "which of avx2 avx512f avx512_vnni avx512_bf16 avx512_fp16 amx_tile amx_bf16 "
                                     "amx_fp16 the CPU has (/proc/cpuinfo)"),
-        ("cpu_isa_env", "string", "", "ATEN_CPU_CAPABILITY / ONEDNN_MAX_CPU_ISA set for the run"),
+        ("cpu_isa_env", "string", "", "ATEN_CPU_CAPABILITY / ONEDNN_MAX_CPU_ISA / MKL_ENABLE_INSTRUCTIONS set for the run"),
         ("cpu_threads", "int", "", "torch's intra-op threads during the run"),
         ("cpu_clock_mhz", "float", "MHz", "the CPU's clock: the highest maximum cpufreq reports, else the highest "
                                           "`cpu MHz` in /proc/cpuinfo (a VM's nominal clock); sets its FMA peak"),
@@ -141,7 +167,9 @@ CORE: list[Column] = [
         ("env_threads", "string", "", "OMP_NUM_THREADS"),
         ("git_dirty", "bool", "", "uncommitted changes in the suite's checkout"),
         ("suite_version", "string", "", "mpsuite's package version"),
-        ("code_hash", "string", "", "hash of the suite's source: runs measured by different code differ"),
+        ("code_hash", "string", "", "hash of the source of the stages that decide a measurement (suite/core, "
+                                    "scenario, precisions, models, workloads, fleet, measure; "
+                                    "suite.measure.env.MEASURING): runs measured by different code differ"),
         ("scenario_description", "string", "", "the scenario's description"),
         ("seed", "int", "", "seed of the case's random inputs"),
         ("label", "string", "", "a label given on import (`import --label`)"),
@@ -268,7 +296,7 @@ def arrow_type(column: Column):
 
     return {
         "string": pa.string(), "json": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(),
-        "list<float>": pa.list_(pa.float64()), "list<bool>": pa.list_(pa.bool_()),
+        "list<float>": pa.list_(pa.float64()), "list<bool>": pa.list_(pa.bool_()), "list<string>": pa.list_(pa.string()),
         "timestamp": pa.timestamp(TIMESTAMP_UNIT, tz="UTC"),
     }[column.type]
 

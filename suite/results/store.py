@@ -38,7 +38,9 @@ from suite.core.errors import JournalError, UserError
 # 3: every defined column in every file, in its declared type (`suite.results.columns`); a
 # version-2 file reads as before (the reader's frames are the same), so its migration is empty.
 # 4: `started_at` a timestamp (UTC), no longer ISO 8601 text (`_timestamps`).
-SCHEMA_VERSION = 5
+# 6: precisions renamed since (`_renamed`): Transformer Engine's `mxfp8`, `nvfp4` are `te_mxfp8`,
+# `te_nvfp4`, the plain names torchao's formats (a file of version 5 or older means TE's).
+SCHEMA_VERSION = 6
 META_KEY = b"mpsuite.schema_version"
 
 # Columns every record has (the record contract); workloads and recipes add more. Every column,
@@ -53,14 +55,19 @@ def _typed_params(df: pd.DataFrame) -> pd.DataFrame:
     that way, and the committed runs of version 1 join runs made now. A run that measured one case
     twice under a parameter it ignores (bf16 beside an FP8 recipe's `quantize` sweep) keeps the
     first. Rows of unknown workloads or precisions (an imported file) are left as they were."""
-    from suite.scenario import plan, registry
+    df = _reidentify(df.copy(), df.index)
+    return df.drop_duplicates(subset=["run_id", "case_id"], keep="first").reset_index(drop=True)
 
-    df = df.copy()
+
+def _reidentify(df: pd.DataFrame, rows) -> pd.DataFrame:
+    """`params`, `case_id` and `baseline_case_id` of these rows recomputed as planning computes them
+    now (in place), where their workload and precision are known."""
+    from suite.scenario import plan, registry
 
     def dim(value):
         return None if value is None or pd.isna(value) else int(value)
 
-    for i, row in df.iterrows():
+    for i, row in df.loc[rows].iterrows():
         workload, precision, baseline = row.get("workload"), row.get("precision"), row.get("baseline")
         if workload not in registry.WORKLOADS or precision not in registry.PRECISIONS:
             continue
@@ -75,7 +82,32 @@ def _typed_params(df: pd.DataFrame) -> pd.DataFrame:
         df.at[i, "case_id"] = plan.case_hash(workload, precision, *shape, own)
         if base is not None:
             df.at[i, "baseline_case_id"] = plan.case_hash(workload, baseline, *shape, base)
-    return df.drop_duplicates(subset=["run_id", "case_id"], keep="first").reset_index(drop=True)
+    return df
+
+
+def renamed(version: int) -> dict[str, str]:
+    """Old name -> name of the precisions that files of schema `version` and older call otherwise
+    (each folder declares its own former name: `PrecisionRecord.formerly`)."""
+    from suite.scenario import registry
+
+    return {record.formerly[0]: name for name, record in registry.PRECISIONS.items()
+            if record.formerly and record.formerly[1] == version}
+
+
+def _renamed(df: pd.DataFrame, version: int = 5) -> pd.DataFrame:
+    """Schema 5 -> 6: the precisions renamed after version 5 get their new names, and the rows
+    naming them their case ids under those names (so they join runs made now, and never a case of
+    the format that took the old name)."""
+    names, columns = renamed(version), [c for c in ("precision", "baseline") if c in df]
+    hit = pd.Series(False, index=df.index)
+    for column in columns:
+        hit |= df[column].isin(list(names))
+    if not hit.any():
+        return df
+    df = df.copy()
+    for column in columns:
+        df.loc[hit, column] = df.loc[hit, column].replace(names)
+    return _reidentify(df, df.index[hit])
 
 
 def _timestamps(df: pd.DataFrame) -> pd.DataFrame:
@@ -91,7 +123,8 @@ def _timestamps(df: pd.DataFrame) -> pd.DataFrame:
 # schema version -> function upgrading a DataFrame from that version to the next one.
 # 4 -> 5 added columns only (distributed steps, update-side precision, fleet runs): an older file
 # reads without them, and a rewrite (`rewrite`) gives it every defined column, null.
-MIGRATIONS: dict[int, callable] = {1: _typed_params, 2: lambda df: df, 3: _timestamps, 4: lambda df: df}
+MIGRATIONS: dict[int, callable] = {1: _typed_params, 2: lambda df: df, 3: _timestamps, 4: lambda df: df,
+                                   5: _renamed}
 
 
 # Creating the journal with O_EXCL catches the collisions a run id's random bits leave.
@@ -363,12 +396,21 @@ class Stored(NamedTuple):
     records: pd.DataFrame
 
 
+def request_columns(head: dict) -> dict:
+    """What the run was asked (its journal header's validated scenario spec and its hash) as record
+    columns, so the stored run carries them once its journal is gone (`python -m suite repro`)."""
+    if not head.get("spec"):
+        return {}
+    return {"scenario_spec": json.dumps(head["spec"], sort_keys=True), "scenario_hash": head.get("spec_hash")}
+
+
 def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) -> Stored:
     """Write the run's parquet (atomically) from its journal, records in `order` (case ids; any
     others after), then delete the journal: the parquet now holds every record it had."""
     head = run.header
     rank = {case_id: i for i, case_id in enumerate(order)}
-    records = sorted(run.records, key=lambda r: rank.get(r["case_id"], len(rank)))
+    asked = request_columns(head)
+    records = sorted(({**r, **asked} for r in run.records), key=lambda r: rank.get(r["case_id"], len(rank)))
     try:
         table = _table(records)
         validate.check(table, run.path)  # what the reader would refuse is never written, nor its journal deleted

@@ -15,7 +15,7 @@ from typing import Mapping
 from suite.scenario.params import NoParams, Params
 
 # How a results file stores a column (suite/results/columns.py has the Arrow type of each).
-COLUMN_TYPES = ("string", "json", "int", "float", "bool", "list<float>", "list<bool>", "timestamp")
+COLUMN_TYPES = ("string", "json", "int", "float", "bool", "list<float>", "list<bool>", "list<string>", "timestamp")
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,30 @@ class Plot:
 
     name: str
     draw: str
-    options: Mapping[str, str] = field(default_factory=dict)
+    options: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Versus:
+    """A workload parameter one of whose values is the reference of the others: the report sets
+    each case's time against that of the case differing from it only in `param` = `value` (same
+    run, device, precision and shape), as `versus_speedup`, and draws and answers it against the
+    record column `along`."""
+
+    param: str
+    value: str
+    along: str
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A record column `y` the report's answers follow along a swept parameter (`param`, recorded
+    as column `x`): each precision's value at the smallest and at the largest x. `what` names y."""
+
+    x: str
+    y: str
+    param: str
+    what: str
 
 
 @dataclass(frozen=True)
@@ -65,6 +88,9 @@ class PrecisionRecord:
     no_roofline: str | None = None  # why the model has no roofline for it (its GEMM is emulated)
     # --- the update-side answer (suite/analysis/update.py) ---
     reference: str | None = None  # the recipe whose final loss this one's is set against
+    # --- reading older results (suite/results/store.py) ---
+    # (old name, last results schema version that wrote it): files up to that version call it so
+    formerly: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +107,11 @@ class WorkloadRecord:
     # GEMMs of (m, k, n) one call runs (a layer's training step: three), for cost estimates
     gemms_per_call: int = 1
     # what one call is to the roofline model (suite/analysis/model.py KERNELS): matmul,
-    # linear_step, norm_linear_step; None: not modelled
+    # grouped_matmul, linear_step, norm_linear_step; None: not modelled
     roofline: str | None = None
+    # grouped_matmul: "module:function" (torch-free), (m, params) -> (the rows of each group's
+    # GEMM of (rows, k, n), whether one kernel runs them all)
+    groups: str | None = None
+    versus: Versus | None = None  # a parameter value the other cases are timed against
+    trend: Trend | None = None  # a column the report's answers follow along a swept parameter
     plots: tuple[Plot, ...] = ()  # drawn after the plots every workload gets

@@ -9,10 +9,20 @@ import torch
 
 from suite.precisions.base import Precision
 from suite.precisions.flags import float32_matmul
+from suite.precisions.grouped import column_major, grouped_mm
 
 
 @dataclass(frozen=True)
-class Float32(Precision):
+class Native(Precision):
+    """A format torch multiplies as it is, grouped GEMMs included."""
+
+    def grouped_gemm(self, x, w, offs, params):
+        a, b = x.to(self.dtype), column_major(w.to(self.dtype))
+        return lambda: grouped_mm(a, b, offs)
+
+
+@dataclass(frozen=True)
+class Float32(Native):
     tf32: bool = False
 
     def unsupported(self, device):
@@ -32,7 +42,7 @@ class Float32(Precision):
 
 
 @dataclass(frozen=True)
-class Half(Precision):
+class Half(Native):
     def unsupported(self, device):
         if device.type == "cuda" and self.dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
             return "this GPU has no bf16 support (needs compute capability >= 8.0)"

@@ -24,7 +24,7 @@ class FP8TensorwiseParams(FP8GemmParams):
     """torchao's tensorwise recipe (`fp8_tensorwise`): its scales can be computed on a weight's shards."""
 
     fp8_all_gather: bool = Field(
-        False, description="models under FSDP2 (dist_train_step): torchao's enable_fsdp_float8_all_gather, weights "
+        False, title="fp8 all-gather", description="models under FSDP2 (dist_train_step): torchao's enable_fsdp_float8_all_gather, weights "
                            "cast to float8 before the all-gather and their scales precomputed after each step")
 
 

@@ -40,25 +40,44 @@ import torch.nn.functional as F
 from suite.precisions.fp8 import numerics as q
 from suite.core.errors import Unsupported
 from suite.precisions.fp8 import FP8GemmParams, FP8TensorwiseParams
-from suite.precisions.base import Precision
+from suite.precisions.base import Precision, cuda_reason
+from suite.precisions.grouped import grouped_mm
 
 
 
 def fp8_device_reason(device: torch.device) -> str | None:
     """Why `device` cannot run FP8 GEMMs, or None. CPUs can (emulation: real numerics)."""
-    missing = q.missing_fp8_support()
-    if missing:
-        return missing
-    if device.type == "cpu":
-        return None
+    return q.missing_fp8_support() or cuda_reason(
+        device, "FP8 recipes", (8, 9), "FP8 tensor cores need compute capability >= 8.9 (Ada, Hopper); this GPU is {cc}",
+        "FP8 recipes here use NVIDIA's float8_e4m3fn; ROCm GPUs use the e4m3fnuz variant")
+
+
+def scaled_grouped_reason(device: torch.device) -> str | None:
+    """Why `device` cannot run FP8 rowwise grouped GEMMs, or None (a CPU emulates them). torch's own
+    gate for torch._scaled_grouped_mm is compute capability 9.x or 10.x exactly
+    (aten/src/ATen/native/cuda/GroupedBlas.cpp, _scaled_mm_allowed_device): not 8.9, not 12.0."""
     if device.type != "cuda":
-        return f"FP8 recipes run on CUDA GPUs (or emulated on the CPU); device is {device.type}"
-    if torch.version.hip:
-        return "FP8 recipes here use NVIDIA's float8_e4m3fn; ROCm GPUs use the e4m3fnuz variant"
+        return None
+    if not hasattr(torch, "_scaled_grouped_mm"):
+        return f"torch {torch.__version__} has no torch._scaled_grouped_mm (PyTorch 2.8 or newer)"
     major, minor = torch.cuda.get_device_capability(device)
-    if (major, minor) < (8, 9):
-        return f"FP8 tensor cores need compute capability >= 8.9 (Ada, Hopper); this GPU is {major}.{minor}"
+    if major not in (9, 10):
+        return f"torch._scaled_grouped_mm needs compute capability 9.0 or 10.x; this GPU is {major}.{minor}"
     return None
+
+
+def _cpu_rowwise(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor,
+                 scale_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """On the CPU, one scale per tensor broadcast to every row of A and column of B: the same
+    quantized operands and float32-accumulated product (tests check it against the tensorwise
+    kernel), through the rowwise kernel. torch 2.13's CPU tensorwise kernel is a slow reference loop
+    (1.5 s for 256x512x384, ~500x its rowwise kernel), and with dispatch lowered to AVX2
+    (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2) it fails outright once the process has run a
+    bf16 matmul: "could not create a primitive descriptor for the matmul primitive". CPU timings
+    are emulation."""
+    if a.device.type != "cpu" or scale_a.dim() != 0:
+        return scale_a, scale_b
+    return scale_a.expand(a.shape[0], 1).contiguous(), scale_b.expand(1, b.shape[1]).contiguous()
 
 
 def _pad2d(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
@@ -110,6 +129,12 @@ class ScaledFloat8(Precision):
     def operand_bytes(self):
         return 1  # float8 operands; the bf16 output is counted at the precision's dtype
 
+    def operand_values(self, a):
+        return q.quantize(a.to(self.dtype), self.granularity, q.E4M3, self.pow2_scales, q.ACTIVATION_BLOCK).dequantize()
+
+    def scale_block(self):
+        return q.ACTIVATION_BLOCK[1] if self.granularity == "block" else None
+
     # --- GEMM level -----------------------------------------------------------------------------
 
     def _quantize(self, a_hp: torch.Tensor, w_hp: torch.Tensor) -> tuple[q.Quantized, q.Quantized]:
@@ -132,7 +157,7 @@ class ScaledFloat8(Precision):
             # torchao's path for rowwise scales without fast accumulation: the tensorwise kernel with
             # unit scales, then the (M, N) product of the row and column scales multiplied into its
             # bf16 output in place (no second M x N temporary).
-            unit_a, unit_b = scale_a.new_ones(()), scale_b.new_ones(())
+            unit_a, unit_b = _cpu_rowwise(a, b, scale_a.new_ones(()), scale_b.new_ones(()))
 
             def unit_kernel_then_scales() -> torch.Tensor:
                 out = torch._scaled_mm(a, b, unit_a, unit_b, out_dtype=torch.bfloat16, use_fast_accum=False)
@@ -140,13 +165,7 @@ class ScaledFloat8(Precision):
                 return out
 
             return unit_kernel_then_scales
-        if a.device.type == "cpu" and scale_a.dim() == 0:
-            # torch 2.13's CPU tensorwise kernel is a slow reference loop (1.5 s for 256x512x384,
-            # ~500x its rowwise kernel on the same operands), so on the CPU the one scale is
-            # broadcast to every row and column: the same quantized operands and fp32-accumulated
-            # product (tests check it against the tensorwise kernel). CPU timings are emulation.
-            scale_a = scale_a.expand(a.shape[0], 1).contiguous()
-            scale_b = scale_b.expand(1, b.shape[1]).contiguous()
+        scale_a, scale_b = _cpu_rowwise(a, b, scale_a, scale_b)
         return lambda: torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=use_fast_accum)
 
     def _matmul(self, qa: q.Quantized, qw: q.Quantized, use_fast_accum: bool) -> torch.Tensor:
@@ -185,6 +204,42 @@ class ScaledFloat8(Precision):
             return out if np_ == n else out[:, :n]
 
         return quantize_and_multiply
+
+    # --- grouped GEMMs (MoE experts) ---------------------------------------------------------------
+
+    def grouped_gemm(self, x, w, offs, params):
+        """Every expert's GEMM in one call, rowwise scaled: A per row (M,), each expert's weight per
+        output column (E, N), as torchao's FP8 MoE training does. On compute capability 9.x and
+        10.x `torch._scaled_grouped_mm` (bf16 out); on a CPU the same quantized operands,
+        dequantized into a float32 `torch._grouped_mm` (emulation: real numerics)."""
+        if self.granularity != "rowwise":
+            raise Unsupported(f"{self.name}: FP8 grouped GEMMs take rowwise scales (torch._scaled_grouped_mm, "
+                              "torchao's FP8 MoE training): the rowwise recipes run them")
+        opts = FP8GemmParams.of(params)
+        experts, k, n = w.shape
+        self.check_alignment(k, n, pad=False)
+        reason = scaled_grouped_reason(x.device)
+        if reason or opts.pad:
+            raise Unsupported(reason or "pad is a setting of single GEMMs; grouped GEMMs need K and N aligned")
+        a_hp, w_nk = x.to(self.dtype), w.transpose(1, 2).contiguous().to(self.dtype)  # (E, N, K)
+
+        def quantized() -> tuple[q.Quantized, q.Quantized]:
+            return (q.quantize(a_hp, "rowwise", q.E4M3, self.pow2_scales),
+                    q.quantize(w_nk.reshape(experts * n, k), "rowwise", q.E4M3, self.pow2_scales))
+
+        def multiply(qa: q.Quantized, qw: q.Quantized) -> torch.Tensor:
+            if x.device.type == "cuda":
+                b = qw.data.view(experts, n, k).transpose(-2, -1)  # column-major per expert
+                return torch._scaled_grouped_mm(qa.data, b, qa.inv_scale.view(-1), qw.inv_scale.view(experts, n),
+                                                offs=offs, out_dtype=torch.bfloat16,
+                                                use_fast_accum=opts.use_fast_accum)
+            b = qw.dequantize().view(experts, n, k).transpose(-2, -1)
+            return grouped_mm(qa.dequantize(), b, offs).to(torch.bfloat16)
+
+        if opts.quantize == "pre":
+            operands = quantized()
+            return lambda: multiply(*operands)
+        return lambda: multiply(*quantized())
 
     # --- layer level (torchao) ------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ class TECurrentParams(TEParams):
 
 
 class TEMXFP8Params(TECurrentParams):
-    """Transformer Engine's MXFP8BlockScaling (`mxfp8`)."""
+    """Transformer Engine's MXFP8BlockScaling (`te_mxfp8`)."""
 
     margin: NonNegativeInt | None = Field(None, description="scale margin in powers of 2 (TE's default 0)")
 
@@ -44,15 +44,16 @@ class TEDelayedParams(TEMXFP8Params):
 
 
 class TENVFP4Params(TEParams):
-    """Transformer Engine's NVFP4BlockScaling (`nvfp4`): no format choice."""
+    """Transformer Engine's NVFP4BlockScaling (`te_nvfp4`): no format choice."""
 
 
 CODE = "suite.precisions.te.recipes"
 
 
-def _te(attr: str, params, peak: str, scaling: str, description: str, min_cc: float = 8.9) -> PrecisionRecord:
+def _te(attr: str, params, peak: str, scaling: str, description: str, min_cc: float = 8.9,
+        formerly: tuple[str, int] | None = None) -> PrecisionRecord:
     return PrecisionRecord(f"{CODE}:{attr}", params, peak, description, scaling=scaling, fused_casts=True,
-                           min_cc=min_cc)
+                           min_cc=min_cc, formerly=formerly)
 
 
 # FP8 needs Ada or Hopper (sm89), block scaling Hopper (sm90), MXFP8 and NVFP4 Blackwell (sm100):
@@ -64,8 +65,12 @@ PRECISIONS = {
                       "Transformer Engine Float8CurrentScaling: per-tensor scales from the current amax"),
     "te_block": _te("TE_BLOCK", TECurrentParams, "fp8", "block",
                     "Transformer Engine Float8BlockScaling: 1x128 activation, 128x128 weight blocks", 9.0),
-    "mxfp8": _te("TE_MXFP8", TEMXFP8Params, "fp8", "microscaled",
-                 "Transformer Engine MXFP8BlockScaling: e4m3 with one e8m0 scale per 32 values (Blackwell)", 10.0),
-    "nvfp4": _te("TE_NVFP4", TENVFP4Params, "fp4", "microscaled",
-                 "Transformer Engine NVFP4BlockScaling: fp4 e2m1, e4m3 scale per 16 values (Blackwell)", 10.0),
+    # Called mxfp8 and nvfp4 in results of schema version 5 and older, before torchao's formats of
+    # the same names (suite/precisions/mx) came: reading such a file renames them (`formerly`).
+    "te_mxfp8": _te("TE_MXFP8", TEMXFP8Params, "fp8", "microscaled",
+                    "Transformer Engine MXFP8BlockScaling: e4m3 with one e8m0 scale per 32 values (Blackwell)", 10.0,
+                    formerly=("mxfp8", 5)),
+    "te_nvfp4": _te("TE_NVFP4", TENVFP4Params, "fp4", "microscaled",
+                    "Transformer Engine NVFP4BlockScaling: fp4 e2m1, e4m3 scale per 16 values (Blackwell)", 10.0,
+                    formerly=("nvfp4", 5)),
 }

@@ -5,8 +5,8 @@
 | `te_delayed` | DelayedScaling: scale from an amax history   | compute capability >= 8.9    |
 | `te_current` | Float8CurrentScaling: scale from this tensor | compute capability >= 8.9    |
 | `te_block`   | Float8BlockScaling: 1x128 / 128x128 blocks   | >= 9.0 and CUDA >= 12.9      |
-| `mxfp8`      | MXFP8BlockScaling: 32-element blocks, e8m0   | >= 10.0 (Blackwell)          |
-| `nvfp4`      | NVFP4BlockScaling: fp4 e2m1, 16-element blocks | >= 10.0 (Blackwell)        |
+| `te_mxfp8`   | MXFP8BlockScaling: 32-element blocks, e8m0   | >= 10.0 (Blackwell)          |
+| `te_nvfp4`   | NVFP4BlockScaling: fp4 e2m1, 16-element blocks | >= 10.0 (Blackwell)        |
 
 Transformer Engine is optional: where it cannot be imported, every TE case is skipped with the
 import error as the reason. TE runs on CUDA only. Capability rules are TE's own
@@ -189,6 +189,9 @@ class TransformerEngine(Precision):
         activations stay in around it; the output is counted at the precision's dtype."""
         return 0.5 if self.recipe_class == "NVFP4BlockScaling" else 1
 
+    def operand_values(self, a):
+        return None  # TE quantizes inside its fused kernels
+
     # --- the recipe and TE's autocast -----------------------------------------------------------
 
     def recipe(self, params: dict | None = None):
@@ -310,5 +313,5 @@ def _recipe(name: str, recipe_class: str, **kwargs) -> TransformerEngine:
 TE_DELAYED = _recipe("te_delayed", "DelayedScaling")
 TE_CURRENT = _recipe("te_current", "Float8CurrentScaling")
 TE_BLOCK = _recipe("te_block", "Float8BlockScaling", availability="is_fp8_block_scaling_available", min_cuda=(12, 9))
-TE_MXFP8 = _recipe("mxfp8", "MXFP8BlockScaling", availability="is_mxfp8_available")
-TE_NVFP4 = _recipe("nvfp4", "NVFP4BlockScaling", availability="is_nvfp4_available")
+TE_MXFP8 = _recipe("te_mxfp8", "MXFP8BlockScaling", availability="is_mxfp8_available")
+TE_NVFP4 = _recipe("te_nvfp4", "NVFP4BlockScaling", availability="is_nvfp4_available")

@@ -42,6 +42,7 @@ class Gemm(Workload):
             bytes_moved=float(operand * (m * k + k * n) + output * m * n),
             check=lambda: check_output(fn()),
             check_output=check_output,
+            extra={"gemm_path": precision.gemm_path(device, "gemm")},
         )
 
 

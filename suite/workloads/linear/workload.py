@@ -109,6 +109,7 @@ class LinearStep(Workload):
             first_call=step,  # compiles a compiled step: the runner times it as compile_s
             first_call_column="compile_s" if opts.compile else None,
             split_kernels=True,  # GEMMs against FP8's scaling and casting (suite.measure.attribution)
+            extra={"gemm_path": precision.gemm_path(device, "layer")},
         )
 
 

@@ -12,6 +12,11 @@ float64, so it shows how far the outlier's scale reaches:
 
 Columns: `sqnr_db` / `rel_err` / `max_abs_err` on the untouched rows; `sqnr_db_clean`, the same
 recipe and rows without the outlier; `sqnr_drop_db` = clean - with (how much the outlier cost).
+Beside the GEMM, A's quantization itself (`precision.operand_values`): `sqnr_elements_db`, the SQNR
+of every element of A but the outlier, its own row and block included, which is where block formats
+pay: the elements sharing the outlier's scale (32 for MX, 16 for NVFP4, `scale_block`) flush to
+zero once it is large enough, and an NVFP4 tensor scale set by the outlier pushes every block scale
+below e4m3's range; `outlier_rel_err`, the outlier's own error (MX's floor scale clips it).
 """
 
 from __future__ import annotations
@@ -50,10 +55,25 @@ class Outlier(Workload):
                 **metrics,
                 "sqnr_db_clean": clean_sqnr,
                 "sqnr_drop_db": clean_sqnr - metrics["sqnr_db"],
+                **element_errors(precision.operand_values(a), a, (0, k // 2)),
             }
 
         return Prepared(fn=fn, flops=2.0 * m * n * k, bytes_moved=None, check=check,
-                        extra={"outlier": magnitude})
+                        extra={"outlier": magnitude, "scale_block": precision.scale_block(),
+                               "gemm_path": precision.gemm_path(device, "gemm")})
+
+
+def element_errors(values: torch.Tensor | None, a: torch.Tensor, at: tuple[int, int]) -> dict:
+    """How A's quantization treats the outlier at `at` and every other element: the SQNR of all the
+    others (its own block's included: where a block's shared scale hurts them), and the outlier's own
+    relative error. Nothing where the recipe hides its quantization (`values` None)."""
+    if values is None:
+        return {}
+    others = torch.ones_like(a, dtype=torch.bool)
+    others[at] = False
+    rest = error_metrics(values[others], a[others])
+    own = abs(float(values[at]) - float(a[at])) / abs(float(a[at]))
+    return {"sqnr_elements_db": rest["sqnr_db"], "outlier_rel_err": own}
 
 
 OUTLIER = Outlier()

@@ -441,6 +441,7 @@ class TrainStep(Workload):
                 "n_matmul_params": n_matmul_params,
                 "flops_per_token": flops_per_token,
                 "compiled": spec.compile,
+                "gemm_path": precision.gemm_path(device, "layer"),
                 "train_steps": spec.steps,
             },
             derive=derive,

@@ -1,0 +1,108 @@
+"""Short, unique names for cases: what a person reads in a table row, a headline or a legend.
+
+A case is its workload, its shape, its workload's parameters, its precision and its precision's
+parameters. Written out whole that is ~150 characters for a training step; most of it is the same
+for every case of a report. So a name keeps only what tells cases apart *within the frame it names*:
+
+- `shape`: M x K x N (shaped workloads) and the workload parameters whose values differ between the
+  frame's cases of that workload (`vocab=50304`, `outlier=1e+04`); the workload's name where nothing
+  else is left;
+- `variant`: the precision and, in parentheses, its own parameters whose values differ between the
+  frame's cases of that precision (`bf16_adamw8bit (master=bf16_sr)`, `fp8_tensorwise (fp8 all-gather)`,
+  `fp8_rowwise (quantize=inline)`).
+
+Two cases with different parameters never share a `variant` within one workload and shape, so
+geomeans and headlines that group by it never pool them. Names are computed once per distinct
+(workload, precision, params) triple: a million records hold a few hundred.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from suite.scenario import registry
+
+
+def _fields(table: dict, name) -> dict:
+    known = table.get(name)
+    return dict(known.params.model_fields) if known is not None else {}
+
+
+def _word(key: str, value, field) -> str:
+    """One parameter as a reader wants it: a flag by its title (or its name), a value as key=value."""
+    title = (getattr(field, "title", None) or key) if field is not None else key
+    if value is True:
+        return title
+    if value is False:
+        return f"no {title}"
+    if isinstance(value, float):
+        return f"{key}={value:g}"
+    return f"{key}={value}"
+
+
+def _varying(dicts: list[dict], keys) -> list[str]:
+    """The keys among `keys` whose value (absent = the default) differs between the dicts."""
+    return [k for k in keys if len({json.dumps(d.get(k), sort_keys=True) for d in dicts}) > 1]
+
+
+def _names(combos: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """(variant, params part of the shape) for each row of distinct (workload, precision, params)."""
+    parsed = [json.loads(p) if isinstance(p, str) and p else {} for p in combos["params"]]
+    parsed = [p if isinstance(p, dict) else {} for p in parsed]
+    variant, shape_words = [""] * len(combos), [""] * len(combos)
+    positions = pd.Series(range(len(combos)), index=combos.index)
+    for workload, g in combos.groupby("workload", sort=False, dropna=False):
+        at = positions[g.index].tolist()
+        w_fields = _fields(registry.WORKLOADS, workload)
+        # a workload's own keys, and keys no one declares (records from elsewhere), name the shape
+        p_keys = {k for name in g["precision"].unique() for k in _fields(registry.PRECISIONS, name)}
+        all_keys = sorted({k for i in at for k in parsed[i]})
+        shape_keys = _varying([parsed[i] for i in at], [k for k in all_keys if k in w_fields or k not in p_keys])
+        for i in at:
+            shape_words[i] = " ".join(_word(k, parsed[i][k], w_fields.get(k)) for k in shape_keys if k in parsed[i])
+        for precision, pg in g.groupby("precision", sort=False, dropna=False):
+            pat = positions[pg.index].tolist()
+            p_fields = _fields(registry.PRECISIONS, precision)
+            keys = _varying([parsed[i] for i in pat], sorted(k for k in p_fields if k not in w_fields))
+            for i in pat:
+                words = [_word(k, parsed[i][k], p_fields.get(k)) for k in keys if k in parsed[i]]
+                variant[i] = f"{precision} ({', '.join(words)})" if words else str(precision)
+    return variant, shape_words
+
+
+def _codes(columns: dict[str, pd.Series]) -> tuple[np.ndarray, pd.DataFrame]:
+    """One integer per row for its combination of the columns' values, and the distinct
+    combinations (each column factorised alone, then combined as integers: nothing built per row)."""
+    combined, values = None, {}
+    for name, column in columns.items():
+        codes, uniques = pd.factorize(column, use_na_sentinel=False)
+        combined = codes.astype(np.int64) if combined is None else combined * (len(uniques) + 1) + codes
+        values[name] = (codes, uniques)
+    codes, _ = pd.factorize(combined)
+    first = pd.Series(np.arange(len(codes))).groupby(codes).first().to_numpy()
+    combos = pd.DataFrame({name: np.asarray(uniques, dtype=object)[c[first]] for name, (c, uniques) in values.items()})
+    return codes, combos
+
+
+def with_labels(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with `variant` and `shape` columns (see the module's docstring), named within `df`; a
+    frame that has them is returned as it is (a subset keeps the names its whole frame gave it)."""
+    if "variant" in df and "shape" in df:
+        return df
+    df = df.copy(deep=False)
+    if df.empty:
+        return df.assign(variant=pd.Series(dtype=object), shape=pd.Series(dtype=object))
+    missing = pd.Series(None, index=df.index, dtype=object)
+    codes, combos = _codes({name: df[name] if name in df else missing
+                            for name in ("workload", "precision", "params", "m", "k", "n")})
+    variant, words = _names(combos)
+    shaped = combos[["m", "k", "n"]].notna().all(axis=1) & combos[["m", "k", "n"]].ne(None).all(axis=1)
+    dims = [f"{int(r.m)}x{int(r.k)}x{int(r.n)}" if s else "" for r, s in zip(combos.itertuples(), shaped)]
+    shape = [f"{d} {w}".strip() or str(workload) for d, w, workload in zip(dims, words, combos["workload"])]
+    # object columns: taken from the few distinct names without converting a million strings
+    df["variant"] = pd.Series(np.asarray(variant, dtype=object)[codes], index=df.index, dtype=object)
+    df["shape"] = pd.Series(np.asarray(shape, dtype=object)[codes], index=df.index, dtype=object)
+    return df

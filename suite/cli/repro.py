@@ -1,0 +1,116 @@
+"""`repro`: how to reproduce a stored run, from its own records (`suite.analysis.repro`); with --run,
+re-run it here into a new run id and compare the two (compare's report rendered)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from suite.cli.output import info, print_json
+from suite.core.errors import UserError
+
+# The checkout the suite runs from: where `git show <commit>:scenarios/<name>.toml` looks.
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def main(args) -> int:
+    from suite.analysis import repro
+    from suite.results import select
+
+    records = select.select(args.run_selector, args.results or "results", role="run")
+    scenario = str(records["scenario"].iloc[0])
+    root = results_root(args.run_selector, args.results, scenario)
+    rerun = ["python", "-m", "suite", "repro", str(records["run_id"].iloc[0]), "--results", str(root), "--run"]
+    recipe = repro.recipe(records, rerun, file_at_commit)
+    if not args.run:
+        if args.json:
+            print_json(recipe.as_json())
+        else:
+            print("\n".join(recipe.lines()))
+        return 0
+    if not args.json:
+        print("\n".join(recipe.lines()))
+    return _rerun(args, records, recipe, root)
+
+
+def results_root(selector: str, results: str | None, scenario: str):
+    """The results folder the selected run lies in (a path in the selector: its folder above
+    `<scenario>/`), else --results, else ./results: where the re-run is stored beside it."""
+    from suite.results import location, select
+
+    if results is not None:
+        return location.where(results)
+    paths = select.parse(selector).paths
+    if not paths:
+        return location.where("results")
+    path = location.where(paths[0])
+    if str(path).endswith(".parquet"):
+        return path.parent.parent
+    if path.name == scenario and not (path / scenario).is_dir():
+        return path.parent
+    return path
+
+
+def file_at_commit(sha: str, path: str) -> str | None:
+    """A file's text as commit `sha` of the suite's checkout had it; None where git, the commit or
+    the file is missing."""
+    try:
+        done = subprocess.run(["git", "-C", str(CHECKOUT), "show", f"{sha}:{path}"], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def check_environment(facts: dict, command: str) -> None:
+    """The ISA overrides and OMP_NUM_THREADS act when torch loads, so a re-run must start under the
+    run's own: a UserError naming the command line that does."""
+    from suite.measure import env
+
+    then = dict(pair.split("=", 1) for pair in (facts.get("cpu_isa_env") or "").split() if "=" in pair)
+    now = {name: os.environ[name] for name in env.ISA_ENV if os.environ.get(name)}
+    if facts.get("env_threads"):
+        then["OMP_NUM_THREADS"] = facts["env_threads"]
+    if os.environ.get("OMP_NUM_THREADS"):
+        now["OMP_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"]
+    if then != now:
+        shown = " ".join(f"{k}={v}" for k, v in then.items()) or "none"
+        here = " ".join(f"{k}={v}" for k, v in now.items()) or "none"
+        raise UserError(f"run {facts['run_id']} was measured with the environment overrides {shown}, this process "
+                        f"has {here}; they act when torch loads, so start it under the run's: {command}")
+
+
+def _rerun(args, records, recipe, root) -> int:
+    from suite import pipeline
+    from suite.analysis import compare, repro
+    from suite.cli.compare import document
+    from suite.report import compare_page
+    from suite.scenario import spec as specs
+
+    asked = recipe.asked.spec
+    if asked is None:
+        raise UserError(f"cannot re-run {recipe.run_id}: {recipe.asked.source}")
+    facts = repro.run_facts(records)
+    check_environment(facts, recipe.rerun)
+    threads = int(float(facts["threads_setting"])) if facts.get("threads_setting") else None
+    request = pipeline.RunRequest(specs.parse(asked["scenario"], f"the scenario_spec of run {recipe.run_id}"),
+                                  root, None, asked.get("device"), not args.quiet, threads=threads,
+                                  only=asked.get("only"))
+    result = pipeline.run(request)
+    base = compare.Side("baseline", recipe.run_id, records)
+    cand = compare.Side("candidate", result.run_id, result.records)
+    cmp = compare.compare(base, cand, compare.Options(min_runs=1, noise=args.noise, fail_on=()))
+    out = compare_page.default_dir(cmp, args.reports)
+    written = compare_page.render(cmp, out)
+    if args.json:
+        print_json({**recipe.as_json(), "rerun_id": result.run_id, "rerun_results": str(result.path),
+                    "comparison": document(cmp, cmp.failing(), out)})
+    else:
+        print(compare_page.text_summary(cmp, cmp.failing()))
+    info(args, f"re-run {result.run_id} stored in {result.path}; comparison report in {out}/ "
+               f"({', '.join(p.name for p in written)})")
+    if result.failed:
+        print(f"mpsuite: {result.failed} case(s) of the re-run failed; see the 'reason' column", file=sys.stderr)
+    return 1 if result.failed else 0
