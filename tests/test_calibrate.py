@@ -169,14 +169,18 @@ def test_the_harness_command_line_for_history(capsys, tmp_path):
     assert "<!-- begin history -->" in text and "| iid 5% | 10 | 0.00% (0/20) | 0.00% (0/30) |" in text
 
 
-def _history_cells(text: str) -> dict[tuple[str, int], dict[str, str]]:
-    section = text[text.index("<!-- begin history -->"):text.index("<!-- end history -->")]
-    lines = section.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("| noise | runs |"))
+def _section_rows(text: str, section: str, head: str) -> list[dict[str, str]]:
+    """The rows of the table that starts with `head` in the page's `section` (between its markers)."""
+    part = text[text.index(f"<!-- begin {section} -->"):text.index(f"<!-- end {section} -->")]
+    lines = part.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(head))
     header = [h.strip() for h in lines[start].strip("|").split("|")]
-    rows = [dict(zip(header, (v.strip() for v in ln.strip("|").split("|")))) for ln in lines[start + 2:]
+    return [dict(zip(header, (v.strip() for v in ln.strip("|").split("|")))) for ln in lines[start + 2:]
             if ln.startswith("|")]
-    return {(r["noise"], int(r["runs"])): r for r in rows}
+
+
+def _history_cells(text: str) -> dict[tuple[str, int], dict[str, str]]:
+    return {(r["noise"], int(r["runs"])): r for r in _section_rows(text, "history", "| noise | runs |")}
 
 
 def _share(cell: str) -> tuple[int, int]:
@@ -253,13 +257,7 @@ def test_under_steps_paired_timing_detects_far_smaller_changes(tmpl):
 
 
 def _drift_rows(text: str) -> dict[str, dict[str, str]]:
-    section = text[text.index("<!-- begin drift -->"):text.index("<!-- end drift -->")]
-    lines = section.splitlines()
-    start = next(i for i, ln in enumerate(lines) if ln.startswith("| drift |"))
-    header = [h.strip() for h in lines[start].strip("|").split("|")]
-    rows = [dict(zip(header, (v.strip() for v in ln.strip("|").split("|")))) for ln in lines[start + 2:]
-            if ln.startswith("|")]
-    return {r["drift"]: r for r in rows}
+    return {r["drift"]: r for r in _section_rows(text, "drift", "| drift |")}
 
 
 def _pct(cell: str) -> float:

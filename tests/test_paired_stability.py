@@ -1,0 +1,42 @@
+"""benchmarks/paired_stability.py: the table of speedups across runs and the CVs it reports
+(issue #26's measurement), on hand-made records (nothing is timed here)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from benchmarks import paired_stability as ps
+
+
+def _run(fp32_ms: float, bf16_ms: float, paired: float | None, fp16_paired: float | None = 2.0) -> pd.DataFrame:
+    rows = [("a", "fp32", fp32_ms, None), ("b", "bf16", bf16_ms, paired), ("c", "fp16", fp32_ms / 2, fp16_paired)]
+    return pd.DataFrame([dict(case_id=c, baseline_case_id="a", precision=p, m=64, k=64, n=64, status="ok",
+                              time_ms_median=t, speedup_paired=s, emulated=False) for c, p, t, s in rows])
+
+
+def test_the_table_gives_each_kinds_median_cv_over_the_cases_every_run_paired():
+    runs = [_run(10.0, 5.0, 2.0), _run(12.0, 4.0, 2.1), _run(8.0, 5.0, 1.9)]
+    lines, paired, medians = ps.speedup_table(runs)
+    bf16 = ps.cv([2.0, 2.1, 1.9])
+    assert ps.cv([10 / 5, 12 / 4, 8 / 5]) > bf16
+    # fp16: paired 2.0 every run (CV 0), its ratio of medians 2.0 every run (CV 0)
+    assert paired == pytest.approx(bf16 / 2) and medians == pytest.approx(ps.cv([2.0, 3.0, 1.6]) / 2)
+    assert any(ln.startswith("bf16 64x64x64") for ln in lines) and len(lines) == 3
+
+
+def test_a_case_timed_sequentially_in_any_run_is_shown_but_left_out_of_the_cvs():
+    runs = [_run(10.0, 5.0, 2.0, None), _run(12.0, 4.0, 2.1), _run(8.0, 5.0, 1.9)]
+    lines, paired, medians = ps.speedup_table(runs)
+    assert paired == pytest.approx(ps.cv([2.0, 2.1, 1.9])) and medians == pytest.approx(ps.cv([2.0, 3.0, 1.6]))
+    fp16 = next(ln for ln in lines if ln.startswith("fp16"))
+    assert "seq" in fp16 and "n/a" in fp16
+
+
+def test_emulated_cases_and_baselines_are_no_speedups():
+    run = _run(10.0, 5.0, 2.0)
+    run.loc[run["precision"] == "fp16", "emulated"] = True
+    assert set(ps.speedups(run)) == {"b"}
+    assert math.isnan(ps.cv([1.0]))
