@@ -70,6 +70,21 @@ def test_emulated_timings_are_not_shown_as_speed(records, tmp_path):
     assert math.isnan(summary.set_index("precision").loc["fp8_tensorwise", "best_tflops"])
 
 
+def test_a_paired_speedup_stands_beside_the_ratio_of_medians_with_its_interval(records, tmp_path):
+    view = report.build_view(records)
+    assert "paired" not in dict(view["case_columns"])  # no case was timed in paired rounds: no column
+    records["speedup_paired"] = [None, 3.9, None, 4.2, None, None]
+    records["speedup_paired_low"] = [None, 3.7, None, None, None, None]
+    records["speedup_paired_high"] = [None, 4.1, None, None, None, None]
+    view = report.build_view(records)
+    keys = [key for key, _ in view["case_columns"]]
+    assert keys[keys.index("speedup") + 1] == "paired"
+    assert [row["paired"] for row in view["cases"][:4]] == ["", "3.9x (3.7-4.1)", "", "4.2x"]
+    report.render(records, tmp_path)
+    row = next(line for line in (tmp_path / "report.md").read_text().splitlines() if "| 64x64x64 | bf16 |" in line)
+    assert "| 4x | 3.9x (3.7-4.1) |" in row
+
+
 def test_html_escapes_record_strings(records, tmp_path):
     records.loc[5, "reason"] = "<script>alert(1)</script>"
     records["scenario"] = "<b>s</b>"

@@ -73,6 +73,7 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
             "tflops": fmt(r.get("tflops"), ".4g") if speed else "",
             "pct_peak": fmt(r.get("pct_of_peak"), ".1f", "%") if speed else "",
             "speedup": fmt(r.get("speedup"), ".3g", "x") if speed else "",
+            "paired": _paired_cell(r) if speed else "",
             "predicted": _predicted_cell(r) if speed else "",
             "roofline": _roofline_cell(r) if speed else "",
             "rel_err": fmt(r.get("rel_err"), ".2e") if ok else "",
@@ -80,6 +81,13 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
             "reason": r.get("reason") or "",
         })
     return rows
+
+
+def _paired_cell(r) -> str:
+    """'2.95x (2.8-3.1)': the speedup from paired rounds and its interval from the rounds."""
+    value = fmt(r.get("speedup_paired"), ".3g", "x")
+    low, high = fmt(r.get("speedup_paired_low"), ".3g"), fmt(r.get("speedup_paired_high"), ".3g")
+    return f"{value} ({low}-{high})" if value and low and high else value
 
 
 def _predicted_cell(r) -> str:
@@ -150,7 +158,7 @@ def build_view(df: pd.DataFrame) -> dict:
         "cases_left_out": max(0, len(df) - MAX_CASE_ROWS),
         "reasons": [{"status": s, "reason": r, "count": n} for (s, r), n in reasons.most_common()],
         "baselines": sorted(df["baseline"].dropna().unique()),
-        "case_columns": CASE_COLUMNS + (REF_COLUMNS if "fidelity_ratio" in df and df["fidelity_ratio"].notna().any() else []),
+        "case_columns": _case_columns(df),
         "details": _detail_tables(df),
         "energy": _energy_rows(df),
         "plots": [],
@@ -212,6 +220,17 @@ CASE_COLUMNS = [
 ]
 # shown when an independent harness timed the cases too (the fidelity workload)
 REF_COLUMNS = [("ref_ratio", "suite / ref. harness time")]
+# shown beside the speedup (the ratio of medians) when a case was timed in paired rounds with its baseline
+PAIRED_COLUMNS = [("paired", "speedup, paired rounds (95%)")]
+
+
+def _case_columns(df: pd.DataFrame) -> list[tuple[str, str]]:
+    has = lambda column: column in df and df[column].notna().any()  # noqa: E731
+    columns = list(CASE_COLUMNS)
+    if has("speedup_paired"):
+        at = next(i for i, (key, _) in enumerate(columns) if key == "speedup") + 1
+        columns[at:at] = PAIRED_COLUMNS
+    return columns + (REF_COLUMNS if has("fidelity_ratio") else [])
 
 
 def markdown(view: dict) -> str:
