@@ -19,7 +19,8 @@ from suite.measure.timing import StopRule
 from suite.precisions.floating.recipes import BF16, FP32
 from suite.precisions.fp8.recipes import FP8_ROWWISE, FP8_TENSORWISE
 from suite.scenario.plan import Case
-from suite.workloads.grouped_gemm.routing import LOADS, expert_tokens, groups, imbalance
+from suite.workloads.grouped_gemm.roofline import groups
+from suite.workloads.grouped_gemm.routing import LOADS, expert_tokens, imbalance
 from suite.workloads.grouped_gemm.workload import GROUPED_GEMM, expert_loop, offsets, operands
 
 CPU = torch.device("cpu")

@@ -171,7 +171,7 @@ def trend_answers(df: pd.DataFrame) -> list[str]:
         if rows.empty or trend.x not in rows or trend.y not in rows:
             continue
         rows = rows[rows[trend.y].notna()]
-        rest = rows["params"].map(lambda p: derived._params_without(p, trend.param))
+        rest = rows["params"].map(lambda p: derived.params_without(p, trend.param))
         lines_of = [g.sort_values(trend.x) for _, g in rows.groupby([rows["precision"], rest], sort=False)
                     if g[trend.x].nunique() >= 3]
         if not lines_of:

@@ -90,7 +90,7 @@ def with_versus(df: pd.DataFrame) -> pd.DataFrame:
             continue
         value = rows["params"].map(lambda p: str((json.loads(p) if isinstance(p, str) else {}).get(versus.param)))
         parts = [rows[c].astype(str) for c in ("run_id", "device_name", "precision", "m", "k", "n") if c in rows]
-        key = rows["params"].map(lambda p: _params_without(p, versus.param))
+        key = rows["params"].map(lambda p: params_without(p, versus.param))
         for part in parts:
             key = part + "|" + key
         time_ms = pd.to_numeric(rows["time_ms_median"], errors="coerce")
@@ -283,7 +283,7 @@ def lm_head_gemms(tokens: int, d_model: int, vocab: int) -> dict[str, tuple[int,
     }
 
 
-def _params_without(params: str, key: str) -> str:
+def params_without(params: str, key: str) -> str:
     p = json.loads(params) if isinstance(params, str) else {}
     p.pop(key, None)
     return json.dumps(p, sort_keys=True)
@@ -316,7 +316,7 @@ def vocab_padding(df: pd.DataFrame, step_workload: str, gemm_workload: str) -> p
         (r.run_id, r.precision, int(r.m), int(r.k), int(r.n)): float(r.time_ms_median)
         for r in ok[ok["workload"] == gemm_workload].itertuples() if pd.notna(r.m)
     }
-    steps = steps.assign(config=[_params_without(p, "vocab") for p in steps["params"]])
+    steps = steps.assign(config=[params_without(p, "vocab") for p in steps["params"]])
     # Only configurations measured at two or more vocabularies say anything about padding.
     steps = steps[steps.groupby(["run_id", "precision", "config"])["vocab"].transform("nunique") > 1]
     rows = _step_level(steps, gemm_ms, step_workload)

@@ -53,7 +53,7 @@ WORKLOADS = {
         "suite.workloads.grouped_gemm.workload:GROUPED_GEMM", GroupedGemmParams, shaped=True,
         description="a MoE layer's expert GEMMs: M routed rows over E experts of (K, N) each, checked against "
                     "float64", columns=COLUMNS, roofline="grouped_matmul",
-        groups="suite.workloads.grouped_gemm.routing:groups", versus=Versus("impl", "loop", "imbalance"),
+        groups="suite.workloads.grouped_gemm.roofline:groups", versus=Versus("impl", "loop", "imbalance"),
         detail_columns=(("imbalance", "imbalance", ".3g"), ("empty_experts", "empty experts", ".0f")),
         plots=(SPEEDUP_PLOT, LOOP_PLOT)),
 }

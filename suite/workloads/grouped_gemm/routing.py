@@ -55,14 +55,3 @@ def imbalance(counts: list[int]) -> float:
     """The busiest expert's rows over the mean (1 = balanced; E = one expert takes everything)."""
     mean = sum(counts) / len(counts)
     return max(counts) / mean if mean else 1.0
-
-
-def groups(tokens: int, params: dict) -> tuple[list[int], bool]:
-    """(rows per expert, whether one kernel multiplies them all) of a case: what the roofline model
-    counts (a loop runs one GEMM per expert that has rows). The model asks for any M: one that is
-    not a multiple of `align` is padded up to one, as a MoE layer pads its groups."""
-    from suite.workloads.grouped_gemm import GroupedGemmParams
-
-    opts = GroupedGemmParams.of(params)
-    padded = -(-tokens // opts.align) * opts.align
-    return expert_tokens(padded, opts.experts, opts.load, opts.align, opts.zipf_exponent), opts.impl == "grouped"

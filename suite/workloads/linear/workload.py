@@ -44,6 +44,15 @@ def build_layer(layernorm: bool, k: int, n: int, seed: int) -> nn.Module:
     return nn.Sequential(nn.LayerNorm(k), linear, nn.Sigmoid())
 
 
+
+def _refuse_unsupported(opts, tokens: int, precision, device) -> None:
+    """Raise `Unsupported` where this device cannot compile the step or the recipe cannot run
+    GEMMs of `tokens` rows here."""
+    reason = compile_unsupported(device, opts.compile_backend) if opts.compile else None
+    reason = reason or precision.tokens_unsupported(tokens, device)
+    if reason:
+        raise Unsupported(reason)
+
 class LinearStep(Workload):
     def __init__(self, name: str, layernorm: bool):
         self.name = name
@@ -52,11 +61,8 @@ class LinearStep(Workload):
 
     def prepare(self, case, precision, device):
         opts = CompileParams.of(case.params)
-        reason = compile_unsupported(device, opts.compile_backend) if opts.compile else None
+        _refuse_unsupported(opts, case.m, precision, device)
         m, k, n = case.m, case.k, case.n
-        reason = reason or precision.tokens_unsupported(m, device)
-        if reason:
-            raise Unsupported(reason)
 
         reference_cpu, x_cpu, grad_cpu = self._inputs(case)
 

@@ -388,11 +388,9 @@ class TrainStep(Workload):
     def prepare(self, case, precision, device):
         # the case's params hold its precision's too (e.g. a low-bit recipe's master)
         spec = StepSpec.from_params({k: v for k, v in case.params.items() if k in TrainStepParams.model_fields})
-        reason = compile_unsupported(device) if spec.compile else None
-        if reason:
-            raise Unsupported(reason)
         cfg = spec.config()
-        reason = precision.tokens_unsupported(spec.batch * cfg.seq_len, device)
+        reason = compile_unsupported(device) if spec.compile else None
+        reason = reason or precision.tokens_unsupported(spec.batch * cfg.seq_len, device)
         if reason:
             raise Unsupported(reason)
         n_params, flops_per_token, n_matmul_params = model_sizes(spec, cfg)
