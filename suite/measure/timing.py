@@ -740,7 +740,7 @@ def unpaired_reason(parties: list[Party], loops: list, peer: Peer | None, warm: 
     ratio = s.steady_s() / f.steady_s() if f.steady_s() > 0 else math.inf
     if ratio > MAX_CALL_RATIO:
         return (f"one {slow.name} call takes {ratio:.0f}x one {fast.name} call (more than {MAX_CALL_RATIO:g}x: a "
-                "slow path, such as bf16 on a CPU without native bf16)")
+                "slow path, such as bf16 on a CPU without native bf16, or a busy machine stalling the slower one)")
     return None
 
 
