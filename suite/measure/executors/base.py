@@ -6,6 +6,7 @@ their batches interleaved in paired rounds (`suite.measure.inprocess.run_setting
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Protocol
 
@@ -54,9 +55,9 @@ class Executor(Protocol):
         """End what the executor started (threads, processes, a cluster's workers)."""
 
 
-class OneByOne:
-    """An executor that runs one unit after another (`run_unit`), and shows each on `progress` as
-    it begins and each of its cases as it ends."""
+class OneByOne(ABC):
+    """An executor that runs one unit after another (`run_unit`, which each executor defines), and
+    shows each on `progress` as it begins and each of its cases as it ends."""
 
     busy = False
 
@@ -69,9 +70,9 @@ class OneByOne:
                     progress.end(record)
                 yield record
 
+    @abstractmethod
     def run_unit(self, unit: Unit, run_meta: dict, progress: Progress | None) -> list[dict]:
         """The records of the unit's cases (not its partners'), in its order."""
-        raise NotImplementedError
 
     def run_case(self, case: Case, run_meta: dict, progress: Progress | None = None) -> dict:
         """The record of one case, run as a unit of its own."""
