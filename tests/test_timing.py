@@ -599,6 +599,15 @@ def test_a_slow_path_is_timed_one_case_after_another_and_says_why():
     assert out.measurements[1].warmup_reason == "slow"
 
 
+def test_a_slow_call_that_fits_a_rounds_slice_is_still_paired():
+    # 150x slower, but one call (15 ms) fits a round's slice of the 0.5 s budget (25 ms): the rounds
+    # hold one call of it each, and a stalling fast case (a busy machine) cannot end the pairing
+    clock = SharedClock()
+    out = timing.measure_paired(parties(clock, fp32=0.1, bf16=15.0), seed=0, wall=clock.wall)
+    assert out.paired and out.note is None and len(out.order) >= QUICK.min_samples
+    assert all(b.reps == 1 for b in out.measurements[1].batches)
+
+
 def test_differing_rules_and_a_lone_party_are_not_paired():
     clock = SharedClock()
     other = QUICK.model_copy(update={"budget_s": 0.2})

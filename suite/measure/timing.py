@@ -613,8 +613,8 @@ class _Loop:
 # budget, so a level that drifts over seconds (another job, a clock change) is the same for every
 # case of a round (Google Benchmark's random interleaving of repetitions, google/benchmark#1051).
 ROUND_FRACTION = 0.05
-# One call of a case more than this many times another's: the setting is timed one case after
-# another. Precisions a device runs natively differ by less: dense fp8 against fp32 on an H100 SXM is
+# One call of a case more than this many times another's, and too long for a round's slice of the
+# budget: the setting is timed one case after another. Precisions a device runs natively differ by less: dense fp8 against fp32 on an H100 SXM is
 # 1979 / 67 = 30x (suite/core/peaks.py); a CPU without native bf16 runs bf16 100-400x slower than fp32
 # (docs/timing.md), where the few samples of the slow case would set the pace of every round.
 MAX_CALL_RATIO = 100.0
@@ -670,7 +670,7 @@ def measure_paired(parties: list[Party], *, seed: int, peer: Peer | None = None,
     spent, or their case caps together reached (each case's cap counts its own time only). A party
     whose calls raise is dropped (its error kept) and the others go on. Where they cannot be paired
     (`unpaired_reason`: their rules differ, one is slow against its cap, or, once warm, one call is
-    more than MAX_CALL_RATIO times another's) each party is timed alone, one after another, as
+    more than MAX_CALL_RATIO times another's and longer than a round's slice) each party is timed alone, one after another, as
     `measure` times a case (warmed up again, just before its samples)."""
     wall = wall or getattr(parties[0].clock, "wall", time.perf_counter)
     loops: list[_Loop | None] = []
@@ -738,7 +738,9 @@ def unpaired_reason(parties: list[Party], loops: list, peer: Peer | None, warm: 
         return None
     (fast, f), (slow, s) = min(live, key=lambda pl: pl[1].steady_s()), max(live, key=lambda pl: pl[1].steady_s())
     ratio = s.steady_s() / f.steady_s() if f.steady_s() > 0 else math.inf
-    if ratio > MAX_CALL_RATIO:
+    # A slow call that still fits a round's slice paces nothing: the rounds hold one call of it each,
+    # and pairing is what cancels the load that may have made it look slow.
+    if ratio > MAX_CALL_RATIO and s.steady_s() > ROUND_FRACTION * s.rule.budget_s:
         return (f"one {slow.name} call takes {ratio:.0f}x one {fast.name} call (more than {MAX_CALL_RATIO:g}x: a "
                 "slow path, such as bf16 on a CPU without native bf16, or a busy machine stalling the slower one)")
     return None
