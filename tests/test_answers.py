@@ -98,6 +98,44 @@ def test_recommend_needs_the_metric_its_budget_names(tiny):
     assert (picks["note"] == "no loss recorded for gemm: bound it with --max-rel-err, --min-sqnr-db").all()
 
 
+# The cpu_update run where pure bf16 is the fastest recipe and ends 0.022 nats off its reference,
+# outside the 0.01-nat margin (docs/update-precision.md); fp8 AdamW state diverged (+8.2 nats).
+UPDATE_RUN = ROOT / "results" / "reference" / "cpu_update" / "20261201T141210Z-7220ed.parquet"
+
+
+def test_training_steps_are_judged_on_their_loss_and_the_fastest_named_is_within_the_margin():
+    df = store.read_file(UPDATE_RUN)
+    (row,) = report._pick_rows(df)
+    gaps = answers.with_settings(df).set_index("variant")["loss_gap_nats"]
+    outside = set(gaps[gaps.abs() > answers.LOSS_MARGIN_NATS].index)
+    assert {"bf16_pure", "bf16_adamw_fp8"} <= outside  # what the update answer lists as not within
+    for column in ("tight", "loose", "fastest"):  # a budget on the loss: never "none" for want of rel. error
+        pick = row[column].split(" ")[0]
+        assert pick in gaps.index and pick not in outside, row
+    assert abs(gaps[row["tight"].split(" ")[0]]) <= answers.LOSS_MARGIN_NATS / 10
+    first = summary.headline(df)[0]  # the answer line names first a recipe that trained
+    assert first.split(": ")[1].split(" is ")[0] not in outside
+    assert "bf16_pure 5.42x (loss delta +0.0221 nats, outside the 0.01-nat margin)" in first
+    picks = answers.recommend(df, answers.Budget(max_loss_delta=0.01))
+    assert picks["pick"].iloc[0] == row["loose"].split(" ")[0] and picks["loss_reference"].iloc[0] == "bf16"
+
+
+def test_a_reason_in_the_headline_keeps_its_fix_whole():
+    reason = "FP8 GEMMs need K and N to be multiples of 16 (cuBLASLt); got K=520; set pad = true to pad with zeros"
+    assert answers.short(reason) == reason
+    long = "; ".join([reason, "a second clause " * 3, "set x = 1 to try again"])
+    cut = answers.short(long, width=len(reason) + 20)
+    assert cut == reason + " ..."  # the clause that does not fit is left out whole, never cut
+
+
+@pytest.mark.parametrize("threads, advice", [(2, "`--threads 1` steadies them"), (1, "a quieter machine steadies them")])
+def test_stall_advice_fits_the_threads_the_run_used(tiny, threads, advice):
+    df = store.read_file(tiny)
+    df = df.assign(stall_share=np.where(df["status"] == "ok", 0.3, np.nan), cpu_threads=threads)
+    (line,) = [line for line in summary.headline(df) if "show stalls" in line]
+    assert advice in line and (threads > 1 or "--threads 1" not in line)
+
+
 # --- the CLI ---------------------------------------------------------------------------------------
 
 
@@ -141,7 +179,12 @@ def test_only_runs_the_matching_cases_and_resume_keeps_the_filter(write_scenario
     assert cli.main(argv + ["--only", "precision=fp16"]) == 2
     assert 'only[0]: "precision=bf16" -> "precision=fp16"' in capsys.readouterr().err
     assert cli.main(argv + ["--only", "precision=bf16"]) == 0
-    assert set(store.read_file(next(results.glob("tiny/*.parquet")))["precision"]) == {"bf16"}
+    done = store.read_file(next(results.glob("tiny/*.parquet")))
+    assert set(done["precision"]) == {"bf16"} and set(done["run_only"]) == {"precision=bf16"}
+    # a report of the folder says its newest run was a subset, first
+    assert cli.main(["report", str(results / "tiny"), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    said = f"Subset: run {run.header['run_id']} measured only the cases matching --only precision=bf16 (2 cases)"
+    assert said in (tmp_path / "r" / "report.md").read_text() and said in summary.headline(done)[0]
 
 
 def test_quiet_silences_the_written_lines(tiny, tmp_path, capsys):
