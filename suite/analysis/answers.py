@@ -172,7 +172,8 @@ def _answer(workload: str, g: pd.DataFrame, label: str) -> list[str]:
             ratio = f"{speedup:.3g}x" if speedup >= 1 else f"{1 / speedup:.3g}x slower"
             parts.append(f"{r['variant']} {ratio} ({_err(r)})")
     if len(timed) and float(timed["speedup"].iloc[0]) < 1:
-        parts.insert(0, f"{baseline} (the baseline) is fastest")
+        within = " within the loss margin" if float(timed["speedup"].max()) >= 1 else ""
+        parts.insert(0, f"{baseline} (the baseline) is fastest{within}")
     parts += [f"{r['variant']} numerics only, emulated ({_err(r)})" for _, r in ok[emulated].iterrows()]
     parts += [f"{r['variant']} {r['status']} ({short(r.get('reason'))})" for _, r in g[g["status"] != "ok"].iterrows()]
     where = f"{workload} at {label}" if label != workload else workload  # a shape named by its workload alone
