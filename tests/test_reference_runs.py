@@ -1,5 +1,6 @@
 """The committed reference runs: every run docs/reference-runs.md lists is in the repository and
-renders, every report folder it names is there, and the links of reports/README.md resolve. (A run the docs cite but nobody committed, `git add -f` forgotten, fails here.)"""
+renders, every report folder it names is there, and the links of reports/README.md resolve. (A run
+the docs cite but nobody committed, `git add -f` forgotten, fails here.)"""
 
 from __future__ import annotations
 
