@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TINY_SCENARIO
+from tests.json_docs import validated
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "results" / "reference" / "cpu_models"
@@ -106,7 +107,7 @@ def test_the_end_of_run_summary_reads_cleanly_in_a_real_terminal(tiny_folder, co
 def _recommend_words() -> set[str]:
     import json
 
-    doc = json.loads(piped(["recommend", str(REFERENCE), "--max-rel-err", "1e-2", "--json"], ROOT))
+    doc = validated(json.loads(piped(["recommend", str(REFERENCE), "--max-rel-err", "1e-2", "--json"], ROOT)), "recommend")
     words = {p["setting"] for p in doc["picks"] if " " not in p["setting"]}
     return words | {f"{p['speedup']:.3g}x" for p in doc["picks"] if p["speedup"] is not None}
 
