@@ -356,6 +356,8 @@ def _shard_of(request: RunRequest, spec: dict):
 def _run_meta(request: RunRequest, planned: Planned, device, threads: int | None) -> dict:
     """What every record of the run carries about the run and this machine."""
     meta = {**env.run_meta(device), "scenario_description": request.scenario.description, "threads_setting": threads}
+    if request.only:  # a subset of the scenario: its report says so (`suite.analysis.summary`)
+        meta["run_only"] = " or ".join(request.only)
     if planned.shard is not None:
         meta.update(run_group=planned.run_group, shard_index=planned.shard.index, shard_count=planned.shard.count)
     if request.executor.kind == "ray":

@@ -26,6 +26,7 @@ from suite import cli, pipeline, report
 from suite.core import text
 from suite.report import pages, plots
 from suite.core import jsonl
+from tests.json_docs import cli_json
 from suite.results import atomic, journal, store
 from suite.scenario import spec
 from tests.conftest import TINY_SCENARIO, quick_toml
@@ -575,8 +576,8 @@ def test_11_the_largest_shard_count_plans_at_once(write_scenario, capsys):
 
     path = write_scenario(TWO)
     with deadline(20):
-        assert cli.main(["plan", str(path), "--shards", str(shard.MAX_SHARDS), "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["shards"]) == shard.MAX_SHARDS
+        doc = cli_json(capsys, ["plan", str(path), "--shards", str(shard.MAX_SHARDS), "--json"])
+    assert len(doc["shards"]) == shard.MAX_SHARDS
 
 
 # --- 12. renders finishing together -----------------------------------------------------------------

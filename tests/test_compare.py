@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from suite.results import select, store
 from suite.core.errors import UserError
 from benchmarks import calibrate
 from tests.recorded_runs import SPEEDUP_CASES, shared
+from tests.json_docs import cli_json
 
 
 @pytest.fixture(scope="module")
@@ -486,9 +486,9 @@ def test_a_slower_baseline_is_baseline_changed_named_in_the_headline_and_fails_t
     printed = capsys.readouterr()
     assert "speedups over fp32 rose because fp32 got 1.5x slower; 12 baseline-changed, 6 skipped, 6 n/a" in printed.out
     assert "Gate (--fail-on regressed,time:regressed,new-failure,new-skip): fails, 6 case(s)" in printed.out
-    assert cli.main(["compare", *selectors, "--out", str(tmp_path / "out"), "--json"]) == 1
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["counts"]["baseline-changed"] == 12 and doc["headline"].startswith("speedups over fp32 rose because")
+    doc = cli_json(capsys, ["compare", *selectors, "--out", str(tmp_path / "out"), "--json"], status=1)
+    assert doc["counts"]["baseline-changed"] == 12 and doc["headline"][0].startswith("speedups over fp32 rose because")
+    assert doc["headline"][1] == "12 baseline-changed, 6 skipped, 6 n/a"
     assert sorted(doc["failing"]) == sorted(fp32["case_id"])
     (drift,) = doc["drift"]
     assert drift["baseline"] == "fp32" and drift["attributed"] and drift["speedup_ratio"] == pytest.approx(1.5, rel=0.03)

@@ -3,7 +3,6 @@ the roofline model, the report's answer line and `python -m suite predict`."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pandas as pd
@@ -12,6 +11,7 @@ import pytest
 from suite import cli
 from suite.analysis import crossover, model
 from suite.analysis.crossover import Crossing, Family
+from tests.json_docs import cli_json
 
 
 def test_measured_crossing_is_interpolated_on_log_axes():
@@ -73,8 +73,7 @@ def test_the_answer_line_says_measured_and_predicted():
 
 
 def test_predict_names_each_recipes_crossover(capsys):
-    assert cli.main(["predict", "h100_fp8", "--device", "h100", "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = cli_json(capsys, ["predict", "h100_fp8", "--device", "h100", "--json"])
     assert doc["device"]["label"] == "H100 SXM" and doc["device"]["peaks_tflops"]["fp8"] == 1979.0
     recipes = {row["precision"] for row in doc["crossovers"]}
     assert {"fp8_tensorwise", "fp8_rowwise", "fp8_rowwise_gw_hp", "te_delayed", "te_current"} <= recipes

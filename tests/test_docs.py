@@ -67,3 +67,13 @@ def test_the_mfu_convention_is_stated_where_the_column_is_defined():
     # bf16/fp32: a convention, so it is written beside the column (schema page and models page).
     assert "FP8 peak" in columns.BY_NAME["mfu"].description
     assert "FP8 peak" in DOCS["models.md"]
+
+
+def test_the_readme_installs_without_nox_cpu_build_first_and_runs_a_scenario_file():
+    """`pip install -e .` alone pulls PyPI's CUDA torch (GBs) on Linux: the CPU build goes first."""
+    commands = [line.split("#")[0].strip() for block in re.findall(r"```bash\n(.*?)```", README, re.S)
+                for line in block.splitlines()]
+    cpu = commands.index("pip install torch --index-url https://download.pytorch.org/whl/cpu")
+    assert cpu < commands.index("pip install -e .")
+    own = [c for c in commands if c.startswith("python -m suite run ") and c.endswith(".toml")]
+    assert own and any(c.startswith("cp scenarios/") for c in commands)

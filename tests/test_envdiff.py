@@ -3,11 +3,9 @@ over the environment columns, per case for the kernel that ran."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
-import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from suite import cli
 from suite.analysis import envdiff
 from suite.results import columns, store
+from tests.json_docs import cli_json
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "results" / "reference" / "cpu-torch-2.13.0-vs-2.14.1"
@@ -87,39 +86,13 @@ def test_values_read_as_text():
     assert envdiff.values([{"x": 1.0}, {"x": math.nan}, {"x": 2.0}, {}], "x") == ("1", "2")
 
 
-ENV_DIFF_SCHEMA = {
-    "type": "object",
-    "required": ["a", "b", "differences", "cases", "lines"],
-    "properties": {
-        "a": {"$ref": "#/$defs/side"}, "b": {"$ref": "#/$defs/side"},
-        "differences": {"type": "array", "items": {"$ref": "#/$defs/difference"}},
-        "cases": {"type": "array", "items": {
-            "type": "object", "required": ["case_id", "label", "differences"],
-            "properties": {"case_id": {"type": "string"}, "label": {"type": "string"},
-                           "differences": {"type": "array", "items": {"$ref": "#/$defs/difference"}}}}},
-        "lines": {"type": "array", "items": {"type": "string"}},
-    },
-    "$defs": {
-        "side": {"type": "object", "required": ["selector", "runs"],
-                 "properties": {"selector": {"type": "string"}, "runs": {"type": "array", "items": {"type": "string"}}}},
-        "difference": {"type": "object", "required": ["column", "title", "base", "cand", "per_case", "text"],
-                       "properties": {"column": {"type": "string"}, "title": {"type": "string"},
-                                      "base": {"type": "array", "items": {"type": "string"}},
-                                      "cand": {"type": "array", "items": {"type": "string"}},
-                                      "per_case": {"type": "boolean"}, "text": {"type": "string"}}},
-    },
-}
-
-
 def test_env_diff_command_prints_and_returns_a_typed_object(capsys):
     selectors = ["torch=2.13.0,runs=all", "torch=2.14.1,runs=all", "--results", str(REFERENCE)]
     assert cli.main(["env-diff", *selectors]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("A torch=2.13.0,runs=all: 20261129T155320Z-36a347, ")
     assert "  torch 2.13.0+cpu -> 2.14.1+cu130" in out.splitlines()
-    assert cli.main(["env-diff", *selectors, "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    jsonschema.validate(doc, ENV_DIFF_SCHEMA)
+    doc = cli_json(capsys, ["env-diff", *selectors, "--json"])
     assert doc["differences"][0] == {"column": "torch_version", "title": "torch", "base": ["2.13.0+cpu"],
                                      "cand": ["2.14.1+cu130"], "per_case": False,
                                      "text": "torch 2.13.0+cpu -> 2.14.1+cu130"}

@@ -3,12 +3,10 @@ test, agreement with compare, baseline drift, what differs; the history page."""
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
@@ -20,6 +18,7 @@ from suite.core.errors import UserError
 from suite.report import history_page
 from suite.results import store
 from tests.recorded_runs import shared
+from tests.json_docs import cli_json
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "results" / "reference" / "cpu-torch-2.13.0-vs-2.14.1"
@@ -154,27 +153,6 @@ def test_a_kernel_change_is_listed_where_it_happened(tmpl):
     assert s.case_id == target and cp.explanation == ("kernel changed: onednn:brgemm:avx512_core_amx -> onednn:ref:any",)
 
 
-HISTORY_SCHEMA = {
-    "type": "object",
-    "required": ["scenario", "options", "runs", "spread", "series", "change_points", "report"],
-    "properties": {
-        "runs": {"type": "array", "items": {"type": "object", "required": ["index", "run_id", "facts"]}},
-        "series": {"type": "array", "items": {
-            "type": "object",
-            "required": ["case_id", "metric", "shape", "run_index", "values", "change_points"],
-            "properties": {
-                "metric": {"enum": ["speedup", "time"]},
-                "values": {"type": "array", "items": {"type": "number"}},
-                "change_points": {"type": "array", "items": {
-                    "type": "object",
-                    "required": ["index", "before", "after", "ratio", "low", "high", "p", "verdict", "explanation"],
-                    "properties": {"verdict": {"enum": ["regressed", "improved", "baseline-changed"]},
-                                   "explanation": {"type": "array", "items": {"type": "string"}}}}}}}},
-        "change_points": {"type": "integer"},
-    },
-}
-
-
 def test_history_command_writes_a_report_and_json(store_with_a_step, tmp_path, capsys):
     results, _ = store_with_a_step
     out = tmp_path / "h"
@@ -187,9 +165,7 @@ def test_history_command_writes_a_report_and_json(store_with_a_step, tmp_path, c
     md, page = (out / "report.md").read_text(), (out / "index.html").read_text()
     assert "## Change points" in md and "-23.1%" in md  # 1/1.3 - 1
     assert "nan" not in md.lower() and "nan" not in page.lower()  # no "CUDA nan" for a CPU build
-    assert cli.main(["history", "cmp", "--results", str(results), "--out", str(out), "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    jsonschema.validate(doc, HISTORY_SCHEMA)
+    doc = cli_json(capsys, ["history", "cmp", "--results", str(results), "--out", str(out), "--json"])
     assert doc["change_points"] == 2 and doc["options"]["min_runs"] == 3
 
 

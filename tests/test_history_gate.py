@@ -15,6 +15,7 @@ from suite.analysis import history, history_gate
 from suite.core.errors import UserError
 from suite.results import store
 from tests.test_history import store_with_a_step  # noqa: F401  (a fixture: six runs, a step at the fourth)
+from tests.json_docs import validated
 
 GATE = ",".join(history_gate.NIGHTLY)
 
@@ -42,7 +43,7 @@ def add_night(results, change=lambda record: record):
 def run_gate(results, capsys, *extra) -> tuple[int, dict]:
     code = cli.main(["history", "cmp", "--results", str(results), "--out", str(results.parent / "page"), "--json",
                      "--quiet", "--fail-on", GATE, *extra])
-    return code, json.loads(capsys.readouterr().out)["gate"]
+    return code, validated(json.loads(capsys.readouterr().out), "history")["gate"]
 
 
 def test_a_step_fails_the_night_it_is_found_and_never_again(store_with_a_step, tmp_path, capsys):  # noqa: F811

@@ -21,6 +21,7 @@ from suite.measure.executors.process import Process
 from suite.measure.executors.thread import CaseThread
 from suite.measure.timing import StopRule, clock_for
 from suite.scenario.plan import Case
+from tests.json_docs import validated
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = torch.device("cpu")
@@ -244,7 +245,7 @@ def test_a_run_under_the_avx2_emulation_shows_the_kernel_that_changed(write_scen
     assert changed in (out / "c" / "index.html").read_text()
     assert cli.main(["compare", "scenario=tiny,skip=1", "scenario=tiny", *single, "--out", str(out / "c"),
                      "--json"]) == 1
-    cases = json.loads(capsys.readouterr().out)["cases"]
+    cases = validated(json.loads(capsys.readouterr().out), "compare")["cases"]
     bf16 = [c for c in cases if c["precision"] == "bf16"]
     assert bf16 and all(any(e.startswith(changed) and e.endswith(" -> aten") for e in c["explanation"]) for c in bf16)
     fp32 = [c for c in cases if c["precision"] == "fp32"]
@@ -254,7 +255,7 @@ def test_a_run_under_the_avx2_emulation_shows_the_kernel_that_changed(write_scen
     assert cli.main(["history", "tiny", *single, "--out", str(out / "h")]) == 0
     assert changed in capsys.readouterr().out and changed in (out / "h" / "index.html").read_text()
     assert cli.main(["history", "tiny", *single, "--out", str(out / "h"), "--json"]) == 0
-    points = [cp for s in json.loads(capsys.readouterr().out)["series"] for cp in s["change_points"]]
+    points = [cp for s in validated(json.loads(capsys.readouterr().out), "history")["series"] for cp in s["change_points"]]
     assert any(e.startswith(changed) for cp in points for e in cp["explanation"])
 
 

@@ -7,7 +7,6 @@ import json
 import shutil
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from suite import cli, pipeline
@@ -17,19 +16,10 @@ from suite.core.errors import UserError
 from suite.results import store
 from suite.scenario import plan, spec
 from tests.conftest import TINY_SCENARIO
+from tests.json_docs import validated
 
 ROOT = Path(__file__).resolve().parent.parent
 SLOW_PATH = ROOT / "results" / "reference" / "cpu_slow_path"
-
-RECIPE_SCHEMA = {
-    "type": "object",
-    "required": ["run_id", "scenario", "about", "install", "command", "rerun", "scenario_source", "scenario_stored",
-                 "scenario_known", "unknown"],
-    "properties": {"install": {"type": "array", "items": {"type": "string"}, "minItems": 3},
-                   "command": {"type": "string"}, "rerun": {"type": ["string", "null"]},
-                   "unknown": {"type": "array", "items": {"type": "string"}}},
-}
-
 
 def test_the_torch_build_comes_from_the_recorded_version_label():
     assert repro.pip_line("torch", "2.13.0+cpu") == (
@@ -46,8 +36,7 @@ def test_the_recipe_of_a_committed_reference_run(capsys):
     """The slow-path reference (torch 2.13.0+cpu under the AVX2 emulation): every version pinned,
     the commit, and the ISA overrides ahead of the command."""
     assert cli.main(["repro", str(SLOW_PATH), "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    jsonschema.validate(doc, RECIPE_SCHEMA)
+    doc = validated(json.loads(capsys.readouterr().out), "repro")
     assert doc["run_id"] == "20261201T091554Z-cbddc1" and doc["scenario"] == "cpu"
     install = doc["install"]
     assert "pip install 'torch==2.13.0+cpu' --index-url https://download.pytorch.org/whl/cpu" in install
@@ -99,7 +88,8 @@ def test_repro_run_reruns_into_a_new_run_and_renders_the_comparison(tiny_run, tm
     code = cli.main(["repro", run_id, "--results", str(results), "--reports", str(tmp_path / "reports"), "--run",
                      "--quiet", "--json", "--noise", "0.05"])
     assert code == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = validated(json.loads(capsys.readouterr().out), "repro")
+    validated(doc["comparison"], "compare")
     assert doc["rerun_id"] != run_id and doc["scenario_stored"]
     assert sorted(p.stem for p in (results / "tiny").glob("*.parquet")) == sorted([run_id, doc["rerun_id"]])
     report = Path(doc["comparison"]["report"])

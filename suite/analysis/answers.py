@@ -20,49 +20,87 @@ from suite.core.errors import UserError
 from suite.scenario import registry
 
 
+# The accuracy metrics a budget bounds, the Budget field bounding each, and their names in words.
+METRICS = ("rel_err", "sqnr_db", "loss_gap_nats")
+BOUNDS = {"rel_err": "max_rel_err", "sqnr_db": "min_sqnr_db", "loss_gap_nats": "max_loss_delta"}
+WORDS = {"rel_err": "rel. error", "sqnr_db": "SQNR", "loss_gap_nats": "loss"}
+
+
 @dataclass(frozen=True)
 class Budget:
     """An accuracy budget: a precision qualifies when it meets every bound given (None: no bound)."""
 
     max_rel_err: float | None = None  # relative Frobenius error against the reference
     min_sqnr_db: float | None = None  # signal-to-quantization-noise ratio, dB
-    max_loss_delta: float | None = None  # |final loss - the fp32 twin's| (nats), training steps
+    max_loss_delta: float | None = None  # |final loss - its reference's| (nats), training steps (`with_loss_gaps`)
+    # A setting that records none of the bounded metrics: True ranks it with no bound (the report's
+    # "fastest measured"); False leaves it without a pick, `note` naming the bound it needs.
+    partial: bool = False
 
     def __post_init__(self):
         for name, value in asdict(self).items():
-            if value is not None and not (math.isfinite(value) and (value > 0 or name == "min_sqnr_db")):
+            if name != "partial" and value is not None and not (math.isfinite(value) and (value > 0 or name == "min_sqnr_db")):
                 raise UserError(f"--{name.replace('_', '-')} {value}: expected a positive finite number")
+
+    def bounds(self) -> dict:
+        """The bounds given, by field name (`recommend --json`'s "budget")."""
+        return {BOUNDS[c]: getattr(self, BOUNDS[c]) for c in METRICS if getattr(self, BOUNDS[c]) is not None}
 
     def describe(self) -> str:
         parts = [f"rel. error <= {self.max_rel_err:.3g}" if self.max_rel_err is not None else "",
                  f"SQNR >= {self.min_sqnr_db:.3g} dB" if self.min_sqnr_db is not None else "",
-                 f"|loss delta| <= {self.max_loss_delta:.3g} nats" if self.max_loss_delta is not None else ""]
+                 f"loss within {self.max_loss_delta:.3g} nats of its reference" if self.max_loss_delta is not None else ""]
         return ", ".join(p for p in parts if p) or "no accuracy bound"
 
-    def misses(self, row) -> str:
-        """Why the case misses the budget ('' when it meets it); a bound whose metric was not
-        recorded is missed ("no sqnr_db recorded")."""
+    def misses(self, row, judged=METRICS) -> str:
+        """Why the case misses the budget ('' when it meets it), on the metrics `judged`; a bound
+        whose metric was not recorded is missed ("no SQNR recorded")."""
         checks = (("rel_err", self.max_rel_err, lambda v, b: v <= b, "rel. error {v:.2e} > {b:.3g}"),
                   ("sqnr_db", self.min_sqnr_db, lambda v, b: v >= b, "SQNR {v:.1f} dB < {b:.3g}"),
-                  ("loss_delta_vs_fp32", self.max_loss_delta, lambda v, b: abs(v) <= b, "loss delta {v:+.3g} > {b:.3g}"))
+                  ("loss_gap_nats", self.max_loss_delta, lambda v, b: abs(v) <= b, "loss {v:+.3g} nats, over {b:.3g}"))
         for column, bound, ok, text in checks:
-            if bound is None:
+            if bound is None or column not in judged:
                 continue
             value = row.get(column)
             if value is None or pd.isna(value):
-                return f"no {column} recorded"
+                return f"no {WORDS[column]} recorded"
             if not ok(float(value), bound):
                 return text.format(v=float(value), b=bound)
         return ""
 
 
 def with_settings(df: pd.DataFrame) -> pd.DataFrame:
-    """The records with speedups and a `setting` key (run_id and baseline case: every precision of
-    one case shares it; a run with no baseline precision has one setting per case)."""
+    """The records with speedups, short names, a `setting_key` (run_id and baseline case: every
+    precision of one case shares it; a run with no baseline precision has one setting per case) and
+    training steps' loss gaps (`with_loss_gaps`)."""
     df = labels.with_labels(derived.with_speedups(df))
-    if "setting_key" in df:
+    if "setting_key" not in df:
+        df = df.assign(setting_key=df["run_id"].astype(str) + "/" + df["baseline_case_id"].fillna(df["case_id"]).astype(str))
+    return with_loss_gaps(df)
+
+
+def with_loss_gaps(df: pd.DataFrame) -> pd.DataFrame:
+    """`loss_gap_nats`: a training step's final loss minus its reference's, and `loss_reference`,
+    the reference. The reference is the recipe the setting's update-side recipes declare (fp32
+    master weights: `suite/precisions/update/`), where it was measured in the setting, so the update
+    answer (`suite.analysis.update`) and "which precision" judge a recipe alike; else the fp32 twin
+    each case trains on the same batches (`loss_delta_vs_fp32`). Needs `setting_key`."""
+    if "loss_gap_nats" in df:
         return df
-    return df.assign(setting_key=df["run_id"].astype(str) + "/" + df["baseline_case_id"].fillna(df["case_id"]).astype(str))
+    twin = pd.to_numeric(df["loss_delta_vs_fp32"], errors="coerce") if "loss_delta_vs_fp32" in df \
+        else pd.Series(float("nan"), index=df.index)
+    gap, reference = twin.copy(), pd.Series(None, index=df.index, dtype=object).where(twin.isna(), "the fp32 twin")
+    steps = df[pd.to_numeric(df["final_loss"], errors="coerce").notna()] if "final_loss" in df else df.iloc[:0]
+    declared = steps["precision"].map(lambda p: getattr(registry.PRECISIONS.get(p), "reference", None)).dropna()
+    if len(declared):
+        named = declared.groupby(steps.loc[declared.index, "setting_key"]).min()  # setting -> its reference
+        ok = steps[steps["status"] == "ok"]
+        ref = ok[ok["precision"] == ok["setting_key"].map(named)].drop_duplicates("setting_key")
+        ref_loss = steps["setting_key"].map(ref.set_index("setting_key")["final_loss"]).astype(float)
+        at = ref_loss.dropna().index
+        gap[at] = steps.loc[at, "final_loss"].astype(float) - ref_loss[at]
+        reference[at] = steps.loc[at, "setting_key"].map(named)
+    return df.assign(loss_gap_nats=gap, loss_reference=reference)
 
 
 def _labels(df: pd.DataFrame) -> pd.Series:
@@ -89,8 +127,10 @@ def case_sizes(df: pd.DataFrame) -> pd.Series:
 def _err(row) -> str:
     if pd.notna(row.get("rel_err")):
         return f"rel. error {float(row['rel_err']):.1e}"
-    if pd.notna(row.get("loss_delta_vs_fp32")):
-        return f"loss delta {float(row['loss_delta_vs_fp32']):+.3g} nats"
+    if pd.notna(row.get("loss_gap_nats")):  # against the reference the update answer uses (`with_loss_gaps`)
+        gap = float(row["loss_gap_nats"])
+        outside = f", outside the {LOSS_MARGIN_NATS:g}-nat margin" if abs(gap) > LOSS_MARGIN_NATS else ""
+        return f"loss delta {gap:+.3g} nats{outside}"
     return "error not measured"
 
 
@@ -119,7 +159,10 @@ def _answer(workload: str, g: pd.DataFrame, label: str) -> list[str]:
     ok = g[g["status"] == "ok"]
     emulated = derived.is_emulated(ok)
     timed = ok[~emulated & ok["speedup"].notna() & (ok["precision"] != baseline)]
-    timed = timed.sort_values("speedup", ascending=False)
+    # fastest first, but a training step whose loss left the margin after every one within it: the
+    # first recipe named is never one that did not train (as "which precision" ranks them)
+    outside = pd.to_numeric(timed["loss_gap_nats"], errors="coerce").abs() > LOSS_MARGIN_NATS
+    timed = timed.assign(_outside=outside).sort_values(["_outside", "speedup"], ascending=[True, False])
     parts = []
     for i, (_, r) in enumerate(timed.iterrows()):
         speedup = float(r["speedup"])
@@ -129,7 +172,8 @@ def _answer(workload: str, g: pd.DataFrame, label: str) -> list[str]:
             ratio = f"{speedup:.3g}x" if speedup >= 1 else f"{1 / speedup:.3g}x slower"
             parts.append(f"{r['variant']} {ratio} ({_err(r)})")
     if len(timed) and float(timed["speedup"].iloc[0]) < 1:
-        parts.insert(0, f"{baseline} (the baseline) is fastest")
+        within = " within the loss margin" if float(timed["speedup"].max()) >= 1 else ""
+        parts.insert(0, f"{baseline} (the baseline) is fastest{within}")
     parts += [f"{r['variant']} numerics only, emulated ({_err(r)})" for _, r in ok[emulated].iterrows()]
     parts += [f"{r['variant']} {r['status']} ({short(r.get('reason'))})" for _, r in g[g["status"] != "ok"].iterrows()]
     where = f"{workload} at {label}" if label != workload else workload  # a shape named by its workload alone
@@ -187,13 +231,23 @@ def trend_answers(df: pd.DataFrame) -> list[str]:
     return lines
 
 
-def short(reason, width: int = 72) -> str:
-    """A reason's first line, cut at a word boundary to about `width` characters."""
+def short(reason, width: int = 120) -> str:
+    """A reason's first line, whole where it fits `width` (the suite's own reasons are one line with
+    their fix: "...; got K=520; set pad = true to pad with zeros"); else its whole leading clauses
+    ("; "-separated) that fit, so a fix is kept whole or left out, never cut in half; a first clause
+    longer than that is cut at a word boundary."""
     text = str(reason or "no reason recorded").strip().split("\n")[0]
     if len(text) <= width:
         return text
-    cut = text[:width].rsplit(" ", 1)[0]
-    return cut.rstrip(" ,;:(") + " ..."
+    clauses = text.split("; ")
+    kept = clauses[0]
+    for clause in clauses[1:]:
+        if len(kept) + 2 + len(clause) > width:
+            break
+        kept += "; " + clause
+    if len(kept) > width:
+        kept = kept[:width].rsplit(" ", 1)[0].rstrip(" ,;:(")
+    return kept + " ..."
 
 
 def not_measured(df: pd.DataFrame, most: int = 3) -> str:
@@ -207,55 +261,91 @@ def not_measured(df: pd.DataFrame, most: int = 3) -> str:
     return f"Not measured: {len(bad)} of {len(df)} cases: {shown}{more}."
 
 
-PICK_COLUMNS = ["workload", "setting", "run_id", "baseline", "pick", "speedup", "rel_err", "sqnr_db",
-                "loss_delta_vs_fp32", "within_budget", "not_timed", "rejected"]
-METRICS = ("rel_err", "sqnr_db", "loss_delta_vs_fp32")
+# --- which precision: `recommend` and the report's table -------------------------------------------
+
+# 0.01 nats of cross-entropy is a 1% higher perplexity (exp(0.01) = 1.010): beyond the run-to-run
+# noise of the paired comparison (same init, same batches) and what a practitioner would notice.
+LOSS_MARGIN_NATS = 0.01
+# The budgets the report's "Which precision" answers for, and `recommend`'s when none is given.
+# Relative error: bf16's unit roundoff is 2^-8 = 3.9e-3, so 1e-2 admits bf16 and 1e-3 asks ten times
+# tighter; a training step has no relative error (its output is a loss curve): its final loss
+# against its reference (`with_loss_gaps`) within the margin, and ten times tighter.
+TIGHT = Budget(max_rel_err=1e-3, max_loss_delta=LOSS_MARGIN_NATS / 10)
+LOOSE = Budget(max_rel_err=1e-2, max_loss_delta=LOSS_MARGIN_NATS)
+# "Fastest measured": any accuracy, but a training step only where it trained (within the margin,
+# the update answer's own: `suite.analysis.update`), never a recipe whose loss ran away.
+TRAINED = Budget(max_loss_delta=LOSS_MARGIN_NATS, partial=True)
+
+PICK_COLUMNS = ["workload", "setting", "run_id", "baseline", "decided_on", "pick", "speedup", "rel_err", "sqnr_db",
+                "loss_gap_nats", "loss_reference", "within_budget", "not_timed", "rejected", "note"]
 
 
-def _misses(df: pd.DataFrame, budget: Budget) -> pd.Series:
-    """Per row, why it misses the budget ('' when it meets it); a bound whose metric was not
-    recorded is missed (`Budget.misses`, applied to the rows that miss only)."""
-    bad = missed(df, budget)
+def _recorded(df: pd.DataFrame) -> pd.DataFrame:
+    """setting_key x metric: whether any case of the setting records it. A bound applies to the
+    settings that record its metric (a rel. error budget judges GEMMs, a loss budget training steps)."""
+    return pd.DataFrame({c: df[c].notna().groupby(df["setting_key"]).any() for c in METRICS})
+
+
+def _applies(df: pd.DataFrame, recorded: pd.DataFrame, column: str) -> pd.Series:
+    return df["setting_key"].map(recorded[column]).fillna(False).astype(bool)
+
+
+def _misses(df: pd.DataFrame, budget: Budget, recorded: pd.DataFrame) -> pd.Series:
+    """Per row, why it misses the budget ('' when it meets it), on the bounds that apply to its
+    setting (`Budget.misses`, applied to the rows that miss only)."""
+    bad = missed(df, budget, recorded)
     why = pd.Series("", index=df.index, dtype=object)
     if bad.any():
-        columns = [c for c in METRICS if c in df]
-        why[bad] = [budget.misses(r) for r in df.loc[bad, columns].to_dict("records")]
+        judged = recorded.reindex(df.loc[bad, "setting_key"]).fillna(False).to_dict("records")
+        why[bad] = [budget.misses(r, [c for c in METRICS if j[c]])
+                    for r, j in zip(df.loc[bad, list(METRICS)].to_dict("records"), judged)]
     return why
 
 
-def missed(df: pd.DataFrame, budget: Budget) -> pd.Series:
-    """Per row, whether it misses the budget (a bound whose metric is not recorded is missed)."""
+def missed(df: pd.DataFrame, budget: Budget, recorded: pd.DataFrame | None = None) -> pd.Series:
+    """Per row, whether it misses the budget: a bound whose metric the row lacks is missed, where it
+    applies (with `recorded`: the settings that record the metric; without: everywhere)."""
     bad = pd.Series(False, index=df.index)
     for column, bound, ok in (("rel_err", budget.max_rel_err, lambda v, b: v <= b),
                               ("sqnr_db", budget.min_sqnr_db, lambda v, b: v >= b),
-                              ("loss_delta_vs_fp32", budget.max_loss_delta, lambda v, b: v.abs() <= b)):
+                              ("loss_gap_nats", budget.max_loss_delta, lambda v, b: v.abs() <= b)):
         if bound is None:
             continue
         values = pd.to_numeric(df[column], errors="coerce") if column in df else pd.Series(float("nan"), index=df.index)
-        bad |= ~ok(values, bound).fillna(False)
+        miss = ~ok(values, bound).fillna(False)
+        bad |= miss & _applies(df, recorded, column) if recorded is not None else miss
     return bad
 
 
-def _joined(rows: pd.DataFrame, text: pd.Series) -> pd.Series:
-    """setting_key -> the texts of its rows in their order, '; '-joined (one sort, then one join
-    per setting: a groupby with a Python aggregate costs a million rows tens of seconds)."""
+def _listed(rows: pd.DataFrame, items: list) -> pd.Series:
+    """setting_key -> the items of its rows, in their order, as a list (one sort, then one slice per
+    setting: a groupby with a Python aggregate costs a million rows tens of seconds)."""
     if rows.empty:
         return pd.Series(dtype=object)
     codes, keys = pd.factorize(rows["setting_key"])
     order = np.argsort(codes, kind="stable")
-    texts = text.to_numpy(dtype=object)[order].tolist()
-    bounds = [0, *(np.flatnonzero(np.diff(codes[order])) + 1).tolist(), len(texts)]
-    return pd.Series(["; ".join(texts[a:b]) for a, b in zip(bounds, bounds[1:])], index=keys[np.unique(codes)])
+    ordered = [items[i] for i in order]
+    bounds = [0, *(np.flatnonzero(np.diff(codes[order])) + 1).tolist(), len(ordered)]
+    return pd.Series([ordered[a:b] for a, b in zip(bounds, bounds[1:])], index=keys[np.unique(codes)])
 
 
-def recommend(df: pd.DataFrame, budget: Budget = Budget()) -> pd.DataFrame:
-    """Per setting, the fastest precision whose accuracy meets `budget`, from measured speedups.
+def _most_accurate_first(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows.assign(_gap=rows["loss_gap_nats"].abs()).sort_values(
+        ["rel_err", "sqnr_db", "_gap"], ascending=[True, False, True], na_position="last", kind="stable")
 
-    Columns (PICK_COLUMNS): `pick` (None when no timed precision qualifies), its `speedup` over the
-    in-run `baseline` and its errors; `within_budget` how many timed precisions qualified;
-    `not_timed` precisions within budget whose speed is unknown here (emulated, e.g. FP8 on a CPU);
-    `rejected` the faster precisions that missed the budget, with the reason. Columnar: a million
-    records take seconds."""
+
+def recommend(df: pd.DataFrame, budget: Budget = LOOSE) -> pd.DataFrame:
+    """Per setting, which precision to use within `budget` (each bound judging the settings that
+    record its metric: rel. error GEMMs and layers, loss training steps).
+
+    Columns (PICK_COLUMNS): `decided_on` "speed" where a precision besides the baseline was timed
+    (`pick`: the fastest within budget, its `speedup` over the in-run `baseline`), "accuracy" where
+    every other precision is emulated (FP8 on a CPU: `pick` the most accurate within budget, no
+    speedup); the pick's errors (`loss_gap_nats` against `loss_reference`, `with_loss_gaps`);
+    `within_budget` how many qualified; `not_timed` the emulated precisions within budget, most
+    accurate first; `rejected` those that missed the budget ({"precision", "reason"}: the faster
+    ones where decided on speed); `note` why a setting has no pick where no bound judges it.
+    Columnar: a million records take seconds."""
     return recommend_each(df, [budget])[0]
 
 
@@ -264,35 +354,63 @@ def recommend_each(df: pd.DataFrame, budgets: list[Budget]) -> list[pd.DataFrame
     df = with_settings(df)
     df = df.assign(**{c: float("nan") for c in METRICS if c not in df})
     settings = df.drop_duplicates("setting_key")[["setting_key", "workload", "run_id"]].set_index("setting_key")
-    baselines = df.dropna(subset=["baseline"]).drop_duplicates("setting_key").set_index("setting_key")["baseline"]
-    labels = _labels(df).reindex(settings.index)
+    settings["baseline"] = df.dropna(subset=["baseline"]).drop_duplicates("setting_key").set_index("setting_key")["baseline"]
+    settings["setting"] = _labels(df)
     ok = df[df["status"] == "ok"]
     emulated = derived.is_emulated(ok)
     timed = ok[~emulated]
     timed = timed.assign(speedup=timed["speedup"].where(timed["precision"] != timed["baseline"], 1.0))
     timed = timed[timed["speedup"].notna()]
-    return [_picks(settings, baselines, labels, timed, ok[emulated], budget) for budget in budgets]
+    others = timed[timed["precision"] != timed["baseline"]]["setting_key"]
+    emu = ok[emulated]
+    by_speed = settings.index.isin(others) | ~settings.index.isin(emu["setting_key"])
+    settings["decided_on"] = np.where(by_speed, "speed", "accuracy")
+    recorded = _recorded(df)
+    return [_picks(settings, recorded, timed[timed["setting_key"].isin(settings.index[by_speed])],
+                   _most_accurate_first(emu), budget) for budget in budgets]
 
 
-def _picks(settings, baselines, labels, timed, emu, budget: Budget) -> pd.DataFrame:
-    bad = missed(timed, budget)
-    good = timed[~bad].sort_values("speedup", ascending=False, kind="stable")
-    best = good.drop_duplicates("setting_key").set_index("setting_key")
-    rejected = pd.Series(dtype=object)
-    if len(timed):
-        best_speed = timed["setting_key"].map(best["speedup"]).astype(float)
-        speed = timed["speedup"].astype(float)
-        faster = timed[bad & (best_speed.isna() | (speed > best_speed))].sort_values("speedup", ascending=False, kind="stable")
-        rejected = _joined(faster, faster["variant"].astype(str) + " (" + _misses(faster, budget) + ")")
-    emu = emu[~missed(emu, budget)] if len(emu) else emu
+def _unjudged(settings: pd.DataFrame, recorded: pd.DataFrame, budget: Budget) -> pd.Series:
+    """setting_key -> why no bound of the budget judges it ('' where one does)."""
+    bounded = [c for c in METRICS if getattr(budget, BOUNDS[c]) is not None]
+    if not bounded or budget.partial:
+        return pd.Series("", index=settings.index)
+    judged = recorded.reindex(settings.index)[bounded].fillna(False).any(axis=1)
+    has = recorded.reindex(settings.index).fillna(False)
+    instead = [", ".join(f"--{BOUNDS[c].replace('_', '-')}" for c in METRICS if row[c]) for _, row in has.iterrows()]
+    lacking = " or ".join(WORDS[c] for c in bounded)
+    why = [f"no {lacking} recorded for {w}" + (f": bound it with {alt}" if alt else "")
+           for w, alt in zip(settings["workload"], instead)]
+    return pd.Series(why, index=settings.index).where(~judged, "")
+
+
+def _picks(settings, recorded, timed, emu, budget: Budget) -> pd.DataFrame:
+    note = _unjudged(settings, recorded, budget)
+    judged = set(note.index[note == ""])
+    timed, emu = timed[timed["setting_key"].isin(judged)], emu[emu["setting_key"].isin(judged)]
+    bad_timed, bad_emu = missed(timed, budget, recorded), missed(emu, budget, recorded)
+    good = timed[~bad_timed].sort_values("speedup", ascending=False, kind="stable")
+    good_emu = emu[~bad_emu]
+    accuracy = settings.index[settings["decided_on"] == "accuracy"]
+    best = pd.concat([good.drop_duplicates("setting_key"),
+                      good_emu[good_emu["setting_key"].isin(accuracy)].drop_duplicates("setting_key")])
+    best = best.set_index("setting_key").reindex(settings.index)
+    best_speed = timed["setting_key"].map(best["speedup"]).astype(float)
+    faster = timed[bad_timed & (best_speed.isna() | (timed["speedup"].astype(float) > best_speed))]
+    faster = pd.concat([faster.sort_values("speedup", ascending=False, kind="stable"), emu[bad_emu]])
+    rejected = _listed(faster, [{"precision": v, "reason": r} for v, r in zip(faster["variant"], _misses(faster, budget, recorded))])
+    counted = pd.concat([good["setting_key"], good_emu["setting_key"][good_emu["setting_key"].isin(accuracy)]])
     out = pd.DataFrame({
-        "workload": settings["workload"], "setting": labels,
-        "run_id": settings["run_id"], "baseline": baselines.reindex(settings.index),
-        "pick": best["variant"].reindex(settings.index), "speedup": best["speedup"].reindex(settings.index),
-        **{c: pd.to_numeric(best[c], errors="coerce").reindex(settings.index) for c in METRICS},
-        "within_budget": good.groupby("setting_key").size().reindex(settings.index).fillna(0).astype(int),
-        "not_timed": _joined(emu, emu["variant"]).reindex(settings.index).fillna("").str.replace("; ", ", "),
-        "rejected": rejected.reindex(settings.index).fillna(""),
+        **{c: settings[c] for c in ("workload", "setting", "run_id", "baseline", "decided_on")},
+        "pick": best["variant"], "speedup": pd.to_numeric(best["speedup"], errors="coerce"),
+        **{c: pd.to_numeric(best[c], errors="coerce") for c in METRICS}, "loss_reference": best["loss_reference"],
+        "within_budget": counted.value_counts().reindex(settings.index).fillna(0).astype(int),
+        "not_timed": _listed(good_emu, list(good_emu["variant"])).reindex(settings.index),
+        "rejected": rejected.reindex(settings.index), "note": note,
     })
+    out["speedup"] = out["speedup"].where(out["decided_on"] == "speed")
     out = out.reset_index(drop=True)[PICK_COLUMNS]
-    return out.astype(object).where(out.notna(), None)
+    out = out.astype(object).where(out.notna(), None)
+    for column in ("not_timed", "rejected"):
+        out[column] = [v if isinstance(v, list) else [] for v in out[column]]
+    return out

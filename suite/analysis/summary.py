@@ -18,18 +18,33 @@ SUMMARY_COLUMNS = [
 ]
 
 
+def summary_records(df: pd.DataFrame) -> list[dict]:
+    """Per workload and precision (its short unique name, `suite.analysis.labels`): case counts by
+    status, the best TFLOP/s, the geometric-mean speedup over the in-run baseline, the median
+    relative error and whether its speed is emulated, as numbers (None where not measured):
+    `run --json`'s "summary" (docs/schemas/run.schema.json)."""
+    def number(value):
+        return None if value is None or value != value else float(value)
+
+    return [{"workload": s["workload"], "precision": s["variant"], "ok": int(s["ok"]), "skipped": int(s["skipped"]),
+             "failed": int(s["failed"]), "best_tflops": number(s["best_tflops"]),
+             "geomean_speedup": number(s["geomean_speedup"]), "median_rel_err": number(s["median_rel_err"]),
+             "emulated": bool(s["emulated"])}
+            for _, s in derived.summary(labels.with_labels(df)).iterrows()]
+
+
 def summary_rows(df: pd.DataFrame) -> list[dict]:
     """The summary table's rows, as the report and the end of a run show them (formatted text)."""
     return [
         {
-            "workload": s["workload"], "precision": s["variant"],
-            "cases": f"{s['ok']} ok, {s['skipped']} skipped, {s['failed']} failed",
+            "workload": s["workload"], "precision": s["precision"],
+            "cases": ", ".join(f"{s[k]} {k}" for k in ("ok", "skipped", "failed") if s[k]) or "none",
             "best_tflops": fmt(s["best_tflops"], ".4g"),
             "geomean_speedup": fmt(s["geomean_speedup"], ".3g", "x"),
             "median_rel_err": fmt(s["median_rel_err"], ".2e"),
             "note": "emulated: accuracy only" if s["emulated"] else "",
         }
-        for _, s in derived.summary(labels.with_labels(df)).iterrows()
+        for s in summary_records(df)
     ]
 
 
@@ -40,7 +55,7 @@ def headline(df: pd.DataFrame, families: list[dict] | None = None) -> list[str]:
     of the fp32-master loss and at what bytes per parameter: `suite.analysis.update`); then what makes the numbers unusual (a slow path and its
     cause, cases cut short by the cap, stalls) and what was not measured and why."""
     df = labels.with_labels(df)  # names shared by every line: cases differing in parameters never pool
-    lines = (_partial_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df)
+    lines = (_partial_lines(df) + _subset_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df)
              + answers.versus_answers(df) + answers.trend_answers(df)
              + crossover.answer_lines(df, families) + update.update_answers(df) + _implausible_lines(df)
              + _unusual_lines(df) + _sequential_lines(df))
@@ -60,6 +75,16 @@ def _partial_lines(df: pd.DataFrame) -> list[str]:
             lines.append(f"Partial report: run {run} stopped after {len(g)}{of} cases; "
                          f"`python -m suite run {scenario} --resume {run}` finishes it.")
     return lines
+
+
+def _subset_lines(df: pd.DataFrame) -> list[str]:
+    """A run given `--only` measured part of its scenario: said first, so no one reads it as whole."""
+    if "run_only" not in df:
+        return []
+    subset = df[df["run_only"].notna()]
+    return [f"Subset: run {run} measured only the cases matching --only {only} ({len(g)} cases), "
+            f"not the whole {scenario} scenario."
+            for (scenario, run, only), g in subset.groupby(["scenario", "run_id", "run_only"], sort=True)]
 
 
 def _implausible_lines(df: pd.DataFrame) -> list[str]:
@@ -106,11 +131,10 @@ def _unusual_lines(df: pd.DataFrame) -> list[str]:
             lines.append(f"{len(capped)} case(s) stopped at the whole-case cap with fewer samples than asked "
                          f"(as few as {fewest}): one call is slow against the cap, so their medians are "
                          "known less well (see ±95% CI).")
-    stalled = int(derived.stalls(df).notna().sum())
-    if stalled:
-        lines.append(f"{stalled} case(s) show stalls (at least {derived.STALL_SHARE:.0%} of samples over "
-                     f"{derived.STALL_FACTOR:g}x the median): threads descheduled on a busy machine? "
-                     "`--threads 1` steadies them.")
+    stalled = df[derived.stalls(df).notna()]
+    if len(stalled):
+        lines.append(f"{len(stalled)} case(s) show stalls (at least {derived.STALL_SHARE:.0%} of samples over "
+                     f"{derived.STALL_FACTOR:g}x the median): {_stall_advice(stalled)}")
     return lines
 
 
@@ -128,3 +152,12 @@ def _sequential_lines(df: pd.DataFrame) -> list[str]:
     return [f"{len(settings)} setting(s) were timed one case after another, not in paired rounds, so their "
             f"speedups are ratios of medians only{why}."]
 
+
+def _stall_advice(stalled: pd.DataFrame) -> str:
+    """What steadies stalled cases: fewer threads where they ran on several; on one thread, only a
+    quieter machine (other work took its core)."""
+    threads = pd.to_numeric(stalled["cpu_threads"], errors="coerce") if "cpu_threads" in stalled else pd.Series(dtype=float)
+    if (threads > 1).any():
+        return "threads descheduled on a busy machine? `--threads 1` steadies them."
+    return ("they ran on one thread, so other work on this machine took its core: a quieter machine "
+            "steadies them (`uptime` shows the load).")

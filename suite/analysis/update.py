@@ -12,12 +12,10 @@ import math
 
 import pandas as pd
 
-from suite.analysis.answers import short, with_settings
-from suite.scenario import registry
-
-# 0.01 nats of cross-entropy is a 1% higher perplexity (exp(0.01) = 1.010): beyond the run-to-run
-# noise of the paired comparison (same init, same batches) and what a practitioner would notice.
-MARGIN_NATS = 0.01
+# The margin (`answers.LOSS_MARGIN_NATS`) is the one "which precision" holds training steps to
+# (`answers.TRAINED`), against the same reference (`answers.with_loss_gaps`): a recipe this answer
+# lists outside it is never the report's fastest.
+from suite.analysis.answers import LOSS_MARGIN_NATS, short, with_settings
 
 
 def _name(r) -> str:
@@ -41,13 +39,7 @@ def _stuck(r) -> str:
     return f", {float(value):.0%} of updates stuck" if pd.notna(value) and float(value) >= 0.005 else ""
 
 
-def _reference(g: pd.DataFrame) -> str | None:
-    """The recipe the setting's update-side recipes are set against (their declared `reference`)."""
-    named = {registry.PRECISIONS[p].reference for p in g["precision"].unique() if p in registry.PRECISIONS}
-    return min(named - {None}, default=None)
-
-
-def update_answers(df: pd.DataFrame, margin: float = MARGIN_NATS) -> list[str]:
+def update_answers(df: pd.DataFrame, margin: float = LOSS_MARGIN_NATS) -> list[str]:
     """One sentence per answering setting of the newest run: the reference's final loss (the
     recipe the update-side recipes declare as theirs, else the fp32 twin's) and bytes per parameter;
     the recipes within `margin` of it, fewest bytes first; those above it with their loss gap and
@@ -60,20 +52,19 @@ def update_answers(df: pd.DataFrame, margin: float = MARGIN_NATS) -> list[str]:
     for _, g in newest.groupby("setting_key", sort=False):
         if g["textbook_bytes_per_param"].dropna().nunique() < 2:
             continue
-        ok = g[(g["status"] == "ok") & g["final_loss"].notna()]
-        reference = _reference(g)
+        ok = g[(g["status"] == "ok") & g["final_loss"].notna() & g["loss_gap_nats"].notna()]
+        if ok.empty:
+            continue
+        reference = str(ok["loss_reference"].iloc[0])  # the declared recipe, else the fp32 twin
         ref_rows = ok[ok["precision"] == reference]
         if len(ref_rows):
             ref = ref_rows.iloc[0]
             ref_loss, ref_name = float(ref["final_loss"]), f"{reference} (fp32 master weights, {_bpp(ref)})"
-            others = ok[ok["precision"] != reference]
-        elif len(ok):
-            ref_loss, ref_name = float(ok["fp32_final_loss"].iloc[0]), "the fp32 twin"
-            others = ok
         else:
-            continue
+            ref_loss, ref_name = float(ok["fp32_final_loss"].iloc[0]), reference
+        others = ok[ok["precision"] != reference]
         floor = float(ok["entropy_floor"].iloc[0]) if "entropy_floor" in ok else math.nan
-        gap = others["final_loss"].astype(float) - ref_loss
+        gap = others["loss_gap_nats"].astype(float)
         within = others[gap.abs() <= margin].sort_values("bytes_per_param")
         above = others[gap.abs() > margin]
         parts = [f"reference {ref_name}: final loss {ref_loss:.4f} nats, {ref_loss - floor:.4f} above the corpus's floor"]

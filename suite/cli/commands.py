@@ -224,7 +224,7 @@ COMMANDS = [
             PREDICT, description="Each case's predicted time, TFLOP/s, speedup over its baseline and bound "
             "(compute, memory, overhead) on a GPU of the peak table, and where each recipe starts to "
             "pay (docs/model.md). Runs on any machine in seconds: plan a GPU lease with it."),
-    Command("env", env.main, "print the versions and device a run would record", QUIET),
+    Command("env", env.main, "print the versions and device a run would record", [*QUIET, *JSON]),
     Command("plan", plan.main, "print a scenario's cases without running them", PLAN),
     Command("recommend", recommend.main,
             "the fastest precision per case within an accuracy budget, from stored results", RECOMMEND,

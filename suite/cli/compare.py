@@ -40,10 +40,12 @@ def document(result, failing, out) -> dict:
     from suite.report import compare_page
 
     view = compare_page.build_view(result)
+    cases = json.loads(result.cases.drop(columns=["effect"], errors="ignore").to_json(orient="records"))
+    for case in cases:  # a record's parameters are a JSON object in its column: an object here too
+        case["params"] = json.loads(case["params"]) if isinstance(case.get("params"), str) and case["params"] else {}
     return {**{role: {k: side[k] for k in ("selector", "runs", "summary")}
                for role, side in zip(("baseline", "candidate"), view["sides"])},
-            "gate": view["gate"], "headline": view["headline"], "counts": result.counts(),
+            "gate": view["gate"], "headline": compare_page.headline_lines(result), "counts": result.counts(),
             "failing": list(failing["case_id"]), "report": str(out),
             "drift": [{**dataclasses.asdict(d), "sentence": d.sentence} for d in result.drift],
-            "differences": result.environment.as_json()["differences"],
-            "cases": json.loads(result.cases.drop(columns=["effect"], errors="ignore").to_json(orient="records"))}
+            "differences": result.environment.as_json()["differences"], "cases": cases}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from suite.cli.output import print_json
+
 KEYS = ["python_version", "torch_version", "cuda_version", "torchao_version", "te_version", "triton_version",
         "device_name", "compute_capability", "driver_version", "git_sha"]
 
@@ -12,6 +14,9 @@ def main(args) -> int:
     from suite.measure import env
 
     info = env.capture(env.resolve_device("auto"))
+    if args.json:  # every fact a record would carry, under its column's name (docs/results-schema.md)
+        print_json({**info, "cuda_available": torch.cuda.is_available()})
+        return 0
     print(" | ".join(f"{k.removesuffix('_version')} {info[k]}" for k in KEYS if info.get(k) is not None)
           + f" | cuda available {torch.cuda.is_available()}")
     return 0

@@ -6,6 +6,12 @@ import io
 import json
 import shutil
 import sys
+import textwrap
+
+from suite.core.text import printable
+
+# Piped output has no width to fit: a line as long as this before a cell wraps.
+PIPED_WIDTH = 240
 
 
 def print_json(doc) -> None:
@@ -14,23 +20,88 @@ def print_json(doc) -> None:
 
 
 def table(rows: list[dict], columns: list[tuple[str, str]], title: str | None = None) -> None:
-    """A table on stdout: rich's box drawing on a terminal, plain columns when piped."""
+    """A table on stdout: rich's box drawing on a terminal, plain columns when piped.
+
+    Cells wrap at their spaces and never inside a word, so a number or a name is never split: where
+    the table's words cannot fit the terminal's width side by side, each row is printed as
+    'heading: value' lines instead. Columns empty in every row are left out. The cells pass the
+    control-character filter here (`suite.core.text.printable`: they hold text from records), and
+    the styles rich adds on a terminal are written past the CLI's filter (`Printable.raw`): only
+    the suite's own escape codes reach the terminal."""
+    columns = [(key, heading) for key, heading in columns if not rows or any(str(r.get(key, "")) for r in rows)]
+    headings = [printable(heading) for _, heading in columns]
+    cells = [[printable(str(row.get(key, ""))) for key, _ in columns] for row in rows]
+    tty = sys.stdout.isatty()
+    width = shutil.get_terminal_size().columns if tty else PIPED_WIDTH
+    title = printable(title) if title else None
+    widths = _widths(headings, cells, width, boxed=tty)
+    if widths is None:
+        _vertical(headings, cells, width, title)
+        return
     from rich.console import Console
+
+    shown = _rich_table(headings, cells, widths, title, boxed=tty)
+    if tty:  # the styles are the suite's own; everything in the cells was filtered above
+        Console(file=getattr(sys.stdout, "raw", sys.stdout), width=width, highlight=False, emoji=False,
+                markup=False).print(shown)
+        return
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, force_terminal=False, color_system=None, highlight=False, emoji=False,
+            markup=False).print(shown)
+    print("\n".join(line.rstrip() for line in buffer.getvalue().splitlines()))
+
+
+def _rich_table(headings: list[str], cells: list[list[str]], widths: list[int] | None, title: str | None,
+                boxed: bool):
     from rich.table import Table
 
     from rich import box
 
-    shown = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD if sys.stdout.isatty() else None,
-                  show_edge=False, pad_edge=False)
-    for _, heading in columns:
-        shown.add_column(heading, overflow="fold")
-    for row in rows:
-        shown.add_row(*(str(row.get(key, "")) for key, _ in columns))
-    tty = sys.stdout.isatty()
-    buffer = io.StringIO()
-    Console(file=buffer, width=shutil.get_terminal_size().columns if tty else 240, force_terminal=tty,
-            highlight=False, emoji=False, markup=False).print(shown)
-    print("\n".join(line.rstrip() for line in buffer.getvalue().splitlines()))
+    shown = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD if boxed else None, show_edge=False,
+                  pad_edge=False)
+    for heading, width in zip(headings, widths or [None] * len(headings)):
+        shown.add_column(heading, overflow="fold", width=width)
+    for row in cells:
+        shown.add_row(*row)
+    return shown
+
+
+def _widths(headings: list[str], cells: list[list[str]], width: int, boxed: bool) -> list[int] | None:
+    """Each column's width: its longest line where the table fits, else its longest word plus a
+    share of the room left; None where even the longest words do not fit side by side."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    texts = [[heading, *column] for heading, column in zip(headings, zip(*cells) if cells else [()] * len(headings))]
+    least = [max((len(word) for text in column for word in text.split()), default=1) or 1 for column in texts]
+    most = [max(max((len(text) for text in column), default=1), low) for column, low in zip(texts, least)]
+    console = Console(width=100_000, force_terminal=False, color_system=None)
+    chrome = Measurement.get(console, console.options, _rich_table(headings, [], least, None, boxed)).maximum - sum(least)
+    room = width - chrome
+    if sum(most) <= room:
+        return most
+    if sum(least) > room:
+        return None
+    # water-filling: the columns that lack least get all they lack, the others equal shares of the rest
+    widths, spare = list(least), room - sum(least)
+    order = sorted(range(len(least)), key=lambda i: most[i] - least[i])
+    for left, i in zip(range(len(order), 0, -1), order):
+        give = min(most[i] - least[i], spare // left)
+        widths[i], spare = widths[i] + give, spare - give
+    return widths
+
+
+def _vertical(headings: list[str], cells: list[list[str]], width: int, title: str | None) -> None:
+    """A table too wide for the terminal: each row as 'heading: value' lines, rows apart."""
+    pad = max(len(h) for h in headings) + 2
+    lines = [title, ""] if title else []
+    for row in cells:
+        for heading, value in zip(headings, row):
+            if value:
+                lines += textwrap.wrap(value, max(width - pad, 20), initial_indent=f"{heading}:".ljust(pad),
+                                       subsequent_indent=" " * pad, break_long_words=False, break_on_hyphens=False)
+        lines.append("")
+    print("\n".join(lines).rstrip("\n"))
 
 
 def info(args, message: str) -> None:

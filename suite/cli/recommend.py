@@ -1,4 +1,4 @@
-"""`recommend`: the fastest precision per case within an accuracy budget, from stored results."""
+"""`recommend`: which precision per case within an accuracy budget, from stored results."""
 
 from __future__ import annotations
 
@@ -7,34 +7,43 @@ import json
 from suite.cli.output import missing, print_json, table
 
 COLUMNS = [("workload", "workload"), ("setting", "case"), ("baseline", "baseline"), ("pick", "pick"),
-           ("speedup", "speedup"), ("error", "its error"), ("rejected", "faster, but over budget"),
-           ("not_timed", "within budget, not timed here")]
+           ("speedup", "speedup"), ("error", "its error"), ("rejected", "over budget"),
+           ("not_timed", "within budget, speed not measured here")]
 
 
 def main(args) -> int:
     from suite.analysis import answers, derived
     from suite.results import store
 
-    budget = answers.Budget(max_rel_err=args.max_rel_err, min_sqnr_db=args.min_sqnr_db,
-                            max_loss_delta=args.max_loss_delta)
+    bounds = {"max_rel_err": args.max_rel_err, "min_sqnr_db": args.min_sqnr_db, "max_loss_delta": args.max_loss_delta}
+    # no bound given: the report's (rel. error 1e-2; training steps within the loss margin)
+    budget = answers.Budget(**bounds) if any(v is not None for v in bounds.values()) else answers.LOOSE
     df = store.read(args.results)
     if not args.all_runs:
         df = derived.latest_runs(df)
     picks = answers.recommend(df, budget)
     if args.json:
-        print_json({"budget": {k: v for k, v in vars(budget).items() if v is not None},
+        print_json({"budget": budget.bounds(),
                     "picks": json.loads(picks.to_json(orient="records"))})
         return 0
-    rows = [{**r, "pick": r["pick"] or "none within budget",
-             "speedup": "" if missing(r["speedup"]) else f"{r['speedup']:.3g}x",
-             "error": error_text(r)} for r in picks.to_dict("records")]
-    table(rows, COLUMNS, f"Fastest precision with {budget.describe()}")
+    table([cells(r) for r in picks.to_dict("records")], COLUMNS, f"Which precision, with {budget.describe()}")
     return 0
+
+
+def cells(row: dict) -> dict:
+    """A pick as the table shows it: the speedup with its 'x', lists joined, why there is no pick."""
+    pick = row["pick"] or (row["note"] or "none within budget")
+    if row["pick"] and row["decided_on"] == "accuracy":
+        pick += " (numerics only: most accurate)"
+    return {**row, "pick": pick, "speedup": "" if missing(row["speedup"]) else f"{row['speedup']:.3g}x",
+            "error": error_text(row), "not_timed": ", ".join(row["not_timed"]),
+            "rejected": "; ".join(f"{r['precision']} ({r['reason']})" for r in row["rejected"])}
 
 
 def error_text(row: dict) -> str:
     """'rel. error 1.2e-03, SQNR 52.1 dB': the pick's errors that were measured."""
     parts = [f"rel. error {row['rel_err']:.2e}" if not missing(row.get("rel_err")) else "",
              f"SQNR {row['sqnr_db']:.1f} dB" if not missing(row.get("sqnr_db")) else "",
-             f"loss delta {row['loss_delta_vs_fp32']:+.3g}" if not missing(row.get("loss_delta_vs_fp32")) else ""]
+             f"loss {row['loss_gap_nats']:+.3g} nats vs {row['loss_reference']}"
+             if not missing(row.get("loss_gap_nats")) else ""]
     return ", ".join(p for p in parts if p)

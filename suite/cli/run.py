@@ -59,13 +59,13 @@ def _summary(args, result) -> None:
 
     records = result.records
     lines = summary.headline(records if result.group_records is None else result.group_records)
-    rows = summary.summary_rows(records)
     if args.json:
         print_json({"run_id": result.run_id, "results": str(result.path),
                     "report": str(result.report_files[0].parent) if result.report_files else None,
-                    "cases": len(records), "failed": result.failed, "headline": lines, "summary": rows})
+                    "cases": len(records), "failed": result.failed, "headline": lines,
+                    "summary": summary.summary_records(records)})
         return
-    table(rows, summary.SUMMARY_COLUMNS, "Summary (geomean speedup over the in-run baseline)")
+    table(summary.summary_rows(records), summary.SUMMARY_COLUMNS, "Summary (geomean speedup over the in-run baseline)")
     for line in lines:  # shown with --quiet too: they are the run's answer
         print(f"mpsuite: {line}", file=sys.stderr)
 

@@ -104,36 +104,43 @@ def _roofline_cell(r) -> str:
     return " ".join(x for x in (fraction, bound) if x)
 
 
-# The accuracy budgets the report's "which precision" table answers for (relative error against
-# the reference): about bf16's unit roundoff (2^-8 = 3.9e-3) at 1e-2, ten times tighter at 1e-3.
-REPORT_BUDGETS = (1e-3, 1e-2)
+# "Which precision" answers for the budgets of `suite.analysis.answers`: TIGHT and LOOSE (rel. error
+# 1e-3 and 1e-2; a training step's loss within 0.001 and 0.01 nats of its reference) and TRAINED
+# (fastest measured: any error, but a training step only within the loss margin).
 PICK_TABLE = [("workload", "workload"), ("setting", "case"), ("baseline", "baseline"),
-              *[(f"within_{b:g}", f"fastest with rel. error <= {b:g}") for b in REPORT_BUDGETS],
-              ("fastest", "fastest measured"), ("not_timed", "within 1e-2, speed not measured here")]
+              ("tight", f"fastest with {answers.TIGHT.describe()}"), ("loose", f"fastest with {answers.LOOSE.describe()}"),
+              ("fastest", "fastest measured (training steps: within the loss margin)"),
+              ("not_timed", "within the looser budget, speed not measured here")]
 
 
-def _pick_cells(picks: pd.DataFrame) -> pd.Series:
-    """'bf16 3.2x' per setting, 'none' where no precision meets the budget."""
-    speed = pd.to_numeric(picks["speedup"], errors="coerce").map(lambda v: f"{v:.3g}x")
-    return (picks["pick"].astype(str) + " " + speed).where(picks["pick"].notna(), "none")
+def _pick_cells(picks: pd.DataFrame) -> list[str]:
+    """'bf16 3.2x' per setting decided on speed, 'fp8_rowwise (numerics only, rel. error 3.8e-02)'
+    where every precision but the baseline is emulated, 'none' where no precision meets the budget."""
+    cells = []
+    for r in picks.to_dict("records"):
+        if r["pick"] is None:
+            cells.append("none")
+        elif r["decided_on"] == "accuracy":
+            error = f"rel. error {r['rel_err']:.1e}" if r["rel_err"] is not None else \
+                f"loss {r['loss_gap_nats']:+.3g} nats" if r["loss_gap_nats"] is not None else "error not measured"
+            cells.append(f"{r['pick']} (numerics only, {error})")
+        else:
+            cells.append(f"{r['pick']} {r['speedup']:.3g}x")
+    return cells
 
 
 def _pick_rows(df: pd.DataFrame) -> list[dict]:
-    """Per setting (the first MAX_CASE_ROWS): the fastest precision within each report budget and
-    overall (`suite.analysis.answers.recommend`)."""
+    """Per setting (the first MAX_CASE_ROWS): the pick within each report budget and the fastest
+    measured (`suite.analysis.answers.recommend`)."""
     df = answers.with_settings(df)
     shown = df[df["setting_key"].isin(df["setting_key"].unique()[:MAX_CASE_ROWS])]  # a setting's pick needs its rows only
-    budgets = [answers.Budget(max_rel_err=b) for b in REPORT_BUDGETS]
-    fastest, *within = answers.recommend_each(shown, [answers.Budget(), *budgets])
-    if fastest.empty or fastest["speedup"].isna().all():
+    fastest, tight, loose = answers.recommend_each(shown, [answers.TRAINED, answers.TIGHT, answers.LOOSE])
+    if fastest.empty or fastest["pick"].isna().all():
         return []
-    table = pd.DataFrame({"workload": fastest["workload"], "setting": fastest["setting"],
-                          "baseline": fastest["baseline"].fillna(""), "fastest": _pick_cells(fastest)})
-    for budget, picks in zip(REPORT_BUDGETS, within):
-        table[f"within_{budget:g}"] = _pick_cells(picks).to_numpy()
-        if budget == 1e-2:
-            table["not_timed"] = picks["not_timed"].fillna("").to_numpy()
-    return table.to_dict("records")
+    return pd.DataFrame({"workload": fastest["workload"], "setting": fastest["setting"],
+                         "baseline": fastest["baseline"].fillna(""), "tight": _pick_cells(tight),
+                         "loose": _pick_cells(loose), "fastest": _pick_cells(fastest),
+                         "not_timed": [", ".join(names) for names in loose["not_timed"]]}).to_dict("records")
 
 
 def build_view(df: pd.DataFrame) -> dict:
@@ -178,9 +185,12 @@ def _energy_rows(df: pd.DataFrame) -> list[dict]:
 
 
 PICK_NOTE = (
-    "Per case, the fastest precision whose relative error meets each budget, with its measured "
-    "speedup over the in-run baseline (`python -m suite recommend` answers for any budget). "
-    "Emulated precisions (FP8 on a CPU) have no speed here; the last column names those within 1e-2."
+    "Per case, the fastest precision within each budget, with its measured speedup over the in-run "
+    "baseline (`python -m suite recommend` answers for any budget): GEMMs and layers by their relative "
+    "error against the reference; training steps by their final loss against their reference (the "
+    "fp32-master recipe for update-side recipes, else the fp32 twin trained on the same batches). "
+    "Where every precision but the baseline is emulated (FP8 on a CPU) there is no speed to rank: "
+    "the pick is the most accurate recipe within the budget, numerics only."
 )
 
 CROSSOVER_NOTE = (

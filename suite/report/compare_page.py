@@ -167,13 +167,19 @@ def _gate_text(cmp: compare.Comparison) -> str:
     return f"Gate (--fail-on {fail_on}): passes; exit status 0."
 
 
+def headline_lines(cmp: compare.Comparison) -> list[str]:
+    """What the comparison came to, a sentence each: every drift of a baseline precision, then the
+    verdicts counted (`compare --json`'s "headline"; the pages join them)."""
+    counts = cmp.counts()
+    return [*(d.sentence for d in cmp.drift), ", ".join(f"{counts[v]} {v}" for v in compare.VERDICTS if v in counts)]
+
+
 def build_view(cmp: compare.Comparison) -> dict:
     o = cmp.options
     counts = cmp.counts()
     ordered = [(v, counts[v]) for v in compare.VERDICTS if v in counts]
     attention = cmp.cases[cmp.cases["verdict"].isin(ATTENTION) | cmp.cases["gate"]]
     m = compare.family_size(cmp.cases, o.fail_on)
-    drift = [d.sentence for d in cmp.drift]
     return {
         "title": f"{cmp.baseline.scenario}: {cmp.baseline.describe()} vs {cmp.candidate.describe()}",
         "scenario": cmp.baseline.scenario if cmp.baseline.scenario == cmp.candidate.scenario
@@ -184,7 +190,7 @@ def build_view(cmp: compare.Comparison) -> dict:
             for col, title in SIDE_COLUMNS if cmp.baseline.values(col) or cmp.candidate.values(col)
         ],
         "counts": ordered,
-        "headline": "; ".join([*drift, ", ".join(f"{n} {v}" for v, n in ordered)]),
+        "headline": "; ".join(headline_lines(cmp)),
         "drift": [d.detail for d in cmp.drift],
         "differences": cmp.environment.summary(),
         "gate": _gate_text(cmp),

@@ -186,6 +186,8 @@ CORE: list[Column] = [
         ("run_group", "string", "", "the fleet run the record belongs to: the group's name and the scenario spec's "
                                     "hash (every shard of one fleet run shares it; readers then give its records "
                                     "one run_id, the group's)"),
+        ("run_only", "string", "", "the run's `--only` filters, repeats joined by ' or ' (null: every case of the "
+                                   "scenario, or the shard's slice of them)"),
         ("shard_index", "int", "", "this shard's index K, from 0 to shard_count - 1 (`run --shard K/N`)"),
         ("shard_count", "int", "", "shards the run group was cut into (N)"),
         ("shard_run_id", "string", "", "the shard's own run id (its file's name); run_id reads as the group's"),
