@@ -17,6 +17,9 @@ from suite.results import store
 from tests.test_history import store_with_a_step  # noqa: F401  (a fixture: six runs, a step at the fourth)
 
 GATE = ",".join(history_gate.NIGHTLY)
+# What these tests assert is decided and written in this process; the plots' pixels are not
+# among it (tests/conftest.py quick_png).
+pytestmark = pytest.mark.usefixtures("quick_png")
 
 
 def copy_runs(results, tmp_path, keep: int):
