@@ -41,6 +41,18 @@ sizes = [32, 64]
 
 
 @pytest.fixture
+def quick_png(monkeypatch):
+    """Figures drawn in full but neither laid out nor rasterised: a plot costs a tenth of a second
+    to a second (under load) that way, and where a test asserts what a command decides, writes or
+    refuses, pixels are not its subject (tests/test_report.py and test_answers.py draw real ones).
+    Only in this process: a command run in a subprocess draws its plots in full."""
+    from matplotlib.figure import Figure
+
+    monkeypatch.setattr(Figure, "savefig", lambda self, fname, **kwargs: Path(fname).write_bytes(b"\x89PNG"))
+    monkeypatch.setattr(Figure, "tight_layout", lambda self, **kwargs: None)
+
+
+@pytest.fixture
 def write_scenario(tmp_path):
     """write_scenario(text, name="s.toml") -> Path of a scenario file in a fresh folder."""
 

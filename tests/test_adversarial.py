@@ -33,6 +33,9 @@ from tests.conftest import TINY_SCENARIO, quick_toml
 from tests.test_resume import stopped_by
 
 ROOT = Path(__file__).resolve().parent.parent
+# What these tests assert is decided and written in this process; the plots' pixels are not
+# among it (tests/conftest.py quick_png).
+pytestmark = pytest.mark.usefixtures("quick_png")
 
 
 def records_of(path: Path) -> list[dict]:
@@ -646,16 +649,6 @@ CHAIN = settings(GATE, max_examples=8)
 CHANGES = st.lists(st.tuples(st.integers(0, 7), st.sampled_from(FIELDS), VALUES), min_size=1, max_size=4)
 
 
-@pytest.fixture
-def quick_png(monkeypatch):
-    """Figures drawn in full but neither laid out nor rasterised (each costs a tenth of a second
-    a plot, and pixels are not what this test is about)."""
-    from matplotlib.figure import Figure
-
-    monkeypatch.setattr(Figure, "savefig", lambda self, fname, **kwargs: Path(fname).write_bytes(b"\x89PNG"))
-    monkeypatch.setattr(Figure, "tight_layout", lambda self, **kwargs: None)
-
-
 @pytest.fixture(scope="module")
 def clean(tiny_run, tmp_path_factory) -> tuple[list[dict], list[dict], str]:
     """The tiny run's records, another run of them to compare with, and the run as pytest-benchmark
@@ -715,7 +708,7 @@ def test_random_record_values_through_import_or_read_and_export(clean, tmp_path_
 
 @CHAIN
 @given(changes=CHANGES, as_json=st.booleans())
-def test_random_record_values_through_report_compare_and_export(clean, tmp_path_factory, capsys, quick_png,
+def test_random_record_values_through_report_compare_and_export(clean, tmp_path_factory, capsys,
                                                                 changes, as_json):
     case = tmp_path_factory.mktemp("chain")
     first = spoiled(case, clean, changes, as_json)

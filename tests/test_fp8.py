@@ -238,7 +238,7 @@ def test_missing_torchao_is_a_skip_with_the_import_error(monkeypatch):
 # --- the cpu_fp8 scenario end to end ------------------------------------------------------------
 
 @pytest.mark.slow
-def test_cpu_fp8_scenario_end_to_end(tmp_path):
+def test_cpu_fp8_scenario_end_to_end(tmp_path, quick_png):  # what it asserts is numbers and text
     scenario = spec.load("scenarios/cpu_fp8.toml")
     result = pipeline.run(pipeline.RunRequest(scenario, tmp_path / "results", tmp_path / "reports", progress=False))
     records = result.records.to_dict("records")

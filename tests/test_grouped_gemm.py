@@ -107,7 +107,7 @@ def test_block_formats_group_as_their_kernels_need():
 
 
 @needs_grouped_mm
-def test_a_run_reports_speedup_against_the_load_and_the_loop(tmp_path, write_scenario):
+def test_a_run_reports_speedup_against_the_load_and_the_loop(tmp_path, write_scenario, quick_png):
     from conftest import quick_toml
     from suite import pipeline
     from suite.report import render

@@ -18,6 +18,9 @@ from tests.test_history import store_with_a_step  # noqa: F401  (a fixture: six 
 from tests.json_docs import validated
 
 GATE = ",".join(history_gate.NIGHTLY)
+# What these tests assert is decided and written in this process; the plots' pixels are not
+# among it (tests/conftest.py quick_png).
+pytestmark = pytest.mark.usefixtures("quick_png")
 
 
 def copy_runs(results, tmp_path, keep: int):

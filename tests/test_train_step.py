@@ -167,7 +167,7 @@ mkn = [[32, 32, 250], [32, 250, 32], [250, 32, 32], [32, 32, 256], [32, 256, 32]
 """
 
 
-def test_vocab_scenario_records_both_levels_of_the_padding_effect(write_scenario, tmp_path):
+def test_vocab_scenario_records_both_levels_of_the_padding_effect(write_scenario, tmp_path, quick_png):
     """The effect of the vocabulary is recorded and analysed; its size is a measurement, not asserted."""
     from suite import pipeline
 

@@ -229,6 +229,7 @@ def records_of(df: pd.DataFrame) -> list[dict]:
     """A DataFrame of records back to plain records in the declared types (pandas turns an int
     column with nulls into floats, and lists into arrays), e.g. to rewrite a migrated file."""
     out = []
+    kinds = {c.name: c.type for c in columns.all_columns()}  # once: the registry stands still while we read
     for row in df.to_dict("records"):
         record = {}
         for name, value in row.items():
@@ -236,7 +237,7 @@ def records_of(df: pd.DataFrame) -> list[dict]:
                 value = value.tolist()
             if isinstance(value, float) and value != value or value is pd.NaT:
                 value = None
-            kind = columns.BY_NAME[name].type if name in columns.BY_NAME else None
+            kind = kinds.get(name)
             if kind == "int" and isinstance(value, float) and value.is_integer():
                 value = int(value)
             record[name] = value

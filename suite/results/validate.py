@@ -75,8 +75,9 @@ def _fits(kind: pa.DataType, declared: str) -> bool:
 def type_problems(table: pa.Table) -> list[str]:
     """Every defined column not in its declared type, and JSON columns that do not parse."""
     out = []
+    by_name = columns.BY_NAME
     for name in table.column_names:
-        column = columns.BY_NAME.get(name)
+        column = by_name.get(name)
         if column is not None and not _fits(table.schema.field(name).type, column.type):
             out.append(f"column {name} holds {table.schema.field(name).type} values, expected {column.type} "
                        "(suite/results/columns.py)")
