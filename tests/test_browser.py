@@ -96,7 +96,7 @@ def test_a_long_table_sorts_by_a_click_and_numbers_stay_on_one_line(site, browse
     table = page.locator("table.sortable").last
     assert table.locator("tbody tr").count() > 10
     column = table.locator("th", has_text="median ms").first
-    cells = "(t, i) => Array.from(t.tBodies[0].rows).map(r => parseFloat(r.cells[i].textContent)).filter(v => !isNaN(v))"
+    cells = "(t, i) => Array.from(t.tBodies[0].rows).map(r => parseFloat(r.cells[i].textContent)).filter(v => Number.isFinite(v))"
     index = column.evaluate("th => th.cellIndex")
     column.click()
     up = table.evaluate(cells, index)

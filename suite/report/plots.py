@@ -145,9 +145,20 @@ def _finish(fig, ax, xlabel, categories, path: Path, x: pd.Series | None = None)
     return figures.save(fig, path)
 
 
+# The width of one character of an 8-point tick label, in inches (DejaVu Sans averages ~0.6 em).
+CHAR_INCHES = 8 * 0.6 / 72
+
+
 def _category_ticks(ax, categories: dict) -> None:
-    ax.set_xticks(list(categories.values()), list(categories.keys()), rotation=30 if len(categories) > 1 else 0,
-                  ha="right" if len(categories) > 1 else "center", fontsize=8)
+    """A case's name under its place, one parameter a line ("batch=16" over "vocab=50304"), level
+    where every name fits its share of the axis width; else on one line, slanted."""
+    names = [str(c) for c in categories]
+    lines = [n.split(" ") for n in names]
+    share = ax.get_position().width * ax.figure.get_figwidth() / max(len(names), 1)
+    if max(len(part) for n in lines for part in n) * CHAR_INCHES <= 0.9 * share:
+        ax.set_xticks(list(categories.values()), ["\n".join(n) for n in lines], fontsize=8)
+    else:
+        ax.set_xticks(list(categories.values()), names, rotation=30, ha="right", rotation_mode="anchor", fontsize=8)
     ax.set_xlim(-0.6, len(categories) - 0.4)
 
 
@@ -255,8 +266,8 @@ def throughput(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
                        label=f"{precision} vendor peak")
     if log_y:
         ax.set_yscale("log")
-    ax.set_ylabel("TFLOP/s (median; bars: p10-p90)")
-    ax.set_title(f"{workload}: throughput by precision")
+    ax.set_ylabel("TFLOP/s (median)")
+    ax.set_title(f"{workload}: throughput by precision (bars: each case's p10-p90)")
     return _finish(fig, ax, xlabel, cats, path, x)
 
 
@@ -273,8 +284,8 @@ def speedup(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     ax.axhline(1.0, color="k", lw=1)
     if log_y:
         ax.set_yscale("log")
-    ax.set_ylabel(f"speedup over {rows['baseline'].iloc[0]} (x; bars: the case's p10-p90)")
-    ax.set_title(f"{workload}: speedup over the baseline precision")
+    ax.set_ylabel(f"speedup over {rows['baseline'].iloc[0]} (x)")
+    ax.set_title(f"{workload}: speedup over the baseline precision (bars: each case's p10-p90)")
     return _finish(fig, ax, xlabel, cats, path, x)
 
 
