@@ -157,3 +157,13 @@ def test_a_folder_of_scenarios_opens_on_a_front_page(tmp_path, capsys):
     assert cli.main(["report", str(results), "--out", str(out), "--quiet"]) == 0
     assert (out / "index.html").read_text() == "<p>my own page</p>"
     assert "not written over it" in capsys.readouterr().err
+
+
+def test_the_models_report_renders_quietly_with_its_case_names_level_and_whole(tmp_path):
+    done = render("cpu_models", tmp_path / "report")
+    assert done.stderr.strip() == "", done.stderr
+    svg = svg_text(tmp_path / "report" / "speedup_train_step.svg")
+    ticks = re.findall(r'<g id="xtick_\d+">.*?<text([^>]*)>([^<]+)</text>', svg, re.S)
+    lines = [text for _, text in ticks]
+    assert "vocab=50304" in lines and "batch=16" in lines  # one parameter a line, never cut
+    assert not [a for a, _ in ticks if re.search(r"rotate\(-?[1-9]", a)]  # level: they fit
