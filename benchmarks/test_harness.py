@@ -140,4 +140,4 @@ def test_read_and_report(benchmark, records, tmp_path):
 
     assert benchmark.pedantic(report_command, rounds=3, iterations=1) == 0
     assert "more cases are in the results parquet" in (out / "report.md").read_text()
-    assert sorted(p.name for p in out.glob("*.png")) == ["accuracy_gemm.png", "speedup_gemm.png", "throughput_gemm.png"]
+    assert sorted(p.name for p in out.glob("*.svg")) == ["speedup_gemm.svg", "throughput_gemm.svg", "tradeoff_gemm.svg"]

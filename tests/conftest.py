@@ -42,14 +42,21 @@ sizes = [32, 64]
 
 @pytest.fixture
 def quick_png(monkeypatch):
-    """Figures drawn in full but neither laid out nor rasterised: a plot costs a tenth of a second
+    """Figures drawn in full but neither laid out nor written out: a plot costs a tenth of a second
     to a second (under load) that way, and where a test asserts what a command decides, writes or
-    refuses, pixels are not its subject (tests/test_report.py and test_answers.py draw real ones).
-    Only in this process: a command run in a subprocess draws its plots in full."""
-    from matplotlib.figure import Figure
+    refuses, pixels are not its subject (tests/test_report.py, test_answers.py and test_browser.py
+    draw real ones): an empty SVG in their place. Only in this process: a command run in a
+    subprocess draws its plots in full."""
+    import matplotlib.pyplot as plt
 
-    monkeypatch.setattr(Figure, "savefig", lambda self, fname, **kwargs: Path(fname).write_bytes(b"\x89PNG"))
-    monkeypatch.setattr(Figure, "tight_layout", lambda self, **kwargs: None)
+    from suite.report import figures
+
+    def save(fig, path):
+        plt.close(fig)
+        path.write_text('<svg xmlns="http://www.w3.org/2000/svg"></svg>')
+        return path
+
+    monkeypatch.setattr(figures, "save", save)
 
 
 @pytest.fixture

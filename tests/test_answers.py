@@ -4,7 +4,6 @@ runs of a tiny scenario."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -208,7 +207,7 @@ def test_scenarios_are_found_outside_the_repository(tmp_path, monkeypatch, capsy
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (apt install chromium)")
-def test_the_report_opens_with_its_answer_in_a_browser_and_every_image_loads(tiny, tmp_path):
+def test_the_report_opens_with_its_answer_in_a_browser_and_every_plot_shows(tiny, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
     out = tmp_path / "report"
     report.render(store.read_file(tiny), out)
@@ -218,13 +217,13 @@ def test_the_report_opens_with_its_answer_in_a_browser_and_every_image_loads(tin
             page = browser.new_page()
             page.goto((out / "index.html").as_uri())
             first = page.locator("ul.headline li").first.inner_text()
-            images = page.evaluate("Array.from(document.images).map(i => [i.getAttribute('src'), "
-                                   "i.complete && i.naturalWidth > 0])")
+            plots = page.evaluate("Array.from(document.querySelectorAll('svg.plot')).map(s => "
+                                  "s.getBoundingClientRect().width > 100 && s.querySelectorAll('path').length > 0)")
             overflow = page.evaluate("document.documentElement.scrollWidth > window.innerWidth")
         finally:
             browser.close()
     assert first == summary.headline(store.read_file(tiny))[0]
-    assert images and all(loaded for _, loaded in images), images
+    assert plots and all(plots), plots  # every plot inlined and drawn
     assert not overflow  # wide tables scroll inside their box; the page itself never does
 
 

@@ -33,7 +33,7 @@ def test_run_writes_results_and_report(workdir, capsys):
     df = store.read_file(files[0])
     assert len(df) == 8 and set(df["status"]) == {"ok", "skipped"}
     assert df["run_id"].nunique() == 1 and files[0].stem == df["run_id"].iloc[0]
-    for name in ("index.html", "report.md", "throughput_gemm.png"):
+    for name in ("index.html", "report.md", "throughput_gemm.svg"):
         assert (workdir / "reports" / "tiny" / name).is_file()
     out = capsys.readouterr().out
     assert "bf16" in out and "geomean speedup" in out

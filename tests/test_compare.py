@@ -282,7 +282,7 @@ def test_cli_writes_the_report_and_gates(synthetic, tmp_path, capsys):
     printed = capsys.readouterr()
     assert "Gate (--fail-on regressed,time:regressed,new-failure,new-skip): fails" in printed.out
     assert "1 regressed" in printed.out and "fail the gate" in printed.err
-    for name in ("report.md", "index.html", "speedups.png", "speedup_change.png", "time_change.png"):
+    for name in ("report.md", "index.html", "speedups.svg", "speedup_change.svg", "time_change.svg"):
         assert (out / name).stat().st_size > 0
     md = (out / "report.md").read_text()
     assert md.startswith("# mpsuite comparison: cmp") and "## Needs attention" in md

@@ -98,10 +98,10 @@ def test_report_renders_a_fleet_and_keeps_each_devices_newest_run(recorded, tmp_
     assert f"| gemm | fp16 | fp32 | {fp16['geomean_speedup']:.3g}x (5 cases) |" in page  # the per-device table
     assert "report.md \\<b\\>\\|\\*x\\*\\|\\</b\\>" in page and "<b>" not in page
     assert "&lt;b&gt;" in (out / "index.html").read_text() and "<b>|" not in (out / "index.html").read_text()
-    assert (out / "fleet_speedup_gemm.png").stat().st_size > 0
+    assert (out / "fleet_speedup_gemm.svg").stat().st_size > 0
     folders = sorted(p.name for p in out.iterdir() if p.is_dir())
     assert len(folders) == 2 and all(f.startswith("device-") and "<" not in f for f in folders)
     for folder in folders:  # each device's own report, as a single device gets it
         device_page = (out / folder / "report.md").read_text()
-        assert device_page.startswith("# mpsuite report: cmp") and (out / folder / "speedup_gemm.png").exists()
+        assert device_page.startswith("# mpsuite report: cmp") and (out / folder / "speedup_gemm.svg").exists()
         assert f"]({folder}/report.md)" in page

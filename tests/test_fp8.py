@@ -272,7 +272,7 @@ def test_cpu_fp8_scenario_end_to_end(tmp_path, quick_png):  # what it asserts is
     for line in fp8_rows:
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert not any(c.endswith("x") and c[:-1].replace(".", "").isdigit() for c in cells)  # no speedup
-    assert (tmp_path / "reports" / "cpu_fp8" / "outlier_sqnr_outlier.png").exists()
+    assert (tmp_path / "reports" / "cpu_fp8" / "outlier_sqnr_outlier.svg").exists()
     assert not math.isnan(outlier[("fp8_tensorwise", 1e5)]["sqnr_drop_db"])
 
 

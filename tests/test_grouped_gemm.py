@@ -128,7 +128,7 @@ def test_a_run_reports_speedup_against_the_load_and_the_loop(tmp_path, write_sce
     assert set(skewed["imbalance"]) == {61 / 16}
     files = render(pd.read_parquet(result.path), tmp_path / "report")
     names = {f.name for f in files}
-    assert {"speedup_by_imbalance_grouped_gemm.png", "grouped_vs_loop_grouped_gemm.png"} <= names
+    assert {"speedup_by_imbalance_grouped_gemm.svg", "grouped_vs_loop_grouped_gemm.svg"} <= names
     page = (tmp_path / "report" / "report.md").read_text()
     assert "grouped\\_gemm against impl=loop (its time over each case's): fp32" in page or \
         "grouped_gemm against impl=loop (its time over each case's): fp32" in page

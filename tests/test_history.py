@@ -160,7 +160,7 @@ def test_history_command_writes_a_report_and_json(store_with_a_step, tmp_path, c
     printed = capsys.readouterr().out
     assert "2 change point(s)" in printed and "torch 2.13.0+cpu -> 2.14.1+cpu" in printed
     names = {p.name for p in out.iterdir()}
-    assert {"history_gemm_bf16_speedup.png", "history_gemm_fp16_speedup.png", "history_gemm_fp32_time.png",
+    assert {"history_gemm_bf16_speedup.svg", "history_gemm_fp16_speedup.svg", "history_gemm_fp32_time.svg",
             "report.md", "index.html"} <= names
     md, page = (out / "report.md").read_text(), (out / "index.html").read_text()
     assert "## Change points" in md and "-23.1%" in md  # 1/1.3 - 1
@@ -174,14 +174,16 @@ def test_the_plot_has_no_text_inside_its_axes(store_with_a_step, tmp_path, monke
     overlap however many change points there are."""
     results, _ = store_with_a_step
     drawn = []
-    real = history_page.save_figure
+    from suite.report import figures
+
+    real = figures.save
 
     def keep(fig, path):
         drawn.append([(t.get_text(), ax.get_legend() is not None) for ax in fig.axes for t in ax.texts])
         drawn.append([t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()])
         return real(fig, path)
 
-    monkeypatch.setattr(history_page, "save_figure", keep)
+    monkeypatch.setattr(figures, "save", keep)
     history_page.render(history.build("cmp", results), tmp_path / "p")
     texts, legends = drawn[0::2], drawn[1::2]
     assert all(t == [] for t in texts)

@@ -225,7 +225,7 @@ def test_a_run_draws_sqnr_against_the_outlier_and_the_block_size(tmp_path, write
                                               progress=False))
     assert (result.records["status"] == "ok").all()
     files = {f.name for f in render(pd.read_parquet(result.path), tmp_path / "report")}
-    assert {"outlier_elements_outlier.png", "outlier_block_size_outlier.png", "outlier_sqnr_outlier.png"} <= files
+    assert {"outlier_elements_outlier.svg", "outlier_block_size_outlier.svg", "outlier_sqnr_outlier.svg"} <= files
     page = (tmp_path / "report" / "report.md").read_text()
     line = next(line for line in page.splitlines() if "SQNR of A's other elements" in line)
     assert "fp8_tensorwise" in line and "mxfp8" in line

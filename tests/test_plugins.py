@@ -185,6 +185,6 @@ def test_a_toy_precision_and_workload_run_through_plan_run_and_report(toy_folder
     report = out / "reports" / "toy"
     text = (report / "report.md").read_text()
     assert "## toy_shifted" in text and "| output mean |" in text  # the declared detail table
-    assert (report / "shift_error_toy_shifted.png").stat().st_size > 0  # the declared plot
+    assert (report / "shift_error_toy_shifted.svg").stat().st_size > 0  # the declared plot
     with pytest.raises(spec.ScenarioError, match="params.toy_scale: -1.0 is not valid for 'toy_scaled'"):
         spec.load(write_scenario(quick_toml("toy2", TOY_SCENARIO.replace("2.0]", "-1.0]")), "toy2.toml"))

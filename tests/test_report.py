@@ -52,7 +52,9 @@ def test_in_a_run_over_two_kinds_of_card_a_speedup_is_over_the_baseline_on_the_s
 def test_render_writes_html_markdown_and_plots(records, tmp_path):
     written = report.render(records, tmp_path)
     names = {p.name for p in written}
-    assert {"index.html", "report.md", "throughput_gemm.png", "speedup_gemm.png", "accuracy_gemm.png"} <= names
+    # fp8_tensorwise is emulated: its accuracy has a chart of its own beside the speed plots
+    assert {"index.html", "report.md", "throughput_gemm.svg", "speedup_gemm.svg", "tradeoff_gemm.svg",
+            "accuracy_gemm.svg"} <= names
     for p in written:
         assert p.stat().st_size > 0
     md = (tmp_path / "report.md").read_text()

@@ -187,8 +187,8 @@ def test_vocab_scenario_records_both_levels_of_the_padding_effect(write_scenario
     gemm_total = table[table["level"] == "gemm total"]
     assert sorted(gemm_total["vocab"].unique()) == [250, 256]
     report = tmp_path / "reports" / "vocab_small"
-    assert (report / "vocab_padding_train_step.png").stat().st_size > 0
-    assert (report / "loss_train_step.png").stat().st_size > 0
+    assert (report / "vocab_padding_train_step.svg").stat().st_size > 0
+    assert (report / "loss_train_step.svg").stat().st_size > 0
 
 
 def test_cosine_schedule_warms_up_then_decays_to_the_final_rate():

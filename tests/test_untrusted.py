@@ -89,7 +89,7 @@ def test_1_a_workload_name_with_dot_dot_cannot_place_a_plot_outside_the_report(t
     assert cli.main(["import", str(hostile), "--results", "results"]) == 0
     assert cli.main(["report", "results"]) == 0
     assert files_outside(tmp_path, "work/results", "work/reports", "inputs", "export.json") == []
-    plots = sorted(p.name for p in (sandbox / "reports" / "tiny").glob("*.png"))
+    plots = sorted(p.name for p in (sandbox / "reports" / "tiny").glob("*.svg"))
     assert plots and all("/" not in name and not name.startswith(".") for name in plots)
 
 
@@ -267,7 +267,7 @@ def test_5_report_md_renders_record_text_as_text(tiny_run, tmp_path):
     flat = [t for tok in tokens for t in [tok, *(tok.children or [])]]
     assert not [t for t in flat if t.type in ("html_inline", "html_block", "link_open")]
     images = [t.attrGet("src") for t in flat if t.type == "image"]
-    assert images and all(src.endswith(".png") and "/" not in src for src in images)  # our plots only
+    assert images and all(src.endswith(".svg") and "/" not in src for src in images)  # our plots only
     headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
     assert not [h for h in headings if "Heading" in h]
     rows = [t for t in tokens if t.type == "tr_open"]

@@ -263,7 +263,8 @@ def list_column(values: pd.Series) -> pa.Array:
     cell (records in memory, a default read)."""
     if isinstance(values.dtype, pd.ArrowDtype):
         return pa.chunked_array(values.array.__arrow_array__()).combine_chunks()
-    cells = [None if c is None or (isinstance(c, float) and math.isnan(c)) else c for c in values.to_numpy(dtype=object)]
+    cells = [c if isinstance(c, (list, tuple, np.ndarray)) or not pd.isna(c) else None  # None, NaN or pd.NA
+             for c in values.to_numpy(dtype=object)]
     return pa.array(cells, type=pa.list_(pa.float64()))
 
 

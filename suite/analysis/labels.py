@@ -19,6 +19,7 @@ geomeans and headlines that group by it never pool them. Names are computed once
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -106,3 +107,19 @@ def with_labels(df: pd.DataFrame) -> pd.DataFrame:
     df["variant"] = pd.Series(np.asarray(variant, dtype=object)[codes], index=df.index, dtype=object)
     df["shape"] = pd.Series(np.asarray(shape, dtype=object)[codes], index=df.index, dtype=object)
     return df
+
+
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def sort_key(name) -> tuple:
+    """A name's sort key with its numbers by value: `outlier=30000` before `outlier=1e+06`, `256x...`
+    before `1024x...` (text order puts 1000000 before 30000)."""
+    parts = _NUMBER.split(str(name))
+    numbers = [float(n) for n in _NUMBER.findall(str(name))]
+    key: list = []
+    for i, text in enumerate(parts):
+        key.append((0, text, 0.0))
+        if i < len(numbers):
+            key.append((1, "", numbers[i]))
+    return tuple(key)

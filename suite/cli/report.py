@@ -18,11 +18,13 @@ def main(args) -> int:
     if not args.all_runs:
         df = fleet.latest_runs(df)  # per device: the fleet's newest run of each card
     scenarios = sorted(df["scenario"].unique())
+    root = Path("reports") if args.out is None else location.where(args.out)
     for name in scenarios:
-        if args.out is None:
-            out = Path("reports") / name
-        else:
-            out = location.where(args.out) / name if len(scenarios) > 1 else location.where(args.out)
+        out = root / name if args.out is None or len(scenarios) > 1 else root
         written = report.render(derived.rows(df, df["scenario"] == name), out)
         info(args, f"report in {out}/ ({', '.join(p.name for p in written)})")
+    if len(scenarios) > 1 and isinstance(root, Path):  # a folder of scenarios opens on one page
+        page = report.front_page(df, root)
+        if page is not None:
+            info(args, f"front page: {page}")
     return 0

@@ -1,4 +1,4 @@
-"""Render a report from records: `index.html`, `report.md` and PNG plots in one folder.
+"""Render a report from records: `index.html`, `report.md` and SVG plots in one folder.
 
 Only this package writes `reports/`. It computes nothing new: every number shown is a record column
 or comes from `suite.analysis` applied to the records, so a report can be re-rendered from
@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-import jinja2
 import pandas as pd
 
 from suite.analysis import answers, crossover, derived, energy, fleet, summary
 from suite.core import names
 from suite.core.text import fmt
-from suite.report.pages import md_image, md_table, md_text, publish, write_pages
+from suite.report.pages import PLOT_SUFFIX, environment, figure, filled, md_image, md_table, md_text, publish, write_pages
 from suite.scenario import registry
 
 ENV_COLUMNS = [
@@ -52,8 +51,9 @@ def _stop_note(r) -> str:
 def _case_rows(df: pd.DataFrame) -> list[dict]:
     rows = []
     head = df.head(MAX_CASE_ROWS)
-    cells = zip(head.to_dict("records"), derived.is_emulated(head), derived.stalls(head), derived.shape_labels(head))
-    for r, emu, stall, shape in cells:
+    cells = zip(head.to_dict("records"), derived.is_emulated(head), derived.stalls(head), derived.shape_labels(head),
+                derived.variants(head))
+    for r, emu, stall, shape, variant in cells:
         ok = r["status"] == "ok"
         speed = ok and not emu
         throttled = _throttle_note(r) if ok else ""
@@ -62,10 +62,11 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
         rows.append({
             "workload": r["workload"],
             "shape": shape,
-            "precision": r["precision"],
+            "precision": variant,
             "status": r["status"] + (" (emulated: timing is not device speed)" if ok and emu else "") + throttled
             + stalled + (f" ({r['implausible']})" if ok and isinstance(r.get("implausible"), str) else ""),
-            "throttled": bool(throttled or stalled or (ok and isinstance(r.get("implausible"), str))),
+            "css": r["status"] + (" throttled" if throttled or stalled or (ok and isinstance(r.get("implausible"), str))
+                                  else ""),
             "time_ms": fmt(r.get("time_ms_median"), ".4g") if ok else "",
             "spread": fmt(r.get("rel_ci"), ".1%") if ok else "",
             "stop": _stop_note(r) if ok else "",
@@ -113,6 +114,11 @@ PICK_TABLE = [("workload", "workload"), ("setting", "case"), ("baseline", "basel
               ("not_timed", "within the looser budget, speed not measured here")]
 
 
+# The pick table's columns of text (left-aligned); the others are a precision and its number.
+PICK_TEXT = ("workload", "setting", "baseline", "not_timed")
+REASON_COLUMNS = [("status", "status"), ("count", "cases"), ("reason", "reason")]
+
+
 def _pick_cells(picks: pd.DataFrame) -> list[str]:
     """'bf16 3.2x' per setting decided on speed, 'fp8_rowwise (numerics only, rel. error 3.8e-02)'
     where every precision but the baseline is emulated, 'none' where no precision meets the budget."""
@@ -150,6 +156,8 @@ def build_view(df: pd.DataFrame) -> dict:
     not_ok = df[df["status"] != "ok"]
     reasons = Counter(zip(not_ok["status"], not_ok["reason"].fillna("")))
     families = crossover.measured_families(df)
+    cases, picks, summary_rows = _case_rows(df), _pick_rows(df), summary.summary_rows(df)
+    case_columns = _case_columns(df)
     return {
         "scenario": ", ".join(sorted(df["scenario"].unique())),
         "headline": summary.headline(df, families),
@@ -159,13 +167,16 @@ def build_view(df: pd.DataFrame) -> dict:
         "started_at": first.get("started_at"),
         "env": [(c, first.get(c)) for c in ENV_COLUMNS if c in df and pd.notna(first.get(c))],
         "counts": df["status"].value_counts(sort=False).to_dict(),
-        "summary": summary.summary_rows(df),
-        "picks": _pick_rows(df),
-        "cases": _case_rows(df),
+        "summary": summary_rows,
+        "summary_columns": filled(summary.SUMMARY_COLUMNS, summary_rows, keep=("workload", "precision")),
+        "picks": picks,
+        "pick_columns": filled(PICK_TABLE, picks, keep=("workload", "setting")),
+        "pick_text": PICK_TEXT,
+        "cases": cases,
+        "case_columns": filled(case_columns, cases, keep=("workload", "shape", "precision", "status")),
         "cases_left_out": max(0, len(df) - MAX_CASE_ROWS),
-        "reasons": [{"status": s, "reason": r, "count": n} for (s, r), n in reasons.most_common()],
+        "reasons": [{"status": s, "reason": r, "count": str(n), "css": s} for (s, r), n in reasons.most_common()],
         "baselines": sorted(df["baseline"].dropna().unique()),
-        "case_columns": _case_columns(df),
         "details": _detail_tables(df),
         "energy": _energy_rows(df),
         "plots": [],
@@ -214,9 +225,9 @@ def _detail_tables(df: pd.DataFrame) -> list[dict]:
             continue
         columns = [("shape", "case"), ("precision", "precision")] + [(c, title) for c, title, _ in spec]
         body = [
-            {"shape": shape, "precision": r["precision"],
+            {"shape": shape, "precision": variant,
              **{c: (str(bool(r[c])) if f == "" else fmt(r[c], f)) if pd.notna(r[c]) else "" for c, _, f in spec}}
-            for r, shape in zip(rows.to_dict("records"), derived.shape_labels(rows))
+            for r, shape, variant in zip(rows.to_dict("records"), derived.shape_labels(rows), derived.variants(rows))
         ]
         tables.append({"workload": workload, "columns": columns, "rows": body})
     return tables
@@ -261,17 +272,14 @@ def markdown(view: dict) -> str:
         "",
     ]
     if view["picks"]:
-        lines += ["## Which precision", "", PICK_NOTE, "", md_table(view["picks"], PICK_TABLE), ""]
+        lines += ["## Which precision", "", PICK_NOTE, "", md_table(view["picks"], view["pick_columns"]), ""]
     if view["crossovers"]:
         lines += ["## Where each recipe starts to pay", "", CROSSOVER_NOTE, "",
                   md_table(view["crossovers"], crossover.TABLE_COLUMNS), ""]
     lines += [md_image(p["title"], p["file"]) for p in view["plots"]]
-    lines += ["", "## Summary", "", md_table(view["summary"], summary.SUMMARY_COLUMNS), ""]
+    lines += ["", "## Summary", "", md_table(view["summary"], view["summary_columns"]), ""]
     if view["reasons"]:
-        lines += ["## Not measured", "", md_table(
-            [{**r, "count": str(r["count"])} for r in view["reasons"]],
-            [("status", "status"), ("count", "cases"), ("reason", "reason")],
-        ), ""]
+        lines += ["## Not measured", "", md_table(view["reasons"], REASON_COLUMNS), ""]
     for table in view["details"]:
         lines += [f"## {md_text(table['workload'])}", "", md_table(table["rows"], table["columns"]), ""]
     if view["energy"]:
@@ -283,22 +291,16 @@ def markdown(view: dict) -> str:
 
 
 def html(view: dict) -> str:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("suite.report", "templates"),
-        autoescape=True,  # every string from a scenario or a record is escaped
-        undefined=jinja2.StrictUndefined,
-    )
-    return env.get_template("index.html.j2").render(
-        view=view, summary_columns=summary.SUMMARY_COLUMNS, case_columns=view["case_columns"],
-        accuracy_note=ACCURACY_NOTE, pick_columns=PICK_TABLE, pick_note=PICK_NOTE,
-        crossover_columns=crossover.TABLE_COLUMNS, crossover_note=CROSSOVER_NOTE,
-        energy_columns=ENERGY_COLUMNS, energy_note=ENERGY_NOTE,
+    return environment().get_template("index.html.j2").render(
+        view=view, accuracy_note=ACCURACY_NOTE, pick_note=PICK_NOTE, reason_columns=REASON_COLUMNS,
+        crossover_columns=crossover.TABLE_COLUMNS, crossover_text=("precision", "case", "family", "device"),
+        crossover_note=CROSSOVER_NOTE, energy_columns=ENERGY_COLUMNS, energy_note=ENERGY_NOTE,
     )
 
 
 def plot_name(kind: str, workload: str) -> str:
     """A plot's file name; the workload is a record value from anywhere, so it is slugged."""
-    return f"{kind}_{names.slug(workload)}.png"
+    return f"{kind}_{names.slug(workload)}{PLOT_SUFFIX}"
 
 
 def render(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
@@ -325,6 +327,17 @@ def render_into(df: pd.DataFrame, out: Path) -> list[Path]:
             path = plot(df, workload, out / plot_name(kind, workload))
             if path is not None:
                 written.append(path)
-                view["plots"].append({"file": path.name, "title": f"{workload} {kind}"})
+                view["plots"].append(figure(path, f"{workload} {kind}"))
     written += write_pages(out, markdown(view), html(view))
     return written
+
+
+def front_page(df: pd.DataFrame, root: Path) -> Path | None:
+    """`root/index.html` across the scenarios of `df`, each already rendered into `root/<scenario>/`:
+    their first headline lines, their reports, histories and comparisons (`suite.report.front`)."""
+    from suite.report import front
+
+    scenarios = [{"name": name, "headline": summary.headline(derived.rows(df, df["scenario"] == name)),
+                  "runs": sorted(df.loc[df["scenario"] == name, "run_id"].unique())}
+                 for name in sorted(df["scenario"].unique())]
+    return front.render(root, scenarios)

@@ -1,4 +1,4 @@
-"""Render a comparison (`suite.analysis.compare.Comparison`): `index.html`, `report.md`, PNG plots.
+"""Render a comparison (`suite.analysis.compare.Comparison`): `index.html`, `report.md`, SVG plots.
 
 `report.md` starts with a short summary meant for a CI job summary (`cat report.md >>
 $GITHUB_STEP_SUMMARY`): the gate's outcome, what the data can and cannot show (`Comparison.reach`:
@@ -13,24 +13,21 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import jinja2
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from suite.core import names  # noqa: E402
-from suite.analysis import compare, stats  # noqa: E402
-from suite.core.text import fmt  # noqa: E402
-from suite.report.pages import md_image, md_table, md_text, publish, write_pages  # noqa: E402
-from suite.results import location  # noqa: E402
-from suite.report.plots import plain_log_ticks, save_figure  # noqa: E402
+from suite.analysis import compare, stats
+from suite.core import names
+from suite.core.text import fmt
+from suite.report import figures
+from suite.report.pages import PLOT_SUFFIX, environment, figure, filled, md_image, md_table, md_text, publish, write_pages
+from suite.results import location
 
 ATTENTION = (
     "regressed", "new-failure", "new-skip", "baseline-changed", "missing", "improved", "recovered",
 )
+# The two sides of a comparison (not precisions: a case's precision is its row's name).
+SIDE_COLOURS = ("#2e86c1", "#e67e22")
 VERDICT_COLORS = {
     "regressed": "#c0392b", "improved": "#1e8449", "unchanged": "#7f8c8d", "noisy": "#d4ac0d",
     "insufficient-runs": "#af7ac5", "baseline-changed": "#2e86c1",
@@ -51,6 +48,15 @@ CASE_COLUMNS = [
 
 # Columns of text (left-aligned, wrapping); the others are numbers.
 TEXT_COLUMNS = ("verdict", "gate", "workload", "shape", "precision", "detail", "time_verdict", "explanation")
+# The page's case tables: the verdicts and the changes first, so they are on screen at 1400 px; what
+# a case's row explains (`detail`, `explanation`) goes on a line of its own below it (NOTE_COLUMNS).
+HTML_COLUMNS = [
+    ("verdict", "verdict"), ("time_verdict", "time verdict"), ("workload", "workload"), ("shape", "case"),
+    ("precision", "precision"), ("speedup_change", "speedup change [interval]"), ("time_change", "time change [interval]"),
+    ("base_speedup", "baseline speedup"), ("cand_speedup", "candidate speedup"), ("base_time", "baseline ms"),
+    ("cand_time", "candidate ms"), ("runs", "runs base / cand"), ("rel_err", "rel. error base / cand"), ("gate", "gate"),
+]
+NOTE_COLUMNS = (("detail", ""), ("explanation", "what differs: "))
 
 
 def _pct(ratio: float) -> str:
@@ -247,57 +253,72 @@ def markdown(view: dict) -> str:
     lines += [f"What differs between the sides' runs: {md_text('; '.join(view['differences']) or 'nothing recorded')}.",
               ""]
     if view["attention"]:
-        lines += ["## Needs attention", "", md_table(view["attention"], CASE_COLUMNS), ""]
-    lines += ["<details><summary>All cases</summary>", "", md_table(view["cases"], CASE_COLUMNS), "",
+        lines += ["## Needs attention", "", md_table(view["attention"], filled(CASE_COLUMNS, view["attention"])), ""]
+    lines += ["<details><summary>All cases</summary>", "", md_table(view["cases"], filled(CASE_COLUMNS, view["cases"])), "",
               "</details>", "", "## Method", "", view["method"], ""]
     lines += [f"- {md_text(n)}" for n in view["noise"]] + [""]
     lines += [md_image(p["title"], p["file"]) for p in view["plots"]]
     return "\n".join(lines) + "\n"
 
 
+def _with_notes(rows: list[dict]) -> list[dict]:
+    """The rows with `notes`: what the page shows on a line below the case's row."""
+    return [{**r, "notes": "; ".join(prefix + r[key] for key, prefix in NOTE_COLUMNS if r[key])} for r in rows]
+
+
 def html(view: dict) -> str:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("suite.report", "templates"),
-        autoescape=True,  # selectors, reasons and case names come from users and records
-        undefined=jinja2.StrictUndefined,
-    )
-    return env.get_template("compare.html.j2").render(view=view, case_columns=CASE_COLUMNS, text_columns=TEXT_COLUMNS)
+    attention, cases = _with_notes(view["attention"]), _with_notes(view["cases"])
+    return environment().get_template("compare.html.j2").render(
+        view=view, attention=attention, cases=cases, text_columns=TEXT_COLUMNS,
+        attention_columns=filled(HTML_COLUMNS, attention, keep=("verdict",)),
+        case_columns=filled(HTML_COLUMNS, cases, keep=("verdict",)))
 
 
 def _label(row) -> str:
     return f"{row['workload']} {row['precision']} {row['shape']}"
 
 
+def _forest(height_per_case: float, rows: pd.DataFrame):
+    fig, axes = figures.new(9.5, 1.4 + height_per_case * len(rows))
+    return fig, axes[0, 0]
+
+
+def _forest_axes(ax, rows: pd.DataFrame, xlabel: str, title: str) -> None:
+    ax.set_yticks(np.arange(len(rows)), [_label(r) for _, r in rows.iterrows()], fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # never over an interval
+    ax.grid(True, axis="x", which="both", alpha=0.3)
+
+
 def _interval_plot(rows: pd.DataFrame, path: Path, title: str, xlabel: str, min_effect: float,
                    value: str, verdict: str) -> Path | None:
-    """Forest plot: one line per case, the change and its interval, sorted by effect."""
+    """Forest plot: one line per case, the change and its interval, sorted by effect; each point
+    names its case, change and verdict on hover."""
     rows = rows[np.isfinite(rows[value].astype(float))]
     if rows.empty:
         return None
     rows = rows.iloc[::-1]  # largest effect at the top
     y = np.arange(len(rows))
-    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.28 * len(rows)))
+    fig, ax = _forest(0.3, rows)
     mid = rows[value].to_numpy(float)
     low = rows[f"{value}_low"].to_numpy(float)
     high = rows[f"{value}_high"].to_numpy(float)
     colors = [VERDICT_COLORS.get(v, "#34495e") for v in rows[verdict]]
     has = np.isfinite(low) & np.isfinite(high)
     ax.hlines(y[has], low[has], high[has], colors=np.array(colors)[has], lw=2)
-    ax.scatter(mid, y, c=colors, zorder=3, s=22)
+    points = ax.scatter(mid, y, c=colors, zorder=3, s=24)
+    figures.name(points, [f"{_label(r)}: {_pct(m)} [{_pct(lo)}, {_pct(hi)}], {v}"
+                          for (_, r), m, lo, hi, v in zip(rows.iterrows(), mid, low, high, rows[verdict])])
     ax.axvline(1.0, color="k", lw=1)
     ax.axvspan(1 / (1 + min_effect), 1 + min_effect, color="#95a5a6", alpha=0.2, lw=0,
                label=f"±{min_effect:.0%} (minimum effect)")
-    ax.set_yticks(y, [_label(r) for _, r in rows.iterrows()], fontsize=7)
-    ax.set_xscale("log")
-    plain_log_ticks(ax)
-    ax.set_xlabel(xlabel)
-    ax.set_title(title)
     for v, color in VERDICT_COLORS.items():
         if (rows[verdict] == v).any():
             ax.scatter([], [], c=color, label=v)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # never over an interval
-    ax.grid(True, axis="x", alpha=0.3)
-    return save_figure(fig, path)
+    _forest_axes(ax, rows, xlabel, title)
+    return figures.save(fig, path)
 
 
 def _speedups_plot(rows: pd.DataFrame, path: Path, base_name: str, cand_name: str) -> Path | None:
@@ -307,23 +328,20 @@ def _speedups_plot(rows: pd.DataFrame, path: Path, base_name: str, cand_name: st
         return None
     rows = rows.iloc[::-1]
     y = np.arange(len(rows))
-    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.3 * len(rows)))
-    for offset, prefix, name, color in ((0.15, "base", base_name, "#2e86c1"), (-0.15, "cand", cand_name, "#e67e22")):
+    fig, ax = _forest(0.32, rows)
+    for offset, prefix, name, color in ((0.15, "base", base_name, SIDE_COLOURS[0]), (-0.15, "cand", cand_name, SIDE_COLOURS[1])):
         mid = rows[f"{prefix}_speedup"].to_numpy(float)
         low = rows[f"{prefix}_speedup_low"].to_numpy(float)
         high = rows[f"{prefix}_speedup_high"].to_numpy(float)
         has = np.isfinite(low) & np.isfinite(high)
         ax.hlines(y[has] + offset, low[has], high[has], colors=color, lw=2)
-        ax.scatter(mid, y + offset, color=color, s=20, zorder=3, label=name)
+        points = ax.scatter(mid, y + offset, color=color, s=22, zorder=3, label=name)
+        figures.name(points, [f"{_label(r)}, {name}: {_speedup(m, lo, hi)}"
+                              for (_, r), m, lo, hi in zip(rows.iterrows(), mid, low, high)])
     ax.axvline(1.0, color="k", lw=1)
-    ax.set_yticks(y, [_label(r) for _, r in rows.iterrows()], fontsize=7)
-    ax.set_xscale("log")
-    plain_log_ticks(ax)
-    ax.set_xlabel("speedup over the in-run baseline precision (x), with sampling intervals")
-    ax.set_title("Speedup per case, baseline vs candidate (largest change at the top)")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    ax.grid(True, axis="x", alpha=0.3)
-    return save_figure(fig, path)
+    _forest_axes(ax, rows, "speedup over the in-run baseline precision (x), with sampling intervals",
+                 "Speedup per case, baseline vs candidate (largest change at the top)")
+    return figures.save(fig, path)
 
 
 def _side_name(view_side: dict) -> str:
@@ -342,9 +360,9 @@ def _render_into(cmp: compare.Comparison, out: Path) -> list[Path]:
     by_speedup = cases[cases["metric"] == "speedup"]
     written: list[Path] = []
     plots = [
-        ("speedups.png", "speedup per case, baseline vs candidate",
+        ("speedups", "speedup per case, baseline vs candidate",
          lambda p: _speedups_plot(by_speedup, p, _side_name(view["sides"][0]), _side_name(view["sides"][1]))),
-        ("speedup_change.png", "change in speedup per case",
+        ("speedup_change", "change in speedup per case",
          lambda p: _interval_plot(by_speedup, p, "Candidate speedup / baseline speedup (below 1: regressed)",
                                   "speedup ratio, candidate / baseline", cmp.options.min_effect,
                                   "speedup_ratio", "speedup_verdict")),
@@ -352,15 +370,15 @@ def _render_into(cmp: compare.Comparison, out: Path) -> list[Path]:
     if cmp.time_compared:
         timed = cases[cases["time_verdict"] != ""]
         timed = timed.assign(_e=np.abs(np.log(timed["time_ratio"].astype(float)))).sort_values("_e", ascending=False)
-        plots.append(("time_change.png", "change in absolute time per case",
+        plots.append(("time_change", "change in absolute time per case",
                       lambda p: _interval_plot(timed, p, "Candidate time / baseline time (above 1: slower)",
                                                "time ratio, candidate / baseline", cmp.options.min_effect,
                                                "time_ratio", "time_verdict")))
     for name, title, draw in plots:
-        path = draw(out / name)
+        path = draw(out / f"{name}{PLOT_SUFFIX}")
         if path is not None:
             written.append(path)
-            view["plots"].append({"file": path.name, "title": title})
+            view["plots"].append(figure(path, title))
     written += write_pages(out, markdown(view), html(view))
     return written
 

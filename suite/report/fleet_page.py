@@ -16,19 +16,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-import jinja2
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from suite.core import names  # noqa: E402
-from suite.analysis import fleet  # noqa: E402
-from suite.core.text import fmt  # noqa: E402
-from suite.report.pages import md_image, md_table, md_text, publish, write_pages  # noqa: E402
-from suite.report.plots import save_figure  # noqa: E402
+from suite.analysis import fleet
+from suite.core import names
+from suite.core.text import fmt
+from suite.report.pages import PLOT_SUFFIX, environment, figure, md_image, md_table, md_text, publish, write_pages
 
 DEVICE_TABLE = [("device", "device"), ("runs", "runs"), ("hosts", "hosts"), ("versions", "torch / CUDA"),
                 ("cases", "cases"), ("page", "its report")]
@@ -119,11 +113,16 @@ def _plot(rows: pd.DataFrame, devices: list[str], workload: str, path: Path) -> 
     if values.isna().all().all():
         return None
     labels = (rows["precision"] + " " + rows["setting"]).tolist()
-    fig, ax = plt.subplots(figsize=(min(24, max(7, 0.45 * len(rows) * max(1, len(devices)) + 2)), 4.8))
+    from suite.report import figures  # matplotlib: paid for by a render
+
+    fig, axes = figures.new(min(24, max(7, 0.45 * len(rows) * max(1, len(devices)) + 2)), 4.8)
+    ax = axes[0, 0]
     width = 0.8 / len(devices)
     x = np.arange(len(rows))
-    for i, device in enumerate(devices):
-        ax.bar(x + (i - (len(devices) - 1) / 2) * width, values[device].to_numpy(float), width, label=device)
+    for i, device in enumerate(devices):  # bars coloured by device: a precision is the bar's case
+        bars = ax.bar(x + (i - (len(devices) - 1) / 2) * width, values[device].to_numpy(float), width, label=device)
+        figures.name(bars, [f"{label} on {device}: {fmt(v, '.3g', 'x') or 'not measured'}"
+                            for label, v in zip(labels, values[device].to_numpy(float))])
     ax.axhline(1.0, color="k", lw=0.8)
     finite = values.to_numpy(float)[np.isfinite(values.to_numpy(float))]
     if len(finite) and finite.max() / max(finite.min(), 1e-12) > 10:
@@ -133,7 +132,7 @@ def _plot(rows: pd.DataFrame, devices: list[str], workload: str, path: Path) -> 
     ax.set_title(f"{workload}: speedup per case on each device (missing bar: not measured there)")
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", alpha=0.3)
-    return save_figure(fig, path)
+    return figures.save(fig, path)
 
 
 def markdown(view: dict) -> str:
@@ -148,7 +147,7 @@ def markdown(view: dict) -> str:
     for t in view["tables"]:
         lines += [f"### {md_text(t['workload'])}", ""]
         if t["plot"]:
-            lines += [md_image(f"{t['workload']} speedup by device", t["plot"]), ""]
+            lines += [md_image(t["plot"]["title"], t["plot"]["file"]), ""]
         lines += [md_table(t["rows"], t["columns"]), ""]
     if view["rows_left_out"]:
         lines += [f"({view['rows_left_out']} more cases are in the device pages and the results, not listed here.)", ""]
@@ -156,9 +155,7 @@ def markdown(view: dict) -> str:
 
 
 def html(view: dict) -> str:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("suite.report", "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
-    return env.get_template("fleet.html.j2").render(view=view, device_table=DEVICE_TABLE)
+    return environment().get_template("fleet.html.j2").render(view=view, device_table=DEVICE_TABLE)
 
 
 def render(df: pd.DataFrame, out_dir: str | Path, render_into: Callable[[pd.DataFrame, Path], list[Path]]) -> list[Path]:
@@ -178,9 +175,9 @@ def _render_fleet(df: pd.DataFrame, out: Path, render_into) -> list[Path]:
     for t in view["tables"]:
         rows = table[table["workload"] == t["workload"]].head(MAX_ROWS)
         path = _plot(rows, [d for d in devices if d in rows], t["workload"],
-                     out / f"fleet_speedup_{names.slug(t['workload'])}.png")
+                     out / f"fleet_speedup_{names.slug(t['workload'])}{PLOT_SUFFIX}")
         if path is not None:
             written.append(path)
-            t["plot"] = path.name
+            t["plot"] = figure(path, f"{t['workload']} speedup by device")
     written += write_pages(out, markdown(view), html(view))
     return written

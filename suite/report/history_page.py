@@ -11,18 +11,12 @@ import dataclasses
 import math
 from pathlib import Path
 
-import jinja2
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from suite.analysis import history  # noqa: E402
-from suite.core.names import slug  # noqa: E402
-from suite.core.text import fmt  # noqa: E402
-from suite.report.pages import md_image, md_table, md_text, publish, write_pages  # noqa: E402
-from suite.report.plots import save_figure  # noqa: E402
+from suite.analysis import history
+from suite.core.names import slug
+from suite.core.text import fmt
+from suite.report.pages import PLOT_SUFFIX, environment, figure, md_image, md_table, md_text, publish, write_pages
 
 RUN_TABLE = [("index", "#"), ("run_id", "run"), ("torch_version", "torch"), ("torchao_version", "torchao"),
              ("te_version", "Transformer Engine"), ("cuda_version", "CUDA"), ("device_name", "device")]
@@ -42,39 +36,24 @@ def _step(cp: history.ChangePoint) -> str:
     return f"{fmt(100 * (cp.ratio - 1), '+.0f', '%')} at #{cp.index}"
 
 
-# Tick mantissas on a log axis, finest first: the finest set that gives at most MAX_TICKS ticks is
-# used, so a narrow axis (a time within +-20% of its median) gets labels where 1-2-5 gives one.
-NICE = ((1.0, 1.1, 1.2, 1.3, 1.5, 1.7, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0),
-        (1.0, 1.2, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0), (1.0, 1.5, 2.0, 3.0, 5.0, 7.0), (1.0, 2.0, 5.0), (1.0,))
-MAX_TICKS = 8
-
-
-def _log_ticks(ax) -> None:
-    """Plain-number ticks on the log y axis (0.8, 1, 1.2 ...), at most MAX_TICKS of them."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
-
-    lo, hi = ax.get_ylim()
-    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-    for mantissas in NICE:
-        ticks = [m * 10.0**e for e in decades for m in mantissas if lo <= m * 10.0**e <= hi]
-        if len(ticks) <= MAX_TICKS:
-            break
-    ax.yaxis.set_major_locator(FixedLocator(ticks))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-
-
 def _group_plot(h: history.History, title: str, series: list[history.CaseSeries], path: Path) -> Path:
     """Each case's value per run as points, its segment levels as lines, change points dashed; a time
     is drawn relative to the case's median over runs, so shapes of different cost share an axis."""
-    fig, ax = plt.subplots(figsize=(max(8, 0.4 * len(h.runs) + 5), 4.8))
+    from suite.report import figures  # matplotlib: paid for by a render
+
+    fig, axes = figures.new(max(8, 0.4 * len(h.runs) + 5), 4.8)
+    ax = axes[0, 0]
     metric = series[0].metric
     devices = len({s.device for s in series}) > 1  # a series per device model: say which
     for i, s in enumerate(series):
-        color = f"C{i % 10}"
+        color = f"C{i % 10}"  # one plot is one precision: its series are shapes, told apart by colour
         scale = 1.0 if metric == history.SPEEDUP else float(np.median(s.values))
         label = s.shape + (f" on {s.device}" if devices else "") + "".join(f"; {_step(cp)}" for cp in s.change_points)
-        ax.plot(s.run_index, np.asarray(s.values) / scale, "o", ms=4, color=color, alpha=0.75, label=label)
+        ax.plot([], [], "o", ms=4, color=color, label=label)
+        points = ax.scatter(s.run_index, np.asarray(s.values) / scale, s=18, color=color, alpha=0.75, zorder=3)
+        unit = UNITS[metric]
+        figures.name(points, [f"{s.label}, run #{k} {h.runs[k].run_id}: {fmt(v, '.4g', unit)}"
+                              for k, v in zip(s.run_index, s.values)])
         for first, end, level in s.levels():
             ax.hlines(level / scale, first - 0.35, end - 0.65, color=color, lw=2.2)
         for cp in s.change_points:
@@ -85,14 +64,13 @@ def _group_plot(h: history.History, title: str, series: list[history.CaseSeries]
         ax.set_ylabel(f"speedup over {series[0].baseline} (x)")
     else:
         ax.set_ylabel("time / the case's median over runs")
-    _log_ticks(ax)
     ax.set_xticks(range(len(h.runs)), [_run_label(r) for r in h.runs], fontsize=7, rotation=45, ha="right")
     ax.set_xlim(-0.6, len(h.runs) - 0.4)
     ax.set_title(f"{title}: per run (points), level between change points (lines), change points (dashed)",
                  fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # never over the data
-    return save_figure(fig, path)
+    return figures.save(fig, path)
 
 
 def _plot_groups(h: history.History) -> dict[tuple[str, str, str], list[history.CaseSeries]]:
@@ -121,6 +99,7 @@ def _change_rows(h: history.History) -> list[dict]:
                        f"{fmt(100 * (cp.high - 1), '+.1f', '%')}]"),
             "p": fmt(cp.p, ".2g"),
             "verdict": cp.verdict if cp.metric == history.SPEEDUP else f"time {cp.verdict}",
+            "css": cp.verdict,
             "explanation": "; ".join([*([cp.cause] if cp.cause else []), *cp.explanation]) or "nothing recorded",
         })
     return rows
@@ -175,12 +154,7 @@ def markdown(view: dict) -> str:
 
 
 def html(view: dict) -> str:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("suite.report", "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    return env.get_template("history.html.j2").render(view=view, run_table=RUN_TABLE, change_table=CHANGE_TABLE)
+    return environment().get_template("history.html.j2").render(view=view, run_table=RUN_TABLE, change_table=CHANGE_TABLE)
 
 
 def render(h: history.History, out_dir: str | Path) -> list[Path]:
@@ -193,9 +167,9 @@ def _render_into(h: history.History, out: Path) -> list[Path]:
     written = []
     for (workload, precision, metric), series in _plot_groups(h).items():
         title = f"{h.scenario}: {workload} {precision} {metric}"
-        path = _group_plot(h, title, series, out / f"history_{slug(workload)}_{slug(precision)}_{metric}.png")
+        path = _group_plot(h, title, series, out / f"history_{slug(workload)}_{slug(precision)}_{metric}{PLOT_SUFFIX}")
         written.append(path)
-        view["plots"].append({"file": path.name, "title": f"{workload} {precision}, {metric} per run"})
+        view["plots"].append(figure(path, f"{workload} {precision}, {metric} per run"))
     written += write_pages(out, markdown(view), html(view))
     return written
 

@@ -15,6 +15,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Callable
 
+import jinja2
+from markupsafe import Markup, escape
+
 from suite.core import files, names, text
 from suite.core.errors import UserError
 from suite.results import location
@@ -99,7 +102,7 @@ def _local_folder(given: str, out: Path) -> Path:
 # or a note dropped into a report's folder is never deleted (issue #24).
 MARKER = ".mpsuite-report"
 # A marker written before markers listed their files: then files named as a report's count as its.
-LEGACY_FILE = re.compile(r"[^/]+\.(png|md|html)")
+LEGACY_FILE = re.compile(r"[^/]+\.(png|svg|md|html)")
 
 
 def marker_text(files: list[str]) -> str:
@@ -226,3 +229,48 @@ def write_pages(out: Path, markdown_text: str, html_text: str) -> list[Path]:
     rendered, which must exist (one that vanished fails the render: `replace_dir`)."""
     return [atomic_write_text(out / "report.md", markdown_text, parents=False),
             atomic_write_text(out / "index.html", html_text, parents=False)]
+
+
+# -- what the HTML pages share ---------------------------------------------------------------------
+
+
+def code_spans(value) -> Markup:
+    """Text as HTML with its `backtick` spans as <code> (the sentences this package writes name
+    commands so); everything escaped, and a text with an odd number of backticks left literal."""
+    parts = str(value).split("`")
+    if len(parts) % 2 == 0:
+        return escape(value)
+    return Markup("").join(escape(p) if i % 2 == 0 else Markup("<code>%s</code>") % p for i, p in enumerate(parts))
+
+
+def environment() -> jinja2.Environment:
+    """The templates' environment: every string from a scenario or a record autoescaped, an
+    undefined name an error, and the `code` filter (`code_spans`)."""
+    env = jinja2.Environment(loader=jinja2.PackageLoader("suite.report", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["code"] = code_spans
+    env.globals["SORTABLE_ROWS"] = SORTABLE_ROWS
+    return env
+
+
+# A table of more rows than this is sortable by a click on a heading (a small script in the page).
+SORTABLE_ROWS = 10
+
+
+def filled(columns: list[tuple[str, str]], rows: list[dict], keep: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """The columns some row fills (and those in `keep`): a column empty in every row ("% of peak"
+    on a CPU) is left out rather than shown blank."""
+    return [(key, title) for key, title in columns
+            if key in keep or any(str(r.get(key) if r.get(key) is not None else "").strip() for r in rows)]
+
+
+# Plots are SVG (`suite.report.figures`): crisp at any zoom, each point named on hover.
+PLOT_SUFFIX = ".svg"
+
+
+def figure(path: Path, title: str) -> dict:
+    """A plot as a page shows it: its file (report.md links it), its title, and its SVG inlined
+    (`figures.inline`: an <img> would show no hover names)."""
+    from suite.report import figures  # matplotlib: paid for by a page that has plots
+
+    return {"file": path.name, "title": title, "svg": Markup(figures.inline(path))}

@@ -1,5 +1,10 @@
-"""PNG plots of records (matplotlib, Agg backend: no display needed). Plots draw, never compute:
-every value comes from a record column or from `suite.analysis`."""
+"""Plots of a run's records, as SVG (`suite.report.figures`: every point named on hover) in the one
+palette (`suite.report.palette`). Plots draw, never compute: every value comes from a record column
+or from `suite.analysis`. A series is named by its case's short name (`variant`, `shape`:
+`suite.analysis.labels`), and a plot that would hold a single series it cannot set against
+anything (throughput of the baseline alone, speed against accuracy with one timed precision) is
+left out: where speed is emulated or absent (FP8 on a CPU), `accuracy` shows what was measured,
+the error per recipe and shape."""
 
 from __future__ import annotations
 
@@ -7,38 +12,46 @@ import functools
 import json
 from pathlib import Path
 
-import matplotlib
+import matplotlib.ticker
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from suite.results.atomic import atomic_write  # noqa: E402
-from suite.analysis.derived import is_emulated, shape_label, shape_labels, vocab_padding  # noqa: E402
-from suite.scenario import registry  # noqa: E402
-
-
-def _x(df: pd.DataFrame) -> tuple[pd.Series, str, dict | None, pd.Series]:
-    """x positions: the equivalent square size (M*K*N)^(1/3) where shapes form lines (`_families`),
-    else one category per shape, ordered by size; the axis label, the categories, and each row's
-    line (its family; one for all on a category axis)."""
-    shaped = df["m"].notna().all()
-    if shaped:
-        size = (df["m"].astype(float) * df["k"].astype(float) * df["n"].astype(float)) ** (1 / 3)
-        families = _families(df)
-        by_line = size.groupby([df["precision"], families])
-        if ((by_line.max() / by_line.min()) >= LINE_SPAN).any():
-            return size, "problem size (M*K*N)^(1/3)", None, families
-    labels = shape_labels(df)
-    order = size.groupby(labels).first().sort_values() if shaped else pd.Series(0, index=sorted(set(labels)))
-    pos = {label: i for i, label in enumerate(order.index)}
-    return labels.map(pos), "case", pos, pd.Series("", index=df.index)
-
+from suite.analysis.derived import is_emulated, vocab_padding
+from suite.analysis.labels import sort_key, with_labels
+from suite.report import figures, palette
+from suite.scenario import registry
 
 # A family of shapes spanning less than this factor in size is drawn as categories: its points
 # would sit on top of each other on a size axis (the lm_head GEMMs of vocabularies 50257..50432).
 LINE_SPAN = 1.5
+# What a variant whose timing is emulation is called in a legend: its numbers are numerics only.
+NUMERICS_ONLY = " (numerics only)"
+
+
+def _sizes(df: pd.DataFrame) -> pd.Series:
+    return (df["m"].astype(float) * df["k"].astype(float) * df["n"].astype(float)) ** (1 / 3)
+
+
+def _categories(df: pd.DataFrame) -> dict[str, int]:
+    """shape name -> its place on a category axis: by size, then by the numbers in the name
+    (`outlier=30000` before `outlier=1e+06`)."""
+    size = _sizes(df) if df["m"].notna().all() else pd.Series(0.0, index=df.index)
+    first = size.groupby(df["shape"].to_numpy()).first()
+    order = sorted(first.index, key=lambda s: (first[s], sort_key(s)))
+    return {label: i for i, label in enumerate(order)}
+
+
+def _x(df: pd.DataFrame) -> tuple[pd.Series, str, dict | None, pd.Series]:
+    """x positions: the equivalent square size (M*K*N)^(1/3) where shapes form lines (`_families`),
+    else one category per shape; the axis label, the categories, and each row's line (its family;
+    one for all on a category axis)."""
+    if df["m"].notna().all():
+        size, families = _sizes(df), _families(df)
+        by_line = size.groupby([df["variant"], families])
+        if ((by_line.max() / by_line.min()) >= LINE_SPAN).any():
+            return size, "problem size (M*K*N)^(1/3)", None, families
+    cats = _categories(df)
+    return df["shape"].map(cats).astype(float), "case", cats, pd.Series("", index=df.index)
 
 
 def _families(df: pd.DataFrame) -> pd.Series:
@@ -55,19 +68,10 @@ def _families(df: pd.DataFrame) -> pd.Series:
     return pd.Series(np.where(m == 0, "", named)[shape], index=df.index)
 
 
-MARKERS = "osD^v<>PX*h"
-DASHES = ["-", "--", ":", "-."]
-
-
-def save_figure(fig, path: Path) -> Path:
-    """Lay out, write atomically (concurrent renders never leave half a PNG), and free the figure.
-    The folder (a report's staging folder) must exist: one that vanished fails the render."""
-    try:
-        fig.tight_layout()
-        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"), parents=False)
-    finally:
-        plt.close(fig)
-    return path
+def _dodge(variants: list[str]) -> dict[str, float]:
+    """Each variant's offset within a category, so variants with the same numbers stay visible."""
+    step = min(0.8 / max(len(variants), 1), 0.15)
+    return {v: (j - (len(variants) - 1) / 2) * step for j, v in enumerate(variants)}
 
 
 def _wide(values) -> bool:
@@ -78,10 +82,10 @@ def _wide(values) -> bool:
 
 
 # Beyond this many points in one series, points that land in one cell of a GRID x GRID grid over
-# the series' range (about a pixel of the figures' axes, a fifth of a marker) are drawn once: a
-# million markers take seconds to draw and show nothing their distinct positions do not.
-MAX_POINTS = 5000
-GRID = 500
+# the series' range (a few pixels of the figures' axes, under a marker) are drawn once: a million
+# markers take seconds to draw and megabytes of SVG, and show nothing their distinct positions do not.
+MAX_POINTS = 2000
+GRID = 200
 
 
 def _distinct(x, y, log_x: bool, log_y: bool) -> np.ndarray:
@@ -99,27 +103,29 @@ def _distinct(x, y, log_x: bool, log_y: bool) -> np.ndarray:
     return np.sort(np.unique(cell(x, log_x) * (GRID + 2) + cell(y, log_y), return_index=True)[1])
 
 
-def plain_log_ticks(ax, axis: str = "x", subs: tuple[float, ...] = (1.0, 2.0, 5.0)) -> None:
-    """Log-axis ticks at 1, 2, 5 x 10^k (`subs`) written as plain numbers (0.5, 2, 20, 1e-05), no
-    minor labels: matplotlib's default `2 x 10^0` labels overlap on a short axis (and its TeX-like
-    labels cost a mathtext parse each)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    target = ax.xaxis if axis == "x" else ax.yaxis
-    target.set_major_locator(LogLocator(base=10, subs=subs))
-    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    target.set_minor_formatter(NullFormatter())
-
-
-def _legend(ax) -> None:
-    """Inside when short; beside the axes when long, so it never covers the data."""
+def _legend(ax, fontsize: float = 8) -> None:
+    """Inside when short; beside the axes when long, so it never covers the data (constrained
+    layout makes room for it: nothing is cut off)."""
     handles, labels = ax.get_legend_handles_labels()
     if not handles:
         return
-    if len(handles) > 5:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    if len(handles) > 4:
+        ax.legend(fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     else:
-        ax.legend(fontsize=8, loc="best")
+        ax.legend(fontsize=fontsize, loc="best")
+
+
+def _entry(ax, label: str, style: palette.Style, line: bool = True) -> None:
+    """A legend entry in the variant's style (the artists themselves are drawn unlabelled)."""
+    ax.plot([], [], label=label, lw=1.2 if line else 0, ms=6, **style.line())
+
+
+def _points(ax, x, y, names, style: palette.Style, size: float = 30) -> None:
+    """Markers, each named on hover."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    points = ax.scatter(x[keep], y[keep], s=size, zorder=3, linewidths=1.1, alpha=0.9, **style.scatter())
+    figures.name(points, [n for n, k in zip(names, keep) if k])
 
 
 def _finish(fig, ax, xlabel, categories, path: Path, x: pd.Series | None = None) -> Path:
@@ -131,27 +137,45 @@ def _finish(fig, ax, xlabel, categories, path: Path, x: pd.Series | None = None)
             if not ticks or v > 1.08 * ticks[-1]:  # labels that would touch are left out
                 ticks.append(v)
         if 0 < len(ticks) <= 12:  # ticks at the measured sizes: a narrow log axis has none of its own
-            ax.set_xticks(ticks, [f"{v:.0f}" for v in ticks], fontsize=7)
+            ax.set_xticks(ticks, [f"{v:.0f}" for v in ticks], fontsize=8)
             ax.minorticks_off()
     else:
-        ax.set_xticks(list(categories.values()), list(categories.keys()), rotation=30, ha="right", fontsize=7)
+        _category_ticks(ax, categories)
     ax.grid(True, which="both", alpha=0.25)
     _legend(ax)
-    return save_figure(fig, path)
+    return figures.save(fig, path)
+
+
+# The width of one character of an 8-point tick label, in inches (DejaVu Sans averages ~0.6 em).
+CHAR_INCHES = 8 * 0.6 / 72
+
+
+def _category_ticks(ax, categories: dict) -> None:
+    """A case's name under its place, one parameter a line ("batch=16" over "vocab=50304"), level
+    where every name fits its share of the axis width; else on one line, slanted."""
+    names = [str(c) for c in categories]
+    lines = [n.split(" ") for n in names]
+    share = ax.get_position().width * ax.figure.get_figwidth() / max(len(names), 1)
+    if max(len(part) for n in lines for part in n) * CHAR_INCHES <= 0.9 * share:
+        ax.set_xticks(list(categories.values()), ["\n".join(n) for n in lines], fontsize=8)
+    else:
+        ax.set_xticks(list(categories.values()), names, rotation=30, ha="right", rotation_mode="anchor", fontsize=8)
+    ax.set_xlim(-0.6, len(categories) - 0.4)
 
 
 def _size(categories: dict | None) -> tuple[float, float]:
     """Wide enough that category labels do not overlap."""
-    return (max(8.0, 0.45 * len(categories) + 3) if categories else 8.0), 4.5
+    return (max(8.0, 0.5 * len(categories) + 4) if categories else 8.5), 4.6
 
 
 # What the speed plots read of a record: taken first, so a million rows' grouping moves a few columns.
-SPEED_COLUMNS = ["workload", "precision", "baseline", "m", "k", "n", "params", "tflops", "peak_tflops",
-                 "speedup", "rel_err", "time_ms_median", "time_ms_p10", "time_ms_p90"]
+SPEED_COLUMNS = ["workload", "precision", "variant", "shape", "baseline", "m", "k", "n", "params", "tflops",
+                 "peak_tflops", "speedup", "rel_err", "time_ms_median", "time_ms_p10", "time_ms_p90"]
 
 
 def _speed_rows(df: pd.DataFrame, workload: str) -> pd.DataFrame:
     """The workload's rows whose timing is real device speed (not failed, skipped or emulated)."""
+    df = with_labels(df)
     rows = df[(df["workload"] == workload) & (df["status"] == "ok") & ~is_emulated(df)]
     return rows.reindex(columns=SPEED_COLUMNS)  # a column no record fills is all null
 
@@ -168,84 +192,101 @@ def _spread(rows: pd.DataFrame, value: pd.Series) -> np.ndarray:
     return np.nan_to_num(np.vstack([v - low, high - v]), nan=0.0).clip(min=0)
 
 
-def _lines(ax, rows: pd.DataFrame, x: pd.Series, families: pd.Series, column: str, cats, log_y: bool) -> None:
-    """One line per precision and shape family, with distinct markers and dashes (so precisions
-    with the same numbers stay visible) and error bars from the stored quantiles. Shapes that form
-    no line (one point in their family, or categories) are points, one legend entry per precision."""
-    counts = rows.groupby([rows["precision"], families]).size()
-    lined = set() if cats is not None else {f for (_, f), n in counts.items() if n > 1}
-    for i, (precision, by_precision) in enumerate(rows.groupby("precision", sort=False)):
-        style = dict(color=f"C{i % 10}", marker=MARKERS[i % len(MARKERS)], ms=5, capsize=2, lw=1.2)
-        points = []
-        for j, (family, g) in enumerate(by_precision.groupby(families[by_precision.index], sort=False)):
-            if cats is not None or family not in lined or len(g) == 1:
-                points.append(g)
-                continue
-            label = f"{precision} ({family})" if len(lined) > 1 else precision
-            xs, ys, yerr = _along(g, x[g.index], column)
-            ax.errorbar(xs, ys, yerr=yerr, ls=DASHES[j % len(DASHES)], label=label, **style)
-        if points:
-            g = pd.concat(points)
-            label = precision if len(lined) == 0 else f"{precision} (other shapes)"
-            many = len(g) > MAX_BARS  # thousands of error bars hide the points they belong to
-            shown = _distinct(x[g.index], g[column], cats is None, log_y)
-            g = g.iloc[shown]
-            ax.errorbar(x[g.index], g[column], yerr=None if many else _spread(g, g[column]), ls="none",
-                        label=label, **style)
-
-
-# Above this many points in one series, error bars are left out.
+# Above this many points in one series, error bars are left out (thousands hide their points).
 MAX_BARS = 500
 
 
+def _names(g: pd.DataFrame, what: str, column: str, fmt: str) -> list[str]:
+    return [f"{v} {s}: {what} {val:{fmt}}" for v, s, val in zip(g["variant"], g["shape"], g[column].astype(float))]
+
+
 def _along(g: pd.DataFrame, x: pd.Series, column: str):
-    """A line's points in x order with their error bars: each case's own p10-p90, or, where several
-    cases share a size (parameter variants), their median with the p10-p90 across them."""
+    """A line's points in x order with their error bars and names: each case's own p10-p90, or,
+    where several cases share a size (parameter variants), their median with the p10-p90 across them."""
     if x.nunique() == len(g):
         order = np.argsort(x.to_numpy())
         g = g.iloc[order]
-        return x.to_numpy()[order], g[column].to_numpy(float), _spread(g, g[column])
+        return x.to_numpy()[order], g[column].to_numpy(float), _spread(g, g[column]), g
     by = g[column].astype(float).groupby(x.to_numpy())
     mid, low, high = by.median(), by.quantile(0.1), by.quantile(0.9)
-    return mid.index.to_numpy(), mid.to_numpy(), np.vstack([mid - low, high - mid])
+    return mid.index.to_numpy(), mid.to_numpy(), np.vstack([mid - low, high - mid]), None
+
+
+def _series(ax, xs, ys, yerr, names, style, dash) -> None:
+    """One series: its error bars, its line (`dash`, or none), its named markers."""
+    if yerr is not None:
+        ax.errorbar(xs, ys, yerr=yerr, fmt="none", ecolor=style.colour, elinewidth=1, capsize=2, alpha=0.7)
+    if dash is not None:
+        ax.plot(xs, ys, color=style.colour, ls=dash, lw=1.3)
+    _points(ax, xs, ys, names, style)
+
+
+def _lines(ax, rows: pd.DataFrame, x: pd.Series, families: pd.Series, column: str, cats, log_y: bool,
+           what: str, fmt: str) -> None:
+    """One line per variant and shape family in the variant's style, error bars from the stored
+    quantiles. Shapes that form no line (one point in their family, or categories) are points,
+    dodged within their category; one legend entry per variant."""
+    styles = palette.styles(rows)
+    counts = rows.groupby([rows["variant"], families]).size()
+    lined = set() if cats is not None else {f for (_, f), n in counts.items() if n > 1}
+    offsets = _dodge(list(dict.fromkeys(rows["variant"])))
+    for variant, by_variant in rows.groupby("variant", sort=False):
+        style = styles[variant]
+        _entry(ax, variant, style, line=bool(lined))
+        points = []
+        for family, g in by_variant.groupby(families[by_variant.index], sort=False):
+            if cats is not None or family not in lined or len(g) == 1:
+                points.append(g)
+                continue
+            xs, ys, yerr, named = _along(g, x[g.index], column)
+            names = _names(named, what, column, fmt) if named is not None else \
+                [f"{variant} at size {v:.0f}: median {what} {y:{fmt}}" for v, y in zip(xs, ys)]
+            _series(ax, xs, ys, yerr, names, style, style.dash)
+        if points:
+            g = pd.concat(points)
+            g = g.iloc[_distinct(x[g.index], g[column], cats is None, log_y)]
+            xs = x[g.index] + (offsets[variant] if cats is not None else 0.0)
+            _series(ax, xs, g[column], None if len(g) > MAX_BARS else _spread(g, g[column]),
+                    _names(g, what, column, fmt), style, None)
 
 
 def throughput(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     rows = _speed_rows(df, workload)
     rows = rows[rows["tflops"].notna()]
-    if rows.empty:
+    if rows["variant"].nunique() < 2:  # one precision alone: nothing to set it against
         return None
     x, xlabel, cats, families = _x(rows)
-    fig, ax = plt.subplots(figsize=_size(cats))
+    fig, axes = figures.new(*_size(cats))
+    ax = axes[0, 0]
     log_y = _wide(pd.concat([rows["tflops"], rows["peak_tflops"].dropna()]))
-    _lines(ax, rows, x, families, "tflops", cats, log_y)
-    for i, (precision, g) in enumerate(rows.groupby("precision", sort=False)):
+    _lines(ax, rows, x, families, "tflops", cats, log_y, "TFLOP/s", ".4g")
+    for precision, g in rows.groupby("precision", sort=False):
         peak = g["peak_tflops"].dropna()
         if len(peak):
-            ax.axhline(float(peak.iloc[0]), color=f"C{i % 10}", ls=(0, (1, 3)), lw=1, label=f"{precision} vendor peak")
+            ax.axhline(float(peak.iloc[0]), color=palette.precision_style(precision).colour, ls=(0, (1, 3)), lw=1,
+                       label=f"{precision} vendor peak")
     if log_y:
         ax.set_yscale("log")
-        plain_log_ticks(ax, "y")
-    ax.set_ylabel("TFLOP/s (median; bars: p10-p90)")
-    ax.set_title(f"{workload}: throughput by precision")
+    ax.set_ylabel("TFLOP/s (median)")
+    ax.set_title(f"{workload}: throughput by precision (bars: each case's p10-p90)")
     return _finish(fig, ax, xlabel, cats, path, x)
 
 
 def speedup(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     rows = _speed_rows(df, workload)
     rows = rows[rows["speedup"].notna() & (rows["precision"] != rows["baseline"])]
-    if rows.empty:
+    if rows.empty:  # each series is set against the baseline's 1x line: one is enough
         return None
     x, xlabel, cats, families = _x(rows)
-    fig, ax = plt.subplots(figsize=_size(cats))
+    fig, axes = figures.new(*_size(cats))
+    ax = axes[0, 0]
     log_y = _wide([*rows["speedup"].agg(["min", "max"]), 1.0])
-    _lines(ax, rows, x, families, "speedup", cats, log_y)
+    _lines(ax, rows, x, families, "speedup", cats, log_y, "speedup", ".3g")
     ax.axhline(1.0, color="k", lw=1)
     if log_y:
         ax.set_yscale("log")
-        plain_log_ticks(ax, "y")
-    ax.set_ylabel(f"speedup over {rows['baseline'].iloc[0]} (x; bars: the case's p10-p90)")
-    ax.set_title(f"{workload}: speedup over the baseline precision")
+    ax.set_ylabel(f"speedup over {rows['baseline'].iloc[0]} (x)")
+    ax.set_title(f"{workload}: speedup over the baseline precision (bars: each case's p10-p90)")
     return _finish(fig, ax, xlabel, cats, path, x)
 
 
@@ -257,37 +298,87 @@ def pareto_front(errors: np.ndarray, speedups: np.ndarray) -> np.ndarray:
     return order[speedups[order] > best_before].astype(int)
 
 
-def accuracy_vs_speedup(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
+def tradeoff(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     """Speed against accuracy, one point per case (the baseline precision at 1x), the Pareto front
-    drawn: what each precision costs and buys."""
+    drawn: what each precision costs and buys. Only where two or more precisions were timed."""
     rows = _speed_rows(df, workload)
     rows = rows[rows["speedup"].notna() & rows["rel_err"].notna() & (rows["rel_err"] > 0)]
-    if rows.empty:
+    if rows["variant"].nunique() < 2:
         return None
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, axes = figures.new(8.5, 4.6)
+    ax = axes[0, 0]
     errors, speedups = rows["rel_err"].to_numpy(float), rows["speedup"].to_numpy(float)
     log_y = _wide([speedups.min(), speedups.max(), 1.0])
-    for i, (precision, g) in enumerate(rows.groupby("precision", sort=False)):
+    styles = palette.styles(rows)
+    for variant, g in rows.groupby("variant", sort=False):
         g = g.iloc[_distinct(g["rel_err"], g["speedup"], True, log_y)]
-        # markers of a line without one (Agg stamps one marker image): a scatter's path collection
-        # draws each point on its own, seconds for a few hundred thousand
-        ax.plot(g["rel_err"], g["speedup"], ls="none", marker=MARKERS[i % len(MARKERS)], ms=5.3,
-                color=f"C{i % 10}", alpha=0.8, label=precision)
+        _entry(ax, variant, styles[variant], line=False)
+        _points(ax, g["rel_err"], g["speedup"],
+                [f"{variant} {s}: rel. error {e:.3g}, speedup {v:.3g}x"
+                 for s, e, v in zip(g["shape"], g["rel_err"], g["speedup"])], styles[variant])
     front = pareto_front(errors, speedups)
     if len(front) > 1:
         ax.step(errors[front], speedups[front], where="post", color="k", ls="--", lw=1, label="Pareto front")
     ax.set_xscale("log")
-    plain_log_ticks(ax, "x", subs=(1.0,))
     if log_y:
         ax.set_yscale("log")
-        plain_log_ticks(ax, "y")
     ax.axhline(1.0, color="k", lw=0.8, alpha=0.5)
     ax.set_xlabel("relative error vs the reference (Frobenius; lower is better)")
     ax.set_ylabel(f"speedup over {rows['baseline'].iloc[0]} (x; higher is better)")
     ax.set_title(f"{workload}: speed against accuracy, one point per case")
     ax.grid(True, which="both", alpha=0.25)
     _legend(ax)
-    return save_figure(fig, path)
+    return figures.save(fig, path)
+
+
+# The accuracy chart's panels: (column, axis label, log axis, name in a point's hover text, format)
+ACCURACY_PANELS = (("rel_err", "relative error vs the reference (lower is better)", True, "rel. error", ".3g"),
+                   ("sqnr_db", "SQNR (dB; higher is better)", False, "SQNR", ".1f"))
+
+
+def accuracy(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
+    """Relative error and SQNR per recipe and shape, emulated recipes included ("numerics only"):
+    the chart of runs whose speed is emulated or absent, where speed against accuracy would show
+    the baseline alone. Drawn when some precision has accuracy but no real speed, and two or more
+    precisions have accuracy."""
+    rows = with_labels(df)
+    rows = rows[(rows["workload"] == workload) & (rows["status"] == "ok")]
+    panels = [p for p in ACCURACY_PANELS if p[0] in rows and rows[p[0]].notna().any()]
+    if not panels or rows["variant"].nunique() < 2:
+        return None
+    rows = rows[rows[panels[0][0]].notna()]
+    speed = pd.to_numeric(rows["speedup"], errors="coerce") if "speedup" in rows else pd.Series(np.nan, index=rows.index)
+    timed = ~is_emulated(rows) & speed.notna()
+    if timed.all() or rows["variant"].nunique() < 2:
+        return None
+    cats = _categories(rows)
+    fig, axes = figures.new(max(5.0, 0.45 * len(cats) + 3) * len(panels) + 2.5, 4.8, 1, len(panels))
+    emulated = set(rows.loc[is_emulated(rows), "variant"])
+    for ax, panel in zip(axes[0], panels):
+        _accuracy_panel(ax, rows, cats, emulated, panel)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center", fontsize=8)
+    fig.suptitle(f"{workload}: error against the reference, per recipe and shape"
+                 + (" (emulated recipes: numerics only, no speed)" if emulated else ""))
+    return figures.save(fig, path)
+
+
+def _accuracy_panel(ax, rows: pd.DataFrame, cats: dict, emulated: set, panel) -> None:
+    column, ylabel, log, what, fmt = panel
+    styles = palette.styles(rows)
+    offsets = _dodge(list(dict.fromkeys(rows["variant"])))
+    for variant, g in rows.groupby("variant", sort=False):
+        g = g[g[column].notna()]
+        _entry(ax, variant + (NUMERICS_ONLY if variant in emulated else ""), styles[variant], line=False)
+        xs = g["shape"].map(cats).astype(float) + offsets[variant]
+        _points(ax, xs, g[column], _names(g, what, column, fmt), styles[variant], size=36)
+    if log and (rows[column] > 0).all():
+        ax.set_yscale("log")
+    ax.margins(y=0.08)  # markers at the extremes stay whole
+    ax.set_ylabel(ylabel)
+    ax.set_xlabel("case")
+    _category_ticks(ax, cats)
+    ax.grid(True, which="both", alpha=0.25)
 
 
 def _as_list(value) -> list[float]:
@@ -297,44 +388,136 @@ def _as_list(value) -> list[float]:
     return [float(v) for v in value]
 
 
+# Beyond this many configurations nothing is readable; the records keep every curve.
+MAX_PANELS = 6
+
+
 def loss_curves(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
-    """Training loss per step for each precision, one panel per model configuration, with the
-    fp32 reference run (same init, same batches), the corpus's entropy floor and unigram entropy.
+    """Training loss per step for each precision, a row per configuration: the loss with the fp32
+    reference run (same init, same batches), the corpus's entropy floor and unigram entropy (left),
+    and each curve minus the reference (right), where 0.001-nat differences show. A diverged run
+    is drawn, clipped at the axis and marked: the axes are sized by the runs that did not diverge.
     Loss is numerics, so emulated rows (FP8 on a CPU) are drawn too."""
-    rows = df[(df["workload"] == workload) & (df["status"] == "ok")]
+    rows = with_labels(df)
+    rows = rows[(rows["workload"] == workload) & (rows["status"] == "ok")]
     if "loss_curve" not in rows or rows.empty:
         return None
     rows = rows[[len(_as_list(c)) > 0 for c in rows["loss_curve"]]]
     if rows.empty:
         return None
-    configs = list(dict.fromkeys(rows["params"]))
-    shown = configs[:8]  # beyond eight panels nothing is readable; the records keep every curve
-    cols = min(2, len(shown))
-    nrows = (len(shown) + cols - 1) // cols
-    fig, axes = plt.subplots(nrows, cols, figsize=(6.5 * cols, 3.8 * nrows), squeeze=False)
-    for ax, config in zip(axes.flat, shown):
-        g = rows[rows["params"] == config]
-        first = g.iloc[0]
-        ref = _as_list(first.get("fp32_loss_curve"))
-        if ref:
-            ax.plot(range(len(ref)), ref, color="k", lw=2.5, alpha=0.25, label="fp32 reference")
-        for i, (_, r) in enumerate(g.iterrows()):
-            curve = _as_list(r["loss_curve"])
-            mark = " (diverged)" if bool(r.get("diverged")) else ""
-            emu = " (emulated)" if bool(r.get("emulated")) else ""
-            ax.plot(range(len(curve)), curve, color=f"C{i}", lw=1.2, label=f"{r['precision']}{mark}{emu}")
-        for column, style, text in (("entropy_floor", ":", "entropy floor"), ("unigram_entropy", "-.", "unigram entropy")):
-            if pd.notna(first.get(column)):
-                ax.axhline(float(first[column]), color="gray", ls=style, lw=1, label=text)
-        ax.set_title(shape_label(first).replace(" ", ", "), fontsize=7)
+    configs = list(dict.fromkeys(rows["shape"]))
+    shown = configs[:MAX_PANELS]
+    fig, axes = figures.new(13.0, 3.6 * len(shown) + 0.6, len(shown), 2)
+    styles = palette.styles(rows)
+    for (left, right), config in zip(axes, shown):
+        _loss_row(left, right, rows[rows["shape"] == config], styles, config)
+    more = f" (first {MAX_PANELS} of {len(configs)} configurations)" if len(configs) > MAX_PANELS else ""
+    fig.suptitle(f"{workload}: training loss by precision{more}")
+    return figures.save(fig, path)
+
+
+def _diverged(r) -> bool:
+    value = r.get("diverged")
+    return bool(value) if value is not None and not pd.isna(value) else False
+
+
+def clip_range(curves: list[np.ndarray], diverged: list[bool], margin: float = 0.08) -> tuple[float, float]:
+    """The y range of the curves that did not diverge (all of them when every one did), with a margin."""
+    kept = [c for c, d in zip(curves, diverged) if not d and len(c)] or [c for c in curves if len(c)]
+    values = np.concatenate(kept) if kept else np.array([0.0])
+    values = values[np.isfinite(values)]
+    lo, hi = (float(values.min()), float(values.max())) if len(values) else (0.0, 1.0)
+    pad = (hi - lo) * margin or max(abs(hi), 1e-6) * margin
+    return lo - pad, hi + pad
+
+
+# The loss difference axis is linear within +-this many nats and logarithmic beyond: a 0.001-nat
+# difference between recipes shows beside a 0.1-nat one early in training.
+DELTA_LINEAR = 1e-3
+
+
+def _delta_ticks(limit: float) -> list[float]:
+    decades = [10.0**e for e in range(int(np.log10(DELTA_LINEAR)), int(np.ceil(np.log10(limit))) + 1)]
+    return sorted({0.0, *(d for d in decades if d <= limit), *(-d for d in decades if d <= limit)})
+
+
+def _until_out(curve: np.ndarray, lo: float, hi: float) -> int:
+    """How many first points of a curve stay within [lo, hi] (finite): where a diverged run is cut."""
+    out = np.flatnonzero(~((curve >= lo) & (curve <= hi)))
+    return int(out[0]) if len(out) else len(curve)
+
+
+def _curve(ax, curve: np.ndarray, lo: float, hi: float, diverged: bool, style, name: str, label=None,
+           start: int = 0) -> None:
+    """A loss curve from step `start` in the variant's style, named on hover; a diverged one is
+    drawn until it first leaves the axis, where a black triangle marks it (the record keeps the rest)."""
+    n = _until_out(curve, lo, hi) if diverged else len(curve)
+    steps = np.arange(start, start + len(curve))
+    line, = ax.plot(steps[: max(n, 1)], curve[: max(n, 1)], color=style.colour, ls=style.dash, lw=1.2, label=label)
+    figures.name(line, name)
+    if n < len(curve):
+        edge = hi if not (curve[n] < lo) else lo
+        ax.plot([steps[n]], [edge], marker="^" if edge == hi else "v", color="k", ms=7, clip_on=False, zorder=4)
+
+
+# The differences are drawn as a running mean over this share of the steps: step to step they swing
+# by batch noise (the twins see the same batches, not the same rounding), the mean shows the drift.
+SMOOTH_SHARE = 0.05
+
+
+def running_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Means of each `window` consecutive values (len - window + 1 of them)."""
+    if window <= 1 or len(values) < window:
+        return np.asarray(values, dtype=float)
+    sums = np.cumsum(np.concatenate([[0.0], np.asarray(values, dtype=float)]))
+    return (sums[window:] - sums[:-window]) / window
+
+
+def _references(left, right, first, ref: np.ndarray, lo: float, hi: float) -> None:
+    """The fp32 twin's curve (0 on the right), and the corpus's floors where they fall on the axis."""
+    if len(ref):
+        left.plot(range(len(ref)), ref, color=palette.REFERENCE, lw=2.5, alpha=0.35, label="fp32 reference")
+        right.axhline(0.0, color=palette.REFERENCE, lw=2.5, alpha=0.35)
+    for column, style, text in (("entropy_floor", ":", "entropy floor"), ("unigram_entropy", "-.", "unigram entropy")):
+        if pd.notna(first.get(column)) and lo <= float(first[column]) <= hi:
+            left.axhline(float(first[column]), color="gray", ls=style, lw=1, label=text)
+
+
+def _loss_row(left, right, g: pd.DataFrame, styles: dict, config: str) -> None:
+    first = g.iloc[0]
+    ref = np.asarray(_as_list(first.get("fp32_loss_curve")), dtype=float)
+    curves = [np.asarray(_as_list(c), dtype=float) for c in g["loss_curve"]]
+    diverged = [_diverged(r) for r in g.to_dict("records")]
+    window = max(1, round(SMOOTH_SHARE * len(ref)))
+    deltas = [running_mean(c[: len(ref)] - ref[: len(c)], window) for c in curves] if len(ref) else []
+    lo, hi = clip_range([*curves, ref], [*diverged, False])
+    _references(left, right, first, ref, lo, hi)
+    kept = [np.abs(d) for d, bad in zip(deltas, diverged) if not bad and len(d)]
+    limit = max(float(np.nanmax(np.concatenate(kept))) if kept else 0.0, 2 * DELTA_LINEAR) * 1.3
+    for r, curve, bad, i in zip(g.to_dict("records"), curves, diverged, range(len(curves))):
+        style = styles[r["variant"]]
+        label = r["variant"] + (f" (diverged: up to {np.nanmax(curve):.3g}; cut at the axis)" if bad else "")
+        name = f"{r['variant']} {config}: final loss {curve[-1]:.4f}" + (" (diverged)" if bad else "")
+        _curve(left, curve, lo, hi, bad, style, name, label)
+        if deltas:
+            _curve(right, deltas[i], -limit, limit, bad, style,
+                   name + f"; {deltas[i][-1]:+.4f} nats against fp32 over the last {window} steps", start=window - 1)
+    left.set_ylim(lo, hi)
+    if deltas:
+        right.set_yscale("symlog", linthresh=DELTA_LINEAR, linscale=1.0)
+        right.set_ylim(-limit, limit)
+        right.set_yticks(_delta_ticks(limit), [f"{v:+g}" if v else "0" for v in _delta_ticks(limit)])
+        right.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    left.set_title(f"{config}: loss", fontsize=9)
+    right.set_title(f"{config}: loss minus the fp32 reference" + (f", mean over {window} steps" if window > 1 else ""),
+                    fontsize=9)
+    left.set_ylabel("loss (nats/token)")
+    right.set_ylabel(f"difference (nats/token; linear within ±{DELTA_LINEAR:g})")
+    for ax in (left, right):
         ax.set_xlabel("step")
-        ax.set_ylabel("loss (nats/token)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(shown):]:
-        ax.set_visible(False)
-    fig.suptitle(f"{workload}: training loss by precision" + (f" (first 8 of {len(configs)} configurations)" if len(configs) > 8 else ""))
-    return save_figure(fig, path)
+    right.legend(*left.get_legend_handles_labels(), fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                 borderaxespad=0)
 
 
 def vocab_padding_effect(df: pd.DataFrame, workload: str, path: Path, gemms: str) -> Path | None:
@@ -348,82 +531,95 @@ def vocab_padding_effect(df: pd.DataFrame, workload: str, path: Path, gemms: str
     if gemm.empty:
         gemm = table[table["level"] == f"{gemms} forward"]
     step = table[table["level"] == workload]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
-    for ax, part, title in ((left, gemm, f"lm_head GEMMs ({gemm['level'].iloc[0] if len(gemm) else 'none measured'})"),
-                            (right, step, "training step")):
+    fig, (axes,) = figures.new(12.5, 4.4, 1, 2)
+    for ax, part, title in ((axes[0], gemm, f"lm_head GEMMs ({gemm['level'].iloc[0] if len(gemm) else 'none measured'})"),
+                            (axes[1], step, "training step")):
         if part.empty:
             ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
             ax.set_axis_off()
             continue
-        groups = list(part.groupby(["precision", "config", "tokens", "d_model"], sort=False))
-        vocabs = sorted(part["vocab"].unique())
-        width = 0.8 / len(groups)
-        for i, ((precision, config, tokens, d), g) in enumerate(groups):
-            xs = [vocabs.index(v) + (i - (len(groups) - 1) / 2) * width for v in g["vocab"]]
-            label = precision if len(groups) == len(part["precision"].unique()) else f"{precision} T={tokens} d={d}"
-            bars = ax.bar(xs, g["speedup"], width=width, label=label, color=f"C{i}")
-            if ax is right:
-                for bar, share in zip(bars, g["lm_head_share"]):
-                    if pd.notna(share):
-                        ax.annotate(f"lm_head {share:.0%}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                                    ha="center", va="bottom", fontsize=6, rotation=90)
-        ax.axhline(1.0, color="k", lw=1)
-        ax.margins(y=0.25)  # room for the lm_head labels above the bars
-        ax.set_xticks(range(len(vocabs)), [str(v) for v in vocabs])
-        ax.set_xlabel("vocabulary size (N of the lm_head GEMM)")
-        ax.set_ylabel(f"speedup over vocab {min(vocabs)} (x)")
+        _padding_bars(ax, part, annotate=ax is axes[1])
         ax.set_title(title, fontsize=9)
-        ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(fontsize=7)
     fig.suptitle("vocabulary padding: time at the unpadded size / time at each size")
-    return save_figure(fig, path)
+    return figures.save(fig, path)
+
+
+def _padding_bars(ax, part: pd.DataFrame, annotate: bool) -> None:
+    groups = list(part.groupby(["precision", "config", "tokens", "d_model"], sort=False))
+    vocabs = sorted(part["vocab"].unique())
+    width = 0.8 / len(groups)
+    for i, ((precision, config, tokens, d), g) in enumerate(groups):
+        xs = [vocabs.index(v) + (i - (len(groups) - 1) / 2) * width for v in g["vocab"]]
+        label = precision if len(groups) == len(part["precision"].unique()) else f"{precision} T={tokens} d={d}"
+        bars = ax.bar(xs, g["speedup"], width=width, label=label, color=palette.precision_style(precision).colour,
+                      hatch=None if i < len(part["precision"].unique()) else "//")
+        figures.name(bars, [f"{label} vocab {v}: {s:.3g}x" for v, s in zip(g["vocab"], g["speedup"])])
+        if annotate:
+            for bar, share in zip(bars, g["lm_head_share"]):
+                if pd.notna(share):
+                    ax.annotate(f"lm_head {share:.0%}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                                ha="center", va="bottom", fontsize=6, rotation=90)
+    ax.axhline(1.0, color="k", lw=1)
+    ax.margins(y=0.25)  # room for the lm_head labels above the bars
+    ax.set_xticks(range(len(vocabs)), [str(v) for v in vocabs])
+    ax.set_xlabel("vocabulary size (N of the lm_head GEMM)")
+    ax.set_ylabel(f"speedup over vocab {min(vocabs)} (x)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
 
 
 def sweep(df: pd.DataFrame, workload: str, path: Path, x: str, y: str, xlabel: str, ylabel: str,
           title: str, vary: str | None = None, speed: bool = False, baseline: bool = True,
           min_points: int = 2) -> Path | None:
-    """Column `y` against column `x` (log axis), one line per precision and shape; where `vary`
-    names the parameter that moves x, one line per precision, shape and every other parameter, and
-    lines of fewer than `min_points` sizes are left out (a block-size sweep at two outlier
-    magnitudes is no line of the magnitude sweep). Accuracy, so emulated rows (FP8 on a CPU) are drawn too, unless `speed`;
-    `baseline` False leaves out the baseline precision (a speedup over itself is 1)."""
+    """Column `y` against column `x` (log axis), one line per variant (and shape, where there are
+    several); where `vary` names the parameter that moves x, one line per variant, shape and every
+    other parameter, and lines of fewer than `min_points` sizes are left out (a block-size sweep at
+    two outlier magnitudes is no line of the magnitude sweep). Accuracy, so emulated rows (FP8 on a
+    CPU) are drawn too, unless `speed`; `baseline` False leaves out the baseline precision (a
+    speedup over itself is 1). One line and no `vary` is nothing to compare: no plot."""
     if x not in df or y not in df:
         return None
-    rows = df[(df["workload"] == workload) & (df["status"] == "ok") & df[y].notna() & df[x].notna()]
+    rows = with_labels(df)
+    rows = rows[(rows["workload"] == workload) & (rows["status"] == "ok") & rows[y].notna() & rows[x].notna()]
     if speed:
         rows = rows[~is_emulated(rows)]
     if not baseline:
         rows = rows[rows["precision"] != rows["baseline"]]
     if rows.empty:
         return None
-    shapes = rows.apply(lambda r: f"{int(r['m'])}x{int(r['k'])}x{int(r['n'])}", axis=1)
+    dims = rows.apply(lambda r: f"{int(r['m'])}x{int(r['k'])}x{int(r['n'])}", axis=1)
+    # Swept by a parameter (`vary`), a line is a precision and its other parameters (the variant's
+    # name would hold the swept one where it is the precision's own, a point per line).
     others = rows["params"].map(lambda p: _params_text(p, vary)) if vary else pd.Series("", index=rows.index)
-    lines = [(key, g) for key, g in rows.groupby([rows["precision"], shapes, others], sort=False)
+    names = rows["precision"] if vary else rows["variant"]
+    lines = [(key, g) for key, g in rows.groupby([names, dims, others], sort=False)
              if not vary or g[x].nunique() >= min_points]
-    if not lines:
+    if not lines or (len(lines) < 2 and not vary):
         return None
     common = set.intersection(*(set(other.split()) for (_, _, other), _ in lines))  # said by no label
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for i, ((precision, shape, other), g) in enumerate(lines):
-        g = g.sort_values(x)
-        own = " ".join(word for word in other.split() if word not in common)
-        label = " ".join(t for t in (precision, shape if shapes.nunique() > 1 else "", own) if t)
-        # markers and dashes differ so that recipes with identical numbers stay visible
-        ax.plot(g[x].astype(float), g[y].astype(float), marker="osD^v<>"[i % 7],
-                ls="-" if i % 2 == 0 else "--", color=f"C{i % 10}", label=label)
+    labels = [" ".join(t for t in (name, dim if dims.nunique() > 1 else "",
+                                   " ".join(w for w in other.split() if w not in common)) if t)
+              for (name, dim, other), _ in lines]
+    styles = palette.styles(pd.DataFrame({"precision": [g["precision"].iloc[0] for _, g in lines], "variant": labels}))
+    fig, axes = figures.new(8.5, 4.6)
+    ax = axes[0, 0]
+    for label, (_, g) in zip(labels, lines):
+        g, style = g.sort_values(x), styles[label]
+        ax.plot(g[x].astype(float), g[y].astype(float), color=style.colour, ls=style.dash, lw=1.3)
+        _entry(ax, label, style)
+        _points(ax, g[x].astype(float), g[y].astype(float),
+                [f"{label} {x}={a:g}: {b:.3g}" for a, b in zip(g[x].astype(float), g[y].astype(float))], style)
     ax.set_xscale("log")
-    span = rows[x].astype(float)
-    plain_log_ticks(ax, "x", subs=(1.0, 2.0, 5.0) if span.max() / span.min() < 1e3 else (1.0,))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(f"{workload}: {title}")
-    ax.grid(True, alpha=0.3)
+    ax.grid(True, which="both", alpha=0.3)
     _legend(ax)
-    return save_figure(fig, path)
+    return figures.save(fig, path)
 
 
 def _params_text(params, leave_out: str) -> str:
-    """A case's parameters but one, as 'key=value' words (a line's label beside its precision)."""
+    """A case's parameters but one, as 'key=value' words (a line's label beside its variant)."""
     try:
         values = json.loads(params) if isinstance(params, str) else dict(params or {})
     except (ValueError, TypeError):
@@ -431,9 +627,11 @@ def _params_text(params, leave_out: str) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(values.items()) if k != leave_out)
 
 
-# In report order: the speed-accuracy trade-off first, then its parts; every workload gets these.
+# In report order: the speed-accuracy trade-off first (the error per recipe and shape where speed is
+# emulated or absent), then its parts; every workload gets these.
 PLOTS = {
-    "accuracy": accuracy_vs_speedup,
+    "tradeoff": tradeoff,
+    "accuracy": accuracy,
     "throughput": throughput,
     "speedup": speedup,
     "loss": loss_curves,

@@ -40,7 +40,7 @@ def columns(group: str, *rows: tuple[str, str, str, str]) -> tuple[Column, ...]:
 class Plot:
     """A plot the report draws for a workload's records, beside the plots every workload gets:
     `draw` ("module:attribute") is called as draw(df, workload, path, **options) and returns the
-    PNG it wrote, or None. The file is `<name>_<workload>.png`."""
+    SVG it wrote (`suite.report.figures.save`: points named on hover), or None. The file is `<name>_<workload>.svg`."""
 
     name: str
     draw: str
