@@ -17,7 +17,10 @@ report cpu_slow_path/cpu cpu_slow_path
 report cpu_update cpu_update
 report cpu_update_slow_path cpu_update_slow_path
 report fidelity fidelity
-if [ -d "$R/cpu_dist" ]; then report cpu_dist cpu_dist; fi
+report cpu_dist cpu_dist
+report cpu_mx cpu_mx
+report cpu_moe/avx2 cpu_moe_avx2
+report cpu_moe/amx cpu_moe_amx
 "$PY" -m suite compare torch=2.13.0,runs=all torch=2.14.1,runs=all --results "$R/cpu-torch-2.13.0-vs-2.14.1" \
     --out reports/compare/cpu-torch-2.13.0-vs-2.14.1 --quiet
 "$PY" -m suite history cpu --results "$R/cpu-torch-2.13.0-vs-2.14.1" --out reports/history/cpu-torch-2.13.0-vs-2.14.1 --quiet
