@@ -4,6 +4,7 @@ ratio of medians (issue #26's measurement), and how close the suite's timer is t
     python -m benchmarks.paired_stability                         # 3 runs of `cpu`, the 2nd beside a CPU hog
     python -m benchmarks.paired_stability --runs 3 --hog 0        # no hog
     python -m benchmarks.paired_stability --fidelity              # and 3 runs of `fidelity`, the 2nd with a hog
+    python -m benchmarks.paired_stability --bursts 2              # every run beside a hog on 2 s, off 2 s
 
 Each run is `python -m suite run SCENARIO` in a fresh process, into a temporary results folder (kept
 with --keep DIR). A hog is one process spinning on one core beside the run (a CPU-bound job on a
@@ -21,10 +22,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,22 +45,40 @@ def load() -> str:
 
 
 @contextmanager
-def hog(on: bool):
-    """One CPU-bound process beside the block (none when `on` is False)."""
+def hog(on: bool, burst_s: float = 0.0):
+    """One CPU-bound process beside the block (none when `on` is False); with `burst_s`, it runs
+    `burst_s` seconds and pauses as long, over and over (another job that comes and goes: the drift
+    within a run that timing one case after another puts into a speedup)."""
     proc = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if on else None
+    stop = threading.Event()
+    toggler = threading.Thread(target=_bursts, args=(proc, burst_s, stop), daemon=True) if on and burst_s else None
+    if toggler:
+        toggler.start()
     try:
         yield
     finally:
+        stop.set()
+        if toggler:
+            toggler.join()
         if proc is not None:
             proc.kill()
             proc.wait()
 
 
-def run_scenario(scenario: str, results: Path, hogged: bool, extra: list[str]) -> float:
+def _bursts(proc: subprocess.Popen, burst_s: float, stop: threading.Event) -> None:
+    running = True
+    while not stop.wait(burst_s):
+        proc.send_signal(signal.SIGSTOP if running else signal.SIGCONT)
+        running = not running
+    proc.send_signal(signal.SIGCONT)
+
+
+def run_scenario(scenario: str, results: Path, hogged: bool, extra: list[str], burst_s: float = 0.0) -> float:
     """One run of the scenario in a process of its own; its wall seconds."""
-    print(f"  {scenario}{' beside a CPU hog' if hogged else ''}: {load()} before", file=sys.stderr)
+    beside = f" beside a CPU hog{f' in {burst_s:g} s bursts' if burst_s else ''}" if hogged else ""
+    print(f"  {scenario}{beside}: {load()} before", file=sys.stderr)
     started = time.monotonic()
-    with hog(hogged):
+    with hog(hogged, burst_s):
         subprocess.run([sys.executable, "-m", "suite", "run", scenario, "--results", str(results), "--no-report",
                         "--quiet", *extra], cwd=ROOT, check=True)
     seconds = time.monotonic() - started
@@ -135,11 +156,13 @@ def fidelity_table(runs: list[pd.DataFrame], hog_index: int | None) -> list[str]
     return lines
 
 
-def measure(scenario: str, runs: int, hog_run: int, results: Path, extra: list[str]) -> list[pd.DataFrame]:
-    print(f"{scenario}: {runs} runs into {results}" + (f", run {hog_run} beside a CPU hog" if hog_run else ""),
-          file=sys.stderr)
+def measure(scenario: str, runs: int, hog_run: int, results: Path, extra: list[str],
+            burst_s: float = 0.0) -> list[pd.DataFrame]:
+    print(f"{scenario}: {runs} runs into {results}" + (f", every run beside a CPU hog in {burst_s:g} s bursts"
+                                                       if burst_s else f", run {hog_run} beside a CPU hog"
+                                                       if hog_run else ""), file=sys.stderr)
     for i in range(1, runs + 1):
-        run_scenario(scenario, results, i == hog_run, extra)
+        run_scenario(scenario, results, bool(burst_s) or i == hog_run, extra, burst_s)
     return runs_of(results, scenario)[-runs:]
 
 
@@ -150,17 +173,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenario", default="cpu", help="the speedup scenario (default cpu)")
     p.add_argument("--fidelity", action="store_true", help="also run `fidelity` as often, and report its ratios")
     p.add_argument("--keep", help="results folder to write into and keep (default: a temporary one)")
+    p.add_argument("--bursts", type=float, default=0.0, metavar="S",
+                   help="every run beside a hog that runs S seconds and pauses S seconds (drift within a run)")
     p.add_argument("--extra", default="", help="more `suite run` arguments, e.g. \"--threads 1\"")
     args = p.parse_args(argv)
     extra = args.extra.split()
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(args.keep) if args.keep else Path(tmp) / "results"
-        lines, paired, medians = speedup_table(measure(args.scenario, args.runs, args.hog, results, extra))
+        lines, paired, medians = speedup_table(measure(args.scenario, args.runs, args.hog, results, extra, args.bursts))
         print("\n".join(lines))
         print(f"\nmedian CV across {args.runs} runs: paired {paired:.1%}, ratio of medians {medians:.1%} "
               f"(paired / medians = {paired / medians:.2f}; target <= 0.33)")
         if args.fidelity:
-            runs = measure("fidelity", args.runs, args.hog, results, extra)
+            runs = measure("fidelity", args.runs, args.hog, results, extra, args.bursts)
             print("\n" + "\n".join(fidelity_table(runs, args.hog - 1 if args.hog else None)))
     print(f"\n{load()}")
     return 0

@@ -40,3 +40,27 @@ def test_emulated_cases_and_baselines_are_no_speedups():
     run.loc[run["precision"] == "fp16", "emulated"] = True
     assert set(ps.speedups(run)) == {"b"}
     assert math.isnan(ps.cv([1.0]))
+
+
+def test_a_bursting_hog_pauses_and_resumes_and_ends_running():
+    """The hog of `--bursts`: stopped and continued in turn, each burst_s, and continued at the end
+    (so that killing it is not blocked by a stopped process)."""
+    import signal
+
+    class Proc:
+        sent: list = []
+
+        def send_signal(self, sig):
+            self.sent.append(sig)
+
+    class FourBursts:  # the stop event, set after four bursts
+        waits = 0
+
+        def wait(self, seconds):
+            assert seconds == 0.5
+            self.waits += 1
+            return self.waits > 4
+
+    proc = Proc()
+    ps._bursts(proc, 0.5, FourBursts())
+    assert proc.sent == [signal.SIGSTOP, signal.SIGCONT, signal.SIGSTOP, signal.SIGCONT, signal.SIGCONT]
