@@ -278,3 +278,19 @@ def test_require_measured_fails_a_run_where_nothing_was_measured(write_scenario,
     assert cli.main(argv) == 0  # every case skipped (no CUDA), recorded, not an error by itself
     assert cli.main(argv + ["--require-measured"]) == 1
     assert "no case was measured (all 8 skipped or failed)" in capsys.readouterr().err
+
+
+def test_decided_on_accuracy_the_baseline_is_the_pick_where_no_emulated_recipe_meets_the_budget(capsys):
+    """cpu_fp8 (every FP8 recipe emulated): at rel. error <= 0.01 no FP8 recipe qualifies (3.8e-02)
+    but bf16 itself does (2.9e-03): the answer is to stay on bf16, not "none"; at <= 0.001 nothing
+    does, bf16 included."""
+    fp8 = str(ROOT / "results" / "reference" / "cpu_fp8")
+    picks = json_of(capsys, ["recommend", fp8, "--max-rel-err", "0.01", "--json"])["picks"]
+    gemm = {(p["workload"], p["setting"]): p for p in picks}["gemm", "256x512x384"]
+    assert gemm["decided_on"] == "accuracy" and gemm["pick"] == "bf16" == gemm["baseline"]
+    assert gemm["rel_err"] < 0.01 and gemm["within_budget"] == 1
+    assert {r["precision"] for r in gemm["rejected"]} >= {"fp8_tensorwise", "fp8_rowwise", "fp8_block"}
+    tight = json_of(capsys, ["recommend", fp8, "--max-rel-err", "0.001", "--json"])["picks"]
+    assert all(p["pick"] is None for p in tight)
+    assert cli.main(["recommend", fp8, "--max-rel-err", "0.01"]) == 0
+    assert "bf16 (the baseline: no other recipe within budget)" in capsys.readouterr().out

@@ -366,8 +366,10 @@ def recommend_each(df: pd.DataFrame, budgets: list[Budget]) -> list[pd.DataFrame
     by_speed = settings.index.isin(others) | ~settings.index.isin(emu["setting_key"])
     settings["decided_on"] = np.where(by_speed, "speed", "accuracy")
     recorded = _recorded(df)
+    # Decided on accuracy, the baseline is the pick where no emulated recipe meets the budget and it does.
+    baselines = timed[(timed["precision"] == timed["baseline"]) & timed["setting_key"].isin(settings.index[~by_speed])]
     return [_picks(settings, recorded, timed[timed["setting_key"].isin(settings.index[by_speed])],
-                   _most_accurate_first(emu), budget) for budget in budgets]
+                   _most_accurate_first(emu), budget, baselines) for budget in budgets]
 
 
 def _unjudged(settings: pd.DataFrame, recorded: pd.DataFrame, budget: Budget) -> pd.Series:
@@ -384,7 +386,7 @@ def _unjudged(settings: pd.DataFrame, recorded: pd.DataFrame, budget: Budget) ->
     return pd.Series(why, index=settings.index).where(~judged, "")
 
 
-def _picks(settings, recorded, timed, emu, budget: Budget) -> pd.DataFrame:
+def _picks(settings, recorded, timed, emu, budget: Budget, baselines) -> pd.DataFrame:
     note = _unjudged(settings, recorded, budget)
     judged = set(note.index[note == ""])
     timed, emu = timed[timed["setting_key"].isin(judged)], emu[emu["setting_key"].isin(judged)]
@@ -392,14 +394,17 @@ def _picks(settings, recorded, timed, emu, budget: Budget) -> pd.DataFrame:
     good = timed[~bad_timed].sort_values("speedup", ascending=False, kind="stable")
     good_emu = emu[~bad_emu]
     accuracy = settings.index[settings["decided_on"] == "accuracy"]
-    best = pd.concat([good.drop_duplicates("setting_key"),
-                      good_emu[good_emu["setting_key"].isin(accuracy)].drop_duplicates("setting_key")])
+    by_accuracy = good_emu[good_emu["setting_key"].isin(accuracy)].drop_duplicates("setting_key")
+    baselines = baselines[baselines["setting_key"].isin(judged) & ~baselines["setting_key"].isin(by_accuracy["setting_key"])]
+    stay = baselines[~missed(baselines, budget, recorded)].drop_duplicates("setting_key")
+    best = pd.concat([good.drop_duplicates("setting_key"), by_accuracy, stay])
     best = best.set_index("setting_key").reindex(settings.index)
     best_speed = timed["setting_key"].map(best["speedup"]).astype(float)
     faster = timed[bad_timed & (best_speed.isna() | (timed["speedup"].astype(float) > best_speed))]
     faster = pd.concat([faster.sort_values("speedup", ascending=False, kind="stable"), emu[bad_emu]])
     rejected = _listed(faster, [{"precision": v, "reason": r} for v, r in zip(faster["variant"], _misses(faster, budget, recorded))])
-    counted = pd.concat([good["setting_key"], good_emu["setting_key"][good_emu["setting_key"].isin(accuracy)]])
+    counted = pd.concat([good["setting_key"], good_emu["setting_key"][good_emu["setting_key"].isin(accuracy)],
+                         stay["setting_key"]])
     out = pd.DataFrame({
         **{c: settings[c] for c in ("workload", "setting", "run_id", "baseline", "decided_on")},
         "pick": best["variant"], "speedup": pd.to_numeric(best["speedup"], errors="coerce"),

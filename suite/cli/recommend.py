@@ -34,7 +34,8 @@ def cells(row: dict) -> dict:
     """A pick as the table shows it: the speedup with its 'x', lists joined, why there is no pick."""
     pick = row["pick"] or (row["note"] or "none within budget")
     if row["pick"] and row["decided_on"] == "accuracy":
-        pick += " (numerics only: most accurate)"
+        pick += " (the baseline: no other recipe within budget)" if row["pick"] == row["baseline"] else \
+            " (numerics only: most accurate)"
     return {**row, "pick": pick, "speedup": "" if missing(row["speedup"]) else f"{row['speedup']:.3g}x",
             "error": error_text(row), "not_timed": ", ".join(row["not_timed"]),
             "rejected": "; ".join(f"{r['precision']} ({r['reason']})" for r in row["rejected"])}

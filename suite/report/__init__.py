@@ -126,6 +126,8 @@ def _pick_cells(picks: pd.DataFrame) -> list[str]:
     for r in picks.to_dict("records"):
         if r["pick"] is None:
             cells.append("none")
+        elif r["decided_on"] == "accuracy" and r["pick"] == r["baseline"]:
+            cells.append(f"{r['pick']} (the baseline: no other recipe within budget)")
         elif r["decided_on"] == "accuracy":
             error = f"rel. error {r['rel_err']:.1e}" if r["rel_err"] is not None else \
                 f"loss {r['loss_gap_nats']:+.3g} nats" if r["loss_gap_nats"] is not None else "error not measured"
