@@ -96,6 +96,7 @@ def test_the_end_of_run_summary_reads_cleanly_in_a_real_terminal(tiny_folder, co
     text = in_pty(["run", "tiny.toml", "--scenarios", ".", "--results", str(results), "--no-report"], columns,
                   tiny_folder)
     assert "\x1b[" in text  # a terminal: rich styles it (the escapes arrive whole)
+    assert not re.search(r"\d\u2026", ESCAPES.sub("", text)), "a number cut short by an ellipsis (the progress bar)"
     lines = shown(text)
     start = next(i for i, line in enumerate(lines) if line.startswith("Summary"))
     end = next(i for i in range(start, len(lines)) if lines[i].startswith("mpsuite:"))

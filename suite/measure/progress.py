@@ -204,8 +204,15 @@ class TerminalProgress(Progress):
 
         raw = getattr(self.stream, "raw", self.stream)  # past the CLI's control-character filter: the bar's codes
         console = Console(file=raw, force_terminal=force_terminal, highlight=False, markup=False, emoji=False)
-        self._bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("{task.fields[left]}"), console=console, transient=True)
+        from rich.table import Column
+
+        # On a narrow terminal the description gives way (cut with an ellipsis), never a number.
+        fixed = dict(no_wrap=True, overflow="fold")
+        self._bar = Bar(TextColumn("{task.description}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
+                        BarColumn(bar_width=12), MofNCompleteColumn(table_column=Column(min_width=5, **fixed)),
+                        TimeElapsedColumn(table_column=Column(min_width=7, **fixed)),
+                        TextColumn("{task.fields[left]}", table_column=Column(min_width=10, **fixed)),
+                        console=console, transient=True, expand=True)
         self._task = self._bar.add_task("starting", total=total, completed=already_done, left="")
         self._bar.start()
 
