@@ -100,9 +100,12 @@ def test_the_end_of_run_summary_reads_cleanly_in_a_real_terminal(tiny_folder, co
     lines = shown(text)
     start = next(i for i, line in enumerate(lines) if line.startswith("Summary"))
     end = next(i for i in range(start, len(lines)) if lines[i].startswith("mpsuite:"))
-    table = lines[start:end]  # the headline lines after it are sentences a terminal wraps as it likes
+    table = lines[start:end]
     assert all(len(line) <= columns for line in table)
     assert_whole(table, _summary_words(results / "tiny"))
+    # the headline's sentences after it wrap between words, so the terminal never cuts one ("0\n.35%")
+    notes = lines[end:]
+    assert notes and all(len(line) <= columns for line in notes), "\n".join(notes)
 
 
 def _recommend_words() -> set[str]:

@@ -105,9 +105,20 @@ def _vertical(headings: list[str], cells: list[list[str]], width: int, title: st
 
 
 def info(args, message: str) -> None:
-    """A progress note on stderr, unless --quiet."""
+    """A progress note on stderr (`note`), unless --quiet."""
     if not getattr(args, "quiet", False):
-        print(f"mpsuite: {message}", file=sys.stderr)
+        note(message)
+
+
+def note(message: str) -> None:
+    """'mpsuite: message' on stderr. On a terminal it wraps at the terminal's width between words
+    (the terminal's own hard wrap would cut '0.35%' across two lines); piped, one line each."""
+    text = f"mpsuite: {message}"
+    if sys.stderr.isatty():
+        width = shutil.get_terminal_size().columns
+        text = "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False,
+                                        break_on_hyphens=False)) or text
+    print(text, file=sys.stderr)
 
 
 def missing(value) -> bool:

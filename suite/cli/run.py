@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 
-from suite.cli.output import print_json, table
+from suite.cli.output import note, print_json, table
 
 # Set when a run was interrupted while a case was still inside a call Python cannot stop (a
 # minute-long GEMM on the worker thread): the process entry (`suite.cli.entry`) then exits without
@@ -67,7 +67,7 @@ def _summary(args, result) -> None:
         return
     table(summary.summary_rows(records), summary.SUMMARY_COLUMNS, "Summary (geomean speedup over the in-run baseline)")
     for line in lines:  # shown with --quiet too: they are the run's answer
-        print(f"mpsuite: {line}", file=sys.stderr)
+        note(line)
 
 
 def _interrupted(args, stop) -> int:
