@@ -268,7 +268,7 @@ def test_default_gate_exit_status(synthetic, tmp_path, monkeypatch, capsys, row)
         assert list(failing["verdict"]) == [verdict]
 
 
-def test_cli_writes_the_report_and_gates(synthetic, tmp_path, capsys):
+def test_cli_writes_the_report_and_gates(synthetic, tmp_path, capsys, quick_png):  # plots: test_browser's site
     base_df, cand_runs = synthetic
     target = base_df[base_df["precision"] == "bf16"]["case_id"].iloc[0]
     for _, df in base_df.groupby("run_id"):
@@ -471,7 +471,7 @@ def drifted(seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
             pd.concat([run(i, True) for i in range(3, 6)], ignore_index=True))
 
 
-def test_a_slower_baseline_is_baseline_changed_named_in_the_headline_and_fails_the_gate(tmp_path, capsys):
+def test_a_slower_baseline_is_baseline_changed_named_in_the_headline_and_fails_the_gate(tmp_path, capsys, quick_png):
     """The issue's case: every fp32 time regressed, yet the gate passed and the headline read
     "12 improved". Now: 12 baseline-changed, the headline names fp32, exit 1 on fp32's time."""
     base, cand = drifted(0)

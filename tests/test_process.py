@@ -18,6 +18,7 @@ from suite.measure.executors.process import Process
 from suite.scenario import plan
 from suite.results import store
 from tests.conftest import quick_toml
+from tests.sticky_workload import STICKY_ERROR
 from suite.measure.timing import StopRule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,50 +168,11 @@ def test_case_timeout_without_isolate_is_a_usage_error(write_scenario, capsys, t
 
 # --- a persistent worker process for GPU runs, replaced after a sticky CUDA error ---------------
 
-STICKY_ERROR = "CUDA error: an illegal memory access was encountered"
-
-
-class Sticky:
-    """Fails the way a poisoned CUDA context does: after the `poison` case, every later case in the
-    same process fails with the same error, as every CUDA call does after an illegal access."""
-
-    poisoned = False
-
-    def prepare(self, case, precision, device):
-        from suite.core.accuracy import error_metrics
-        from suite.workloads.base import Prepared
-
-        mode = case.params["mode"]
-        if mode == "poison":
-            Sticky.poisoned = True
-        if Sticky.poisoned:
-            raise RuntimeError(STICKY_ERROR)
-        if mode == "segv":
-            import ctypes
-
-            ctypes.string_at(0)  # a segfault inside the workload
-        if mode == "hang":  # a compile or kernel that never returns
-            print("compiling the step", file=sys.stderr, flush=True)
-            time.sleep(300)
-        if mode == "warn":  # what torchao and inductor say when they fall back
-            import logging
-            import warnings
-
-            warnings.warn("cuBLAS fell back to a slower kernel")
-            logging.getLogger("torchao").warning("Failed to load /site-packages/torchao/_C.so: undefined symbol")
-        if mode == "fail":
-            print("the kernel said: no", file=sys.stderr, flush=True)
-            raise ValueError("shapes cannot be multiplied")
-        a = torch.ones(8, 8)
-        return Prepared(lambda: a @ a, 2.0 * 8**3, None, lambda: error_metrics(a @ a, a.double() @ a.double()))
-
-
-STICKY = Sticky()
 WORKER_CHILD = """
 import sys
 sys.path.insert(0, ROOT)
 from suite.scenario import registry
-registry.WORKLOADS["sticky"] = registry.WorkloadRecord("tests.test_process:STICKY")
+registry.WORKLOADS["sticky"] = registry.WorkloadRecord("tests.sticky_workload:STICKY")
 from suite.measure.executors import child
 raise SystemExit(child.main(["--serve"]))
 """

@@ -140,7 +140,7 @@ def test_backticks_become_code_and_everything_else_stays_escaped():
     assert str(code_spans("one ` alone")) == "one ` alone"
 
 
-def test_a_folder_of_scenarios_opens_on_a_front_page(tmp_path, capsys):
+def test_a_folder_of_scenarios_opens_on_a_front_page(tmp_path, capsys, quick_png):  # the fixtures draw these plots
     results = tmp_path / "results"
     for name in ("cpu_fp8", "cpu_update"):
         (results / name).mkdir(parents=True)

@@ -7,6 +7,7 @@ reach the terminal as a control sequence."""
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import pty
 import re
@@ -108,12 +109,13 @@ def test_the_end_of_run_summary_reads_cleanly_in_a_real_terminal(tiny_folder, co
     assert notes and all(len(line) <= columns for line in notes), "\n".join(notes)
 
 
-def _recommend_words() -> set[str]:
+@functools.cache  # one `recommend --json` launch for the three tests that read it (seconds of CPU each)
+def _recommend_words() -> frozenset[str]:
     import json
 
     doc = validated(json.loads(piped(["recommend", str(REFERENCE), "--max-rel-err", "1e-2", "--json"], ROOT)), "recommend")
     words = {p["setting"] for p in doc["picks"] if " " not in p["setting"]}
-    return words | {f"{p['speedup']:.3g}x" for p in doc["picks"] if p["speedup"] is not None}
+    return frozenset(words | {f"{p['speedup']:.3g}x" for p in doc["picks"] if p["speedup"] is not None})
 
 
 @pytest.mark.parametrize("columns", [80, 200])
