@@ -498,7 +498,7 @@ class _Loop:
         if self.slow:
             return self.slow_samples()
         self.warm_up(sm_clock_mhz)
-        reason = self.sample(self.warm[0][-1])
+        reason = self.sample()
         return self.result(reason)
 
     def timed(self, reps: int) -> list[float]:
@@ -563,7 +563,7 @@ class _Loop:
         medians = self.warm[0]
         return min(medians[1:] or medians) / 1e3
 
-    def sample(self, warm_rep_ms: float) -> str:
+    def sample(self) -> str:
         """Timed repetitions until the rule says stop or the cap leaves no room for one more."""
         rule = self.rule
         start = self.wall()
