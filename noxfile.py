@@ -270,11 +270,18 @@ def bench(session: nox.Session) -> None:
     session.run("pytest", "benchmarks", "--benchmark-enable", *session.posargs)
 
 
+# Most tests wait on a process of their own (a run, torchrun, Ray, a pty), so one worker per CPU
+# (pytest-xdist) halves the suite's time on 2 cores; a file's tests stay on one worker, sharing its
+# fixtures. More than 4 workers would each import torch and record the shared runs for little gain.
+PYTEST_WORKERS = ("-n", "logical", "--maxprocesses", "4", "--dist", "loadfile")
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite, on the CPU. Posargs go to pytest (e.g. `nox -s tests -- -k spec`)."""
+    """The test suite, on the CPU, a worker per CPU. Posargs go to pytest (e.g. `nox -s tests -- -k
+    spec`; `-n 0` runs it in one process)."""
     install(session, "[test]")
-    session.run("pytest", *(session.posargs or ["-q"]))
+    session.run("pytest", *PYTEST_WORKERS, *(session.posargs or ["-q"]))
 
 
 @nox.session

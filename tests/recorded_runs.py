@@ -2,13 +2,15 @@
 
 Comparisons need per-repetition samples measured for real (their spread, their outliers), not
 numbers made up in a test. The runs are recorded once per pytest session (RUNS back-to-back runs of
-SCENARIO) and shared by every module. Sizes and sample counts are chosen so that the recording costs
+SCENARIO) and shared by every module and every pytest-xdist worker. Sizes and sample counts are chosen so that the recording costs
 seconds on any CPU: bf16 and fp16 run 60-115x slower than fp32 on a CPU without native bf16 (the
 largest case here, 256^3, takes about 25 ms a call there, against 0.3 ms with AMX).
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 from pathlib import Path
 
@@ -62,13 +64,25 @@ def shared(tmp_path_factory, runs: int = 2) -> tuple[Path, list[Path]]:
     so a test that reads a whole folder sees just its runs): (results folder, parquet files)."""
     if not 1 <= runs <= RUNS:
         raise ValueError(f"at most {RUNS} recorded runs, asked for {runs}")
-    base = tmp_path_factory.getbasetemp() / "recorded_runs"
-    if not (base / "results").is_dir():
-        record(base, RUNS)
-    every = sorted((base / "results" / "cmp").glob("*.parquet"))
-    results = base / f"first_{runs}"
-    if not results.is_dir():
-        (results / "cmp").mkdir(parents=True)
-        for path in every[:runs]:
-            shutil.copy2(path, results / "cmp" / path.name)
+    base = session_folder(tmp_path_factory) / "recorded_runs"
+    base.mkdir(exist_ok=True)
+    # One recording for the whole session: a pytest-xdist worker that comes second waits for it.
+    with open(base.parent / "recorded_runs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (base / "results").is_dir():
+            record(base / "recording", RUNS)
+            (base / "recording" / "results").rename(base / "results")
+        every = sorted((base / "results" / "cmp").glob("*.parquet"))
+        results = base / f"first_{runs}"
+        if not results.is_dir():
+            (results / "cmp").mkdir(parents=True)
+            for path in every[:runs]:
+                shutil.copy2(path, results / "cmp" / path.name)
     return results, sorted((results / "cmp").glob("*.parquet"))
+
+
+def session_folder(tmp_path_factory) -> Path:
+    """The pytest session's temp folder, common to all pytest-xdist workers (each worker's own base
+    temp folder lies inside it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base

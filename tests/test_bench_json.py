@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -121,6 +122,8 @@ def test_import_of_a_file_written_by_pytest_benchmark(tmp_path, capsys):
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_sum.py", f"--benchmark-json={out}",
          "--benchmark-max-time=0.02", "--benchmark-min-rounds=20", "-o", "addopts="],
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        # pytest-benchmark turns itself off in a pytest-xdist worker, and would in this child too
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")},
     )
     assert done.returncode == 0, done.stdout + done.stderr
     later = json.loads(out.read_text())  # the same numbers saved again an hour later: a second run
