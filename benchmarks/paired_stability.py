@@ -15,7 +15,8 @@ their ratio (issue #26's target: paired at most a third of the ratio of medians'
 --fidelity, the same runs of `fidelity` give each fp32 case above 1 ms its suite/peer ratio per run
 (`fidelity_ratio`, interleaved, and `fidelity_ratio_medians`), against the targets 0.95-1.05 on a
 quiet machine and 0.90-1.10 beside the hog. The machine's load (1-minute load average) is printed
-before and after every run: read every number next to it.
+before and after every run, and per run the CPUs other processes kept busy while its cases were
+timed (the records' `others_cpus`): read every number next to them.
 """
 
 from __future__ import annotations
@@ -137,6 +138,23 @@ def speedup_table(runs: list[pd.DataFrame]) -> tuple[list[str], float, float]:
     return lines, median(cvs_paired), median(cvs_medians)
 
 
+def machine_lines(runs: list[pd.DataFrame]) -> list[str]:
+    """Per run: the CPUs other processes kept busy while its cases were timed (median and most over
+    its cases, `others_cpus`) and how many cases that left short of CPUs (`derived.contended`)."""
+    from suite.analysis import derived
+
+    lines = []
+    for i, run in enumerate(runs, 1):
+        ok = run[run["status"] == "ok"]
+        others = pd.to_numeric(ok.get("others_cpus"), errors="coerce").dropna() if "others_cpus" in ok else []
+        if len(others) == 0:
+            lines.append(f"run {i}: other processes not recorded")
+            continue
+        lines.append(f"run {i}: other processes kept {others.median():.2f} CPUs busy (median over its cases; "
+                     f"at most {others.max():.2f}); {int(derived.contended(ok).sum())} of {len(ok)} cases short of CPUs")
+    return lines
+
+
 def fidelity_table(runs: list[pd.DataFrame], hog_index: int | None) -> list[str]:
     """Per fp32 case above FIDELITY_MIN_MS: its suite/peer ratio per run (interleaved, and of the
     medians), and whether each is within the band of its run (quiet or beside the hog)."""
@@ -180,13 +198,14 @@ def main(argv: list[str] | None = None) -> int:
     extra = args.extra.split()
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(args.keep) if args.keep else Path(tmp) / "results"
-        lines, paired, medians = speedup_table(measure(args.scenario, args.runs, args.hog, results, extra, args.bursts))
-        print("\n".join(lines))
+        runs = measure(args.scenario, args.runs, args.hog, results, extra, args.bursts)
+        lines, paired, medians = speedup_table(runs)
+        print("\n".join(machine_lines(runs) + [""] + lines))
         print(f"\nmedian CV across {args.runs} runs: paired {paired:.1%}, ratio of medians {medians:.1%} "
               f"(paired / medians = {paired / medians:.2f}; target <= 0.33)")
         if args.fidelity:
             runs = measure("fidelity", args.runs, args.hog, results, extra, args.bursts)
-            print("\n" + "\n".join(fidelity_table(runs, args.hog - 1 if args.hog else None)))
+            print("\n" + "\n".join(machine_lines(runs) + [""] + fidelity_table(runs, args.hog - 1 if args.hog else None)))
     print(f"\n{load()}")
     return 0
 

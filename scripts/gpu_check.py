@@ -282,8 +282,6 @@ def energy_lines(df) -> list[str]:
 
 
 def cmd_summary(args) -> int:
-    import pandas as pd
-
     from suite.analysis import derived
     from suite.results import store
 

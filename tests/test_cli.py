@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,9 @@ def test_run_writes_results_and_report(workdir, capsys):
     df = store.read_file(files[0])
     assert len(df) == 8 and set(df["status"]) == {"ok", "skipped"}
     assert df["run_id"].nunique() == 1 and files[0].stem == df["run_id"].iloc[0]
+    ok = df[df["status"] == "ok"]
+    if Path("/proc/stat").is_file():  # other work on the machine meanwhile (suite/measure/contention.py)
+        assert (ok["others_cpus"] >= 0).all() and (ok["machine_cpus"] >= 1).all()
     for name in ("index.html", "report.md", "throughput_gemm.svg"):
         assert (workdir / "reports" / "tiny" / name).is_file()
     out = capsys.readouterr().out

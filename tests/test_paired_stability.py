@@ -64,3 +64,14 @@ def test_a_bursting_hog_pauses_and_resumes_and_ends_running():
     proc = Proc()
     ps._bursts(proc, 0.5, FourBursts())
     assert proc.sent == [signal.SIGSTOP, signal.SIGCONT, signal.SIGSTOP, signal.SIGCONT, signal.SIGCONT]
+
+
+def test_each_run_says_how_busy_the_other_processes_kept_the_machine():
+    quiet, busy, old = _run(10.0, 5.0, 2.0), _run(10.0, 5.0, 2.0), _run(10.0, 5.0, 2.0)
+    for run, others in ((quiet, 0.0), (busy, 1.0)):
+        run["others_cpus"], run["machine_cpus"], run["cpu_threads"], run["device"] = others, 2, 2, "cpu"
+    assert ps.machine_lines([quiet, busy, old]) == [
+        "run 1: other processes kept 0.00 CPUs busy (median over its cases; at most 0.00); 0 of 3 cases short of CPUs",
+        "run 2: other processes kept 1.00 CPUs busy (median over its cases; at most 1.00); 3 of 3 cases short of CPUs",
+        "run 3: other processes not recorded",
+    ]

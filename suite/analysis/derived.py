@@ -258,6 +258,24 @@ def stalls(df: pd.DataFrame) -> pd.Series:
     return pd.Series(np.where(flagged, share, math.nan), index=df.index)
 
 
+# Other work beside a case (suite/measure/contention.py) counts where it left the case's threads
+# fewer CPUs than they asked for, by more than this: the counters tick at 10 ms per CPU, and the
+# run's own helper processes (a parent waiting on its worker) count as others.
+CONTENTION_SLACK_CPUS = 0.25
+
+
+def contended(df: pd.DataFrame) -> pd.Series:
+    """Per record: whether other processes kept so many CPUs busy while it was timed that its threads
+    had fewer than they asked for (`others_cpus` > `machine_cpus` - threads + slack). Threads are
+    `cpu_threads` on a CPU and the one host thread that launches a GPU's kernels."""
+    if not {"others_cpus", "machine_cpus", "cpu_threads", "device"} <= set(df.columns) or df.empty:
+        return pd.Series(False, index=df.index)
+    others = pd.to_numeric(df["others_cpus"], errors="coerce").astype(float)
+    cpus = pd.to_numeric(df["machine_cpus"], errors="coerce").astype(float)
+    threads = pd.to_numeric(df["cpu_threads"], errors="coerce").astype(float).where(df["device"] == "cpu", 1.0)
+    return pd.Series((others > cpus - threads.fillna(1.0) + CONTENTION_SLACK_CPUS).to_numpy(bool), index=df.index)
+
+
 def list_column(values: pd.Series) -> pa.Array:
     """A list column as Arrow: as a `lean` read gives it (no copy), or from a list or array per
     cell (records in memory, a default read)."""

@@ -135,7 +135,23 @@ def _unusual_lines(df: pd.DataFrame) -> list[str]:
     if len(stalled):
         lines.append(f"{len(stalled)} case(s) show stalls (at least {derived.STALL_SHARE:.0%} of samples over "
                      f"{derived.STALL_FACTOR:g}x the median): {_stall_advice(stalled)}")
-    return lines
+    return lines + _contention_lines(df)
+
+
+def _contention_lines(df: pd.DataFrame) -> list[str]:
+    """Cases timed while other work took CPUs their threads needed (`derived.contended`): their
+    speedups are a contended machine's, which pairing does not turn into a quiet one's."""
+    busy = df[(df["status"] == "ok") & derived.contended(df)]
+    if busy.empty:
+        return []
+    others = pd.to_numeric(busy["others_cpus"], errors="coerce")
+    low, high = others.min(), others.max()
+    kept = f"{low:.2g}" if f"{low:.2g}" == f"{high:.2g}" else f"{low:.2g} to {high:.2g}"
+    cpus = int(pd.to_numeric(busy["machine_cpus"], errors="coerce").max())
+    return [f"{len(busy)} case(s) were timed while other processes kept {kept} of this machine's {cpus} CPUs "
+            "busy, fewer than their threads needed: their speedups are the busy machine's (a lost core can "
+            "change the kernels' relative speed, and pairing does not undo that); a quiet machine, or "
+            "`--threads` within the free CPUs, gives the quiet machine's."]
 
 
 def _sequential_lines(df: pd.DataFrame) -> list[str]:

@@ -23,7 +23,7 @@ import torch
 
 from suite.core.errors import Unsupported
 from suite.core.quantiles import quantile
-from suite.measure import attribution, record as records, telemetry
+from suite.measure import attribution, contention, record as records, telemetry
 from suite.measure.timing import Paired, Party, measure_paired, time_once
 from suite.precisions import flags
 from suite.scenario import registry
@@ -126,14 +126,16 @@ def pairing_seed(cases: list[Case]) -> int:
 
 def _time_together(ready: list[_Member], members: list[_Member], device: torch.device) -> None:
     """Time the set-up members (with a workload's peer harness, for a case alone) and fill in every
-    member's record: timing, telemetry, derived and pairing columns."""
+    member's record: timing, telemetry, other work on the machine meanwhile, derived and pairing
+    columns."""
     peer = ready[0].prepared.peer if len(ready) == 1 else None
-    with telemetry.Sampler.for_device(device) as sampler:
+    with telemetry.Sampler.for_device(device) as sampler, contention.Watch() as machine:
         result = measure_paired([m.party() for m in ready], seed=pairing_seed([m.case for m in members]),
                                 peer=peer, sm_clock_mhz=sampler.sm_clock_mhz, energy_mj=sampler.energy_mj)
     for i, member in enumerate(ready):
         with records.outcome(member.record):
             _finish(member, result, i, sampler, device)
+            member.record.update(machine.columns())
     if len(members) > 1 or peer is not None:
         for i, member in enumerate(ready):
             member.record.update(_pairing(members, ready, result, i))

@@ -80,6 +80,10 @@ CORE: list[Column] = [
         ("case_cap_s", "float", "s", "the whole-case cap in force"),
         ("check_s", "float", "s", "the accuracy check's wall time (with the first call, where it is the checked one)"),
         ("case_s", "float", "s", "the whole case's wall time (a case timed with its setting: the setting's)"),
+        ("others_cpus", "float", "CPUs", "CPUs that other processes (and in a VM the hypervisor: steal time) kept busy, "
+                                         "on average, while the case's setting was timed: /proc/stat's busy time less "
+                                         "this process' own (suite/measure/contention.py; null off Linux)"),
+        ("machine_cpus", "int", "", "the CPUs /proc/stat counts: what others_cpus is out of"),
         ("timer", "string", "", "perf_counter (CPU) or cuda_event"),
         ("timing_mode", "string", "", "eager or cuda_graph"),
         ("cache", "string", "", "cold (flushed before each call) or warm"),
