@@ -29,9 +29,12 @@ def latest_runs(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """Add `speedup` (baseline median time / this case's, same run and device) and `pct_of_peak`. A frame that
-    has them (a `prepare`d one, or a subset of it) is returned as it is: the baseline of a kept
-    row may have been filtered out since."""
+    """Add `speedup`, `speedup_medians` and `pct_of_peak`. `speedup_medians` is the baseline's median
+    time over this case's (same run and device); `speedup` is the paired speedup where the case was
+    timed in paired rounds with its baseline (`speedup_paired`: both seen by the machine in the same
+    state, so a stall or a burst of other work in one case's window does not move it), else that
+    ratio of medians. A frame that has them (a `prepare`d one, or a subset of it) is returned as it
+    is: the baseline of a kept row may have been filtered out since."""
     if "speedup" in df:
         return df
     df = df.copy(deep=False)  # new columns only: the caller's frame keeps its own
@@ -52,7 +55,12 @@ def with_speedups(df: pd.DataFrame) -> pd.DataFrame:
     ok_times = pd.to_numeric(df["time_ms_median"], errors="coerce").to_numpy(float)[is_ok][first]
     base = np.append(ok_times, np.nan)[where]  # -1 (no such ok case) picks the nan
     time_ms = pd.to_numeric(df["time_ms_median"], errors="coerce")
-    df["speedup"] = np.where(df["status"] == "ok", base / time_ms, np.nan)
+    df["speedup_medians"] = np.where(df["status"] == "ok", base / time_ms, np.nan)
+    medians = df["speedup_medians"].to_numpy(float)
+    paired = (pd.to_numeric(df["speedup_paired"], errors="coerce").to_numpy(float) if "speedup_paired" in df
+              else np.full(n, np.nan))
+    # only where the baseline is here too: a subset without it has no speedup of either kind
+    df["speedup"] = np.where(np.isfinite(medians) & np.isfinite(paired), paired, medians)
     peak = pd.to_numeric(df["peak_tflops"], errors="coerce")
     df["pct_of_peak"] = 100.0 * pd.to_numeric(df["tflops"], errors="coerce") / peak
     return df

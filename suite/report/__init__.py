@@ -73,8 +73,8 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
             "ref_ratio": fmt(r.get("fidelity_ratio"), ".3f") if ok else "",
             "tflops": fmt(r.get("tflops"), ".4g") if speed else "",
             "pct_peak": fmt(r.get("pct_of_peak"), ".1f", "%") if speed else "",
-            "speedup": fmt(r.get("speedup"), ".3g", "x") if speed else "",
-            "paired": _paired_cell(r) if speed else "",
+            "speedup": _speedup_cell(r) if speed else "",
+            "medians": fmt(r.get("speedup_medians"), ".3g", "x") if speed else "",
             "predicted": _predicted_cell(r) if speed else "",
             "roofline": _roofline_cell(r) if speed else "",
             "rel_err": fmt(r.get("rel_err"), ".2e") if ok else "",
@@ -84,11 +84,14 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def _paired_cell(r) -> str:
-    """'2.95x (2.8-3.1)': the speedup from paired rounds and its interval from the rounds."""
-    value = fmt(r.get("speedup_paired"), ".3g", "x")
+def _speedup_cell(r) -> str:
+    """'2.95x (2.8-3.1)': a paired speedup and its 95% interval from the rounds; '3x': a ratio of
+    medians (a setting timed one case after another)."""
+    value = fmt(r.get("speedup"), ".3g", "x")
+    if not value or pd.isna(r.get("speedup_paired")):
+        return value
     low, high = fmt(r.get("speedup_paired_low"), ".3g"), fmt(r.get("speedup_paired_high"), ".3g")
-    return f"{value} ({low}-{high})" if value and low and high else value
+    return f"{value} ({low}-{high})" if low and high else value
 
 
 def _predicted_cell(r) -> str:
@@ -243,14 +246,16 @@ CASE_COLUMNS = [
 ]
 # shown when an independent harness timed the cases too (the fidelity workload)
 REF_COLUMNS = [("ref_ratio", "suite / ref. harness time")]
-# shown beside the speedup (the ratio of medians) when a case was timed in paired rounds with its baseline
-PAIRED_COLUMNS = [("paired", "speedup, paired rounds (95%)")]
+# where any case was timed in paired rounds with its baseline: its speedup is the paired one, with the
+# rounds' 95% interval, and the ratio of medians stands beside it
+PAIRED_COLUMNS = [("medians", "ratio of medians")]
 
 
 def _case_columns(df: pd.DataFrame) -> list[tuple[str, str]]:
     has = lambda column: column in df and df[column].notna().any()  # noqa: E731
     columns = list(CASE_COLUMNS)
     if has("speedup_paired"):
+        columns = [(key, "speedup, paired rounds (95%)" if key == "speedup" else label) for key, label in columns]
         at = next(i for i, (key, _) in enumerate(columns) if key == "speedup") + 1
         columns[at:at] = PAIRED_COLUMNS
     return columns + (REF_COLUMNS if has("fidelity_ratio") else [])
