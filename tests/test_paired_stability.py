@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -75,3 +77,31 @@ def test_each_run_says_how_busy_the_other_processes_kept_the_machine():
         "run 2: other processes kept 1.00 CPUs busy (median over its cases; at most 1.00); 3 of 3 cases short of CPUs",
         "run 3: other processes not recorded",
     ]
+
+
+REFERENCE = Path("results/reference/paired_stability")
+TIMING_DOC = Path("docs/timing.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("folder", ["quiet", "hog", "hog_others_cpus", "hog_threads1", "bursts"])
+def test_the_docs_table_of_cvs_is_the_committed_runs(folder):
+    """docs/timing.md's table of median CVs, recomputed from the committed runs it names."""
+    row = re.search(rf"`{folder}/cpu`\) \| ([\d.]+)% \| ([\d.]+)% \|", TIMING_DOC)
+    assert row, f"no row for {folder}/cpu in docs/timing.md"
+    _, paired, medians = ps.speedup_table(ps.runs_of(REFERENCE / folder, "cpu"))
+    assert (f"{paired:.1%}", f"{medians:.1%}") == (f"{row[1]}%", f"{row[2]}%")
+
+
+@pytest.mark.parametrize("folder", ["quiet", "hog", "hog_others_cpus"])
+def test_the_docs_fidelity_ratios_are_the_committed_runs(folder):
+    row = re.search(rf"\(`{folder}/fidelity`\) \| ([\d. ]+) \| ([\d. ]+) \| ([\d. ]+) \|", TIMING_DOC)
+    assert row, f"no row for {folder}/fidelity in docs/timing.md"
+    lines = ps.fidelity_table(ps.runs_of(REFERENCE / folder, "fidelity"), None if folder == "quiet" else 1)
+    measured = {line.split()[0]: " ".join(line.split()[1:4]) for line in lines[1:]}
+    assert [measured["1024x1024x1024"], measured["2048x2048x2048"], measured["2048x768x3072"]] == list(row.groups())
+
+
+def test_the_committed_hog_run_is_the_one_flagged_busy():
+    lines = ps.machine_lines(ps.runs_of(REFERENCE / "hog_others_cpus", "cpu"))
+    assert [line.endswith("0 of 18 cases short of CPUs") for line in lines] == [True, False, True]
+    assert lines[1].startswith("run 2: other processes kept 0.79 CPUs busy") and "18 of 18 cases" in lines[1]
