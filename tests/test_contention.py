@@ -107,7 +107,7 @@ def test_the_headline_says_which_cases_ran_on_a_busy_machine_and_what_that_means
     df["others_cpus"] = 0.0
     df.loc[ok.to_numpy().nonzero()[0][:3], "others_cpus"] = [0.9, 1.0, 1.1]
     lines = [line for line in summary.headline(df) if "other processes kept" in line]
-    assert lines == [f"3 case(s) were timed while other processes kept 0.9 to 1.1 of this machine's {int(threads)} "
+    assert lines == [f"3 case(s) were timed while other processes kept 0.90 to 1.10 of this machine's {int(threads)} "
                      "CPUs busy, fewer than their threads needed: their speedups are the busy machine's (a lost "
                      "core can change the kernels' relative speed, and pairing does not undo that); a quiet "
                      "machine, or `--threads` within the free CPUs, gives the quiet machine's."]

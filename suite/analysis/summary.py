@@ -146,7 +146,7 @@ def _contention_lines(df: pd.DataFrame) -> list[str]:
         return []
     others = pd.to_numeric(busy["others_cpus"], errors="coerce")
     low, high = others.min(), others.max()
-    kept = f"{low:.2g}" if f"{low:.2g}" == f"{high:.2g}" else f"{low:.2g} to {high:.2g}"
+    kept = f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f} to {high:.2f}"
     cpus = int(pd.to_numeric(busy["machine_cpus"], errors="coerce").max())
     return [f"{len(busy)} case(s) were timed while other processes kept {kept} of this machine's {cpus} CPUs "
             "busy, fewer than their threads needed: their speedups are the busy machine's (a lost core can "
