@@ -158,6 +158,17 @@ def test_a_recipe_slower_than_a_baseline_of_its_own_format_is_not_blamed_on_the_
     assert "its GEMMs run in bf16 as bf16's do" in slow and "native" not in slow
 
 
+def test_recipes_slow_for_one_reason_share_one_line():
+    cpu = {"device": "cpu", "cpu_flags": "avx2 amx_bf16 avx512_bf16", "cpu_isa": "AVX512_BF16", "baseline": "bf16"}
+    df = pd.DataFrame([record("bf16", 256, 1.0, case_id="b", baseline_case_id="b", **cpu),
+                       record("bf16_adamw8bit", 256, 5.0, baseline_case_id="b", **cpu),
+                       record("bf16_pure_sr", 256, 2.0, baseline_case_id="b", **cpu)])
+    slow = [line for line in summary.headline(df) if "slower than bf16 here" in line]
+    assert slow == ["2 recipes are slower than bf16 here: bf16_adamw8bit 5x (one case); bf16_pure_sr 2x (one case). "
+                    "For each, its GEMMs run in bf16 as bf16's do, so the CPU's bf16 support does not explain it: "
+                    "the rest of its step (its optimizer, say) costs more."]
+
+
 def test_no_slow_path_no_line(records):
     assert not any("slower" in line for line in summary.headline(records))  # bf16 4x faster there
 

@@ -115,14 +115,34 @@ def _roofline_note(df: pd.DataFrame, run_id: str, precision: str) -> str:
     return f", at {fraction:.2%} of its roofline{at}"
 
 
-def _unusual_lines(df: pd.DataFrame) -> list[str]:
+def _slow_path_lines(df: pd.DataFrame) -> list[str]:
+    """A line per recipe slower than its baseline, with the cause; recipes of one run that share
+    their baseline and their cause (the update-side recipes against bf16, say) share one line."""
+    slow = derived.slow_paths(df)
+    groups: dict[tuple, list[dict]] = {}
+    for s in slow:
+        groups.setdefault((s["run_id"], s["baseline"], s["cause"]), []).append(s)
     lines = []
-    for slow in derived.slow_paths(df):
-        worst = f", up to {slow['worst']:.3g}x" if slow["worst"] > 1.05 * slow["slowdown"] else ""
-        cause = f": {slow['cause']}" if slow["cause"] else ""
-        lines.append(f"{slow['variant']} is {slow['slowdown']:.3g}x slower than {slow['baseline']} here "
-                     f"({'geomean of ' + str(slow['cases']) + ' cases' if slow['cases'] > 1 else 'one case'}{worst}{_roofline_note(df, slow['run_id'], slow['precision'])})"
-                     f"{cause}.")
+    for (_, baseline, cause), members in groups.items():
+        if len(members) == 1:
+            lines.append(f"{members[0]['variant']} is {members[0]['slowdown']:.3g}x slower than {baseline} here"
+                         f"{_within(df, members[0])}{': ' + cause if cause else ''}.")
+        else:
+            each = "; ".join(f"{m['variant']} {m['slowdown']:.3g}x{_within(df, m)}" for m in members)
+            lines.append(f"{len(members)} recipes are slower than {baseline} here: {each}"
+                         f"{'. For each, ' + cause if cause else ''}.")
+    return lines
+
+
+def _within(df: pd.DataFrame, slow: dict) -> str:
+    """' (geomean of 6 cases, up to 1.12e+03x, at 0.39% of its roofline of 0.333 TFLOP/s)'."""
+    worst = f", up to {slow['worst']:.3g}x" if slow["worst"] > 1.05 * slow["slowdown"] else ""
+    cases = f"geomean of {slow['cases']} cases" if slow["cases"] > 1 else "one case"
+    return f" ({cases}{worst}{_roofline_note(df, slow['run_id'], slow['precision'])})"
+
+
+def _unusual_lines(df: pd.DataFrame) -> list[str]:
+    lines = _slow_path_lines(df)
     ok = df[df["status"] == "ok"]
     if "stop_reason" in ok:
         capped = ok[ok["stop_reason"] == "cap"]
