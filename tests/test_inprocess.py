@@ -12,6 +12,7 @@ from suite.precisions import flags
 from suite.results import store
 from suite.scenario import plan
 from tests.conftest import run_cases
+from tests.virtual_clock import by_dtype, fixed
 
 CPU = torch.device("cpu")
 META = {"run_id": "r1", "device": "cpu", "device_name": "test cpu", "torch_version": torch.__version__}
@@ -83,43 +84,12 @@ def test_cpu_clock_times_each_call():
 # --- the cost bound through a case run here: a faked 30 s call on a virtual clock -------------------
 
 
-class VirtualClock:
-    """A CPU clock on virtual time: every call of fn takes `call_ms` (fn still runs, so the
-    accuracy check sees a real output)."""
-
-    name, timing_mode, cache, device_type = "virtual", "eager", "warm", "cpu"
-
-    def __init__(self, call_ms: float):
-        self.call_ms, self.now, self.calls = call_ms, 0.0, 0
-
-    def for_rule(self, rule):
-        return self
-
-    def prepare(self, fn):
-        return fn
-
-    def time_batch(self, fn, reps):
-        out = []
-        for _ in range(reps):
-            fn()
-            self.calls += 1
-            self.now += self.call_ms / 1e3
-            out.append(self.call_ms)
-        return out
-
-    def sync(self):
-        pass
-
-    def wall(self):
-        return self.now
-
-
 def test_a_30_s_call_with_a_1_s_budget_is_one_checked_call_and_a_record_that_says_so():
     from suite.measure.timing import StopRule
 
     rule = StopRule(budget_s=1.0)
     case = plan.Case("cost", "gemm", "bf16", "fp32", 64, 64, 64, params={}, seed=0, timing=rule, device="cpu")
-    clock = VirtualClock(30_000.0)
+    clock = fixed(30_000.0)
     record = inprocess.run_case(case, CPU, clock, META)
     assert record["status"] == "ok" and record["rel_err"] < 1e-2  # the checked output is the timed one's
     assert clock.calls == 1  # one call: calibration, accuracy check and sample at once
@@ -132,24 +102,6 @@ def test_a_30_s_call_with_a_1_s_budget_is_one_checked_call_and_a_record_that_say
 # --- a setting's cases timed together (paired rounds) -------------------------------------------------
 
 
-class DtypeClock(VirtualClock):
-    """Virtual time by what a call returns: each GEMM's output dtype has its own call time (fn still
-    runs, so checks see real outputs); the accuracy check's timed call (which returns nothing) takes 1 ms."""
-
-    def __init__(self, ms_by_dtype: dict):
-        super().__init__(1.0)
-        self.ms_by_dtype = ms_by_dtype
-
-    def time_batch(self, fn, reps):
-        out = []
-        for _ in range(reps):
-            result = fn()
-            self.calls += 1
-            out.append(self.ms_by_dtype.get(getattr(result, "dtype", None), 1.0))
-            self.now += out[-1] / 1e3
-        return out
-
-
 def setting(precisions=("fp32", "bf16", "fp16"), **timing):
     from suite.measure.timing import StopRule
 
@@ -159,7 +111,7 @@ def setting(precisions=("fp32", "bf16", "fp16"), **timing):
 
 
 def test_a_setting_is_timed_in_paired_rounds_and_each_case_keeps_its_record():
-    clock = DtypeClock({torch.float32: 2.0, torch.bfloat16: 1.0, torch.float16: 0.5})
+    clock = by_dtype({torch.float32: 2.0, torch.bfloat16: 1.0, torch.float16: 0.5})
     fp32, bf16, fp16 = inprocess.run_setting(setting(), CPU, clock, META)
     assert [r["status"] for r in (fp32, bf16, fp16)] == ["ok"] * 3
     assert {r["pairing"] for r in (fp32, bf16, fp16)} == {"paired"}
@@ -202,7 +154,7 @@ def test_flags_never_leak_between_interleaved_cases(monkeypatch):
     monkeypatch.setattr(Float32, "gemm", watched("fp32", original_gemm))
     monkeypatch.setattr(Half, "gemm", watched("bf16", Half.gemm))
     before = flags.snapshot()
-    records = inprocess.run_setting(setting(("fp32", "bf16")), CPU, DtypeClock({torch.float32: 1.0}), META)
+    records = inprocess.run_setting(setting(("fp32", "bf16")), CPU, by_dtype({torch.float32: 1.0}), META)
     assert [r["pairing"] for r in records] == ["paired", "paired"] and records[1]["paired_rounds"] >= 5
     assert seen == {"fp32": {"highest"}, "bf16": {"high"}}
     assert flags.snapshot() == before
@@ -215,7 +167,7 @@ def test_a_failed_baseline_costs_no_record_and_its_speedups_say_why(monkeypatch)
         raise RuntimeError("simulated fp32 failure")
 
     monkeypatch.setattr(Float32, "gemm", broken)
-    fp32, bf16, fp16 = inprocess.run_setting(setting(), CPU, DtypeClock({torch.bfloat16: 1.0}), META)
+    fp32, bf16, fp16 = inprocess.run_setting(setting(), CPU, by_dtype({torch.bfloat16: 1.0}), META)
     assert fp32["status"] == "failed" and fp32["reason"] == "RuntimeError: simulated fp32 failure"
     assert bf16["status"] == fp16["status"] == "ok" and bf16["pairing"] == "paired"
     assert bf16.get("speedup_paired") is None
@@ -241,14 +193,14 @@ def test_a_case_whose_calls_fail_mid_rounds_is_failed_and_the_others_are_kept(mo
         return call
 
     monkeypatch.setattr(Half, "gemm", flaky)
-    fp32, bf16, fp16 = inprocess.run_setting(setting(), CPU, DtypeClock({torch.float32: 2.0}), META)
+    fp32, bf16, fp16 = inprocess.run_setting(setting(), CPU, by_dtype({torch.float32: 2.0}), META)
     assert fp16["status"] == "failed" and "illegal memory access" in fp16["reason"]
     assert fp32["status"] == bf16["status"] == "ok" and bf16["speedup_paired"] == pytest.approx(2.0)
 
 
 def test_a_slow_path_setting_is_timed_one_case_after_another_and_the_record_says_so():
     # bf16 300x slower than fp32, as on a CPU without native bf16 (ATEN_CPU_CAPABILITY=avx2)
-    clock = DtypeClock({torch.float32: 0.05, torch.bfloat16: 15.0})
+    clock = by_dtype({torch.float32: 0.05, torch.bfloat16: 15.0})
     fp32, bf16 = inprocess.run_setting(setting(("fp32", "bf16")), CPU, clock, META)
     assert fp32["status"] == bf16["status"] == "ok"
     assert fp32["pairing"] == bf16["pairing"] == "sequential" and bf16.get("speedup_paired") is None
@@ -259,13 +211,13 @@ def test_partners_are_timed_but_give_no_record():
     """A resumed run whose journal has the baseline already: it is timed again beside the others (so
     their paired speedups have it in the same rounds), and only the others get records."""
     cases = setting()
-    clock = DtypeClock({torch.float32: 2.0, torch.bfloat16: 1.0})
+    clock = by_dtype({torch.float32: 2.0, torch.bfloat16: 1.0})
     bf16, fp16 = inprocess.run_setting(cases, CPU, clock, META, partners=frozenset({cases[0].case_id}))
     assert (bf16["precision"], fp16["precision"]) == ("bf16", "fp16")
     assert bf16["speedup_paired"] == pytest.approx(2.0)
 
 
 def test_a_case_whose_baseline_is_not_in_the_run_says_why_it_has_no_paired_speedup():
-    (bf16,) = inprocess.run_setting(setting(("bf16",)), CPU, DtypeClock({}), META)  # e.g. `run --only precision=bf16`
+    (bf16,) = inprocess.run_setting(setting(("bf16",)), CPU, by_dtype({}), META)  # e.g. `run --only precision=bf16`
     assert bf16["status"] == "ok" and bf16.get("pairing") is None and bf16.get("speedup_paired") is None
     assert bf16["pairing_note"] == "its baseline fp32 was not timed with it"

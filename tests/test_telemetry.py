@@ -15,6 +15,7 @@ import torch
 from suite.measure import telemetry
 from suite.measure.telemetry import Reading, Sampler, flag_samples, reason_bits, summarize, throttling
 from suite.measure.timing import Batch, Measurement
+from tests.virtual_clock import fixed
 
 # Bit values as in nvml.h / pynvml (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*).
 BITS = {"GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowerCap": 0x4, "HwSlowdown": 0x8, "SyncBoost": 0x10,
@@ -241,32 +242,10 @@ def test_power_is_read_instantaneously_where_nvml_has_the_field():
 # --- energy: NVML's total energy counter around the timed samples -------------------------------
 
 
-class VirtualClock:
-    """Each call takes 2 ms of virtual time; the wall clock is that time."""
-
-    name, timing_mode, cache, calls_per_rep = "virtual", "eager", "warm", 1
-
-    def __init__(self):
-        self.now = 0.0
-
-    def prepare(self, fn):
-        return fn
-
-    def time_batch(self, fn, reps):
-        self.now += 0.002 * reps
-        return [2.0] * reps
-
-    def sync(self):
-        pass
-
-    def wall(self):
-        return self.now
-
-
 def test_energy_is_read_just_around_the_timed_samples():
     from suite.measure.timing import StopRule, measure
 
-    clock, reads = VirtualClock(), []
+    clock, reads = fixed(2.0, run=False), []
 
     def counter_mj():  # a 300 W board: mJ = 300 W x seconds x 1000
         reads.append(clock.now)
@@ -285,7 +264,7 @@ def test_energy_is_read_just_around_the_timed_samples():
 def test_a_counter_that_does_not_advance_or_is_missing_gives_no_number(counter):
     from suite.measure.timing import StopRule, measure
 
-    m = measure(lambda: None, VirtualClock(), StopRule(warmup_s=0.0, budget_s=0.02), energy_mj=counter)
+    m = measure(lambda: None, fixed(2.0, run=False), StopRule(warmup_s=0.0, budget_s=0.02), energy_mj=counter)
     assert m.energy_j is None and set(telemetry.energy_columns(m, 1e9).values()) == {None}
 
 

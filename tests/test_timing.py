@@ -16,40 +16,13 @@ from suite.measure import timing
 from suite.scenario import stop_rule
 from suite.core.quantiles import rel_ci_of_median, rel_spread
 from suite.measure.timing import CpuClock, CudaClock, StopRule, TimingUnsupported, flush_bytes, measure, warmup_done
+from tests.virtual_clock import per_call, shared
 
 MiB = 2**20
 
 
-class FakeClock:
-    """Each call takes `ms(call_index, now_s)` milliseconds of virtual time."""
-
-    name, timing_mode, cache = "fake", "eager", "warm"
-
-    def __init__(self, ms):
-        self.ms, self.now, self.calls, self.batches = ms, 0.0, 0, 0
-
-    def prepare(self, fn):
-        return fn
-
-    def time_batch(self, fn, reps):
-        out = []
-        self.batches += 1
-        for _ in range(reps):
-            t = self.ms(self.calls, self.now)
-            self.calls += 1
-            self.now += t / 1e3
-            out.append(t)
-        return out
-
-    def sync(self):
-        pass
-
-    def wall(self):
-        return self.now
-
-
 def run(ms, rule=StopRule(), **kw):
-    clock = FakeClock(ms)
+    clock = per_call(ms)
     return measure(lambda: None, clock, rule, wall=clock.wall, **kw), clock
 
 
@@ -139,8 +112,7 @@ def test_a_fixed_count_warm_up_would_have_measured_the_ramp():
 def test_warm_up_stops_at_the_cap_when_never_settled():
     # batch medians alternate between 1 and 2 ms
     rule = StopRule(warmup_max_s=0.5)
-    clock = FakeClock(None)
-    clock.ms = lambda i, now: 1.0 + clock.batches % 2
+    clock = per_call(lambda i, now: 1.0 + len(clock.batches) % 2)
     m = measure(lambda: None, clock, rule, wall=clock.wall)
     assert m.warmup_reason == "cap"
     assert rule.warmup_max_s <= m.warmup_s <= rule.warmup_max_s + 0.05  # one batch is ~25 ms
@@ -441,8 +413,7 @@ def test_a_fast_case_is_untouched_by_the_cap():
 def test_a_level_that_drifts_between_batches_widens_the_interval():
     # a machine whose speed flips between two levels 6% apart from one batch to the next: pooled as if
     # independent, 500 samples put the median within 0.5%; the batches, ten, say 3%
-    clock = FakeClock(None)
-    clock.ms = lambda i, now: 1.0 + 0.06 * (clock.batches % 2)
+    clock = per_call(lambda i, now: 1.0 + 0.06 * (len(clock.batches) % 2))
     m = measure(lambda: None, clock, StopRule(budget_s=0.5, warmup_s=0.0), wall=clock.wall)
     assert len(m.batches) >= timing.MIN_BATCHES
     assert m.rel_ci_window < StopRule().target_rel_ci < m.rel_ci_batches == m.rel_ci
@@ -461,38 +432,6 @@ def test_even_a_fast_call_comes_in_batches_enough_to_see_drift():
 # --- paired rounds: the cases of a setting timed together ----------------------------------------
 
 
-class SharedClock:
-    """One virtual timeline for several parties: each call of fn takes fn()'s milliseconds times the
-    machine's `level(now)` (a drift every party sees alike), times a jitter of a few per mille (so
-    that no stream is exactly constant, and the rounds run their budget)."""
-
-    name, timing_mode, cache, device_type, calls_per_rep = "fake", "eager", "warm", "cpu", 1
-
-    def __init__(self, level=lambda now: 1.0, jitter=0.002):
-        self.level, self.jitter, self.now, self.batches, self.calls = level, jitter, 0.0, [], 0
-
-    def for_rule(self, rule):
-        return self
-
-    def prepare(self, fn):
-        return fn
-
-    def time_batch(self, fn, reps):
-        out = []
-        for _ in range(reps):
-            self.calls += 1
-            out.append(fn() * self.level(self.now) * (1 + self.jitter * (self.calls % 3 - 1)))
-            self.now += out[-1] / 1e3
-        self.batches.append((fn, reps))
-        return out
-
-    def sync(self):
-        pass
-
-    def wall(self):
-        return self.now
-
-
 QUICK = StopRule(budget_s=0.5, warmup_s=0.0, target_rel_ci=1e-9)  # never converged: the rounds run the budget
 
 
@@ -508,12 +447,12 @@ def test_interleaved_rounds_cancel_a_step_in_the_machines_speed():
     from suite.measure import record
 
     step = lambda now: 1.0 if now < 0.6 else 2.0
-    clock = SharedClock(step)
+    clock = shared(step)
     fp32, bf16 = measure(lambda: 2.0, clock, QUICK, wall=clock.wall), None
     bf16 = measure(lambda: 1.0, clock, QUICK, wall=clock.wall)
     assert fp32.median_ms / bf16.median_ms == pytest.approx(1.0)  # the true speedup is 2
 
-    clock = SharedClock(step)
+    clock = shared(step)
     out = timing.measure_paired(parties(clock, fp32=2.0, bf16=1.0), seed=1, wall=clock.wall)
     assert out.paired and out.note is None and all(e is None for e in out.errors)
     base, own = out.measurements
@@ -526,7 +465,7 @@ def test_interleaved_rounds_cancel_a_step_in_the_machines_speed():
 
 def test_the_rounds_order_is_random_seeded_and_every_party_runs_once_a_round():
     def order(seed):
-        clock = SharedClock()
+        clock = shared()
         return timing.measure_paired(parties(clock, a=1.0, b=1.0, c=1.0), seed=seed, wall=clock.wall).order
 
     first = order(7)
@@ -536,7 +475,7 @@ def test_the_rounds_order_is_random_seeded_and_every_party_runs_once_a_round():
 
 
 def test_the_parties_share_one_budget_and_each_batch_lasts_about_a_slice():
-    clock = SharedClock()
+    clock = shared()
     out = timing.measure_paired(parties(clock, a=1.0, b=4.0), seed=0, wall=clock.wall)
     a, b = out.measurements
     assert a.stop_reason == b.stop_reason == "budget"
@@ -553,7 +492,7 @@ def test_each_party_runs_under_its_own_flags_and_none_leak():
 
     before = flags.snapshot()
     seen = {"ieee": set(), "tf32": set()}
-    clock = SharedClock()
+    clock = shared()
 
     def call(name):
         seen[name].add(flags.snapshot()["float32_matmul_precision"])
@@ -569,7 +508,7 @@ def test_each_party_runs_under_its_own_flags_and_none_leak():
 
 
 def test_a_party_whose_calls_raise_is_dropped_and_the_others_get_their_measurements():
-    clock = SharedClock()
+    clock = shared()
     count = {"n": 0}
 
     def breaks():
@@ -586,14 +525,14 @@ def test_a_party_whose_calls_raise_is_dropped_and_the_others_get_their_measureme
 
 
 def test_a_slow_path_is_timed_one_case_after_another_and_says_why():
-    clock = SharedClock()
+    clock = shared()
     out = timing.measure_paired(parties(clock, fp32=0.1, bf16=30.0), seed=0, wall=clock.wall)  # 300x
     assert not out.paired and "one bf16 call takes 300x one fp32 call" in out.note and not out.order
     fp32, bf16 = out.measurements
     assert fp32.stop_reason in ("budget", "max_samples") and bf16.stop_reason == "budget"
     assert fp32.batches[-1].end_s <= bf16.batches[0].start_s  # one after the other
     # a call too slow for the case cap to hold a warm-up and the minimum samples: the same
-    clock = SharedClock()
+    clock = shared()
     out = timing.measure_paired(parties(clock, fp32=1.0, bf16=5_000.0), seed=0, wall=clock.wall)
     assert not out.paired and "too slow for the case cap (10 s) to hold a warm-up and 5 samples" in out.note
     assert out.measurements[1].warmup_reason == "slow"
@@ -602,14 +541,14 @@ def test_a_slow_path_is_timed_one_case_after_another_and_says_why():
 def test_a_slow_call_that_fits_a_rounds_slice_is_still_paired():
     # 150x slower, but one call (15 ms) fits a round's slice of the 0.5 s budget (25 ms): the rounds
     # hold one call of it each, and a stalling fast case (a busy machine) cannot end the pairing
-    clock = SharedClock()
+    clock = shared()
     out = timing.measure_paired(parties(clock, fp32=0.1, bf16=15.0), seed=0, wall=clock.wall)
     assert out.paired and out.note is None and len(out.order) >= QUICK.min_samples
     assert all(b.reps == 1 for b in out.measurements[1].batches)
 
 
 def test_differing_rules_and_a_lone_party_are_not_paired():
-    clock = SharedClock()
+    clock = shared()
     other = QUICK.model_copy(update={"budget_s": 0.2})
     out = timing.measure_paired([*parties(clock, a=1.0), *parties(clock, other, b=1.0)], seed=0, wall=clock.wall)
     assert not out.paired and "rules differ" in out.note and all(m is not None for m in out.measurements)
@@ -620,14 +559,14 @@ def test_differing_rules_and_a_lone_party_are_not_paired():
 def test_the_caps_bound_the_rounds_together():
     # 40 ms calls, 1 s caps, a 10 s budget: the rounds stop at the two caps, not the budget
     rule = StopRule(budget_s=10.0, warmup_s=0.0, case_cap_s=1.0)
-    clock = SharedClock()
+    clock = shared()
     out = timing.measure_paired(parties(clock, rule, a=40.0, b=40.0), seed=0, wall=clock.wall)
     assert out.paired and {m.stop_reason for m in out.measurements} == {"cap"}
     assert clock.now <= 2 * rule.case_cap_s + 2 * 0.04
 
 
 def test_a_peer_harness_takes_its_block_in_each_round():
-    clock = SharedClock()
+    clock = shared()
     blocks = []
 
     class Peer:
