@@ -12,7 +12,9 @@ Read from the kernel's counters, not estimated from our own samples: the whole m
 in /proc/stat (steal time included: in a VM, the hypervisor running other guests on our CPUs, the
 noisy neighbour of a shared CI runner) less this process' own CPU time (`os.times`; all its threads).
 Linux only; elsewhere the columns are null. Granularity is the kernel's tick (10 ms per CPU), a few
-hundredths of a CPU over a setting's window of a second or more.
+hundredths of a CPU over a setting's window of a second or more. In a container /proc/stat is the
+host's: `machine_cpus` is the host's count and `others_cpus` includes other containers' work, while
+a CPU quota's throttling of this container is not seen here.
 """
 
 from __future__ import annotations
