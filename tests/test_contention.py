@@ -111,3 +111,17 @@ def test_the_headline_says_which_cases_ran_on_a_busy_machine_and_what_that_means
                      "CPUs busy, fewer than their threads needed: their speedups are the busy machine's (a lost "
                      "core can change the kernels' relative speed, and pairing does not undo that); a quiet "
                      "machine, or `--threads` within the free CPUs, gives the quiet machine's."]
+
+
+def test_what_differs_between_a_quiet_run_and_one_beside_a_hog_is_the_busy_machine():
+    from suite.analysis import envdiff
+
+    quiet, busy, _ = (store.read_file(f) for f in sorted(Path("results/reference/paired_stability/hog_others_cpus/cpu")
+                                                         .glob("*.parquet")))
+    found = envdiff.diff(quiet, busy)
+    changed = [d.text for c in found.cases for d in c.differences if d.column == "busy_machine"]
+    assert len(changed) == 18 and set(changed) == {"machine busy with other work changed: no -> yes"}
+    assert "machine busy with other work changed in 18 case(s)" in found.summary()
+    # runs recorded before others_cpus (or off Linux) do not know: never "changed"
+    older = quiet.drop(columns=["others_cpus"])
+    assert not any(d.column == "busy_machine" for c in envdiff.diff(older, busy).cases for d in c.differences)

@@ -16,8 +16,10 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
+from suite.analysis import derived
 from suite.results import columns
 
 # Looked at first, in this order, where the records hold them: what usually explains a moved
@@ -33,8 +35,10 @@ LEADING = (
 BOARD = ("sm_clock_max_mhz", "power_limit_w")
 # Columns of the machine group that label or describe one case's mechanics, not the environment.
 NOT_ENVIRONMENT = frozenset({"label", "seed", "isolate_log", "worker_replaced"})
-# Facts that differ case by case within a run: compared for one case at a time.
-PER_CASE = ("kernel", "matmul_flags")
+# Facts that differ case by case within a run: compared for one case at a time. `busy_machine` is
+# derived (yes/no: whether other work left the case's threads short of CPUs, `derived.contended`):
+# a busy machine can change a speedup itself (docs/timing.md), so it is a fact that explains one.
+PER_CASE = ("kernel", "matmul_flags", "busy_machine")
 TITLES = {
     "torch_version": "torch", "torchao_version": "torchao", "te_version": "Transformer Engine",
     "cuda_version": "CUDA", "cublas_version": "cuBLAS", "cudnn_version": "cuDNN", "driver_version": "driver",
@@ -45,6 +49,7 @@ TITLES = {
     "code_hash": "suite code hash", "scenario_hash": "scenario hash", "git_sha": "git commit",
     "git_dirty": "uncommitted changes", "torch_git_version": "torch git", "matmul_flags": "matmul flags",
     "scenario_description": "scenario description", "cpu_flags": "CPU flags", "cpu_model": "CPU",
+    "busy_machine": "machine busy with other work",
 }
 NONE = "none"
 # Commit hashes are shown as git shows them in one line: 12 characters tell them apart.
@@ -163,6 +168,7 @@ class RunFacts:
     """One side's records indexed for repeated questions: the rows of each run, and of each case."""
 
     def __init__(self, records: pd.DataFrame):
+        records = with_busy_machine(records)
         present = environment_columns(records.columns)
         wanted = [c for c in ("run_id", "case_id", *present, *PER_CASE) if c in records]
         rows = records[wanted].to_dict("records")
@@ -176,6 +182,16 @@ class RunFacts:
 
     def rows(self, runs: Iterable[str]) -> list[dict]:
         return [r for run in runs for r in self.by_run.get(run, [])]
+
+
+def with_busy_machine(records: pd.DataFrame) -> pd.DataFrame:
+    """`busy_machine` per record: "yes" where other work left its threads short of CPUs, "no" where
+    it did not, null where the record did not count (before `others_cpus`, off Linux)."""
+    if "others_cpus" not in records:
+        return records
+    known = pd.to_numeric(records["others_cpus"], errors="coerce").notna()
+    busy = pd.Series(np.where(derived.contended(records), "yes", "no"), index=records.index).where(known)
+    return records.assign(busy_machine=busy)
 
 
 def between(base: RunFacts, cand: RunFacts, base_runs: Iterable[str], cand_runs: Iterable[str]) -> tuple[Difference, ...]:
