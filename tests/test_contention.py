@@ -51,7 +51,8 @@ def test_others_are_the_machines_busy_time_less_our_own_over_the_wall_time():
 
 def test_without_proc_stat_the_columns_are_null(tmp_path):
     (tmp_path / "garbage").write_text("not a stat file\n")
-    for path in (str(tmp_path / "absent"), str(tmp_path / "garbage")):
+    (tmp_path / "torn").write_text("cpu  12 x 3 4 5 6 7 8 0 0\n")
+    for path in (str(tmp_path / "absent"), str(tmp_path / "garbage"), str(tmp_path / "torn")):
         with contention.Watch(path) as watch:
             pass
         assert watch.columns() == {"others_cpus": None, "machine_cpus": None}

@@ -42,7 +42,7 @@ def read(stat_path: str = PROC_STAT) -> Reading | None:
     except OSError:
         return None
     total = lines[0].split()
-    if len(total) < 9 or total[0] != b"cpu":
+    if len(total) < 9 or total[0] != b"cpu" or not all(x.isdigit() for x in total[1:9]):
         return None
     # user nice system idle iowait irq softirq steal; guest time is already inside user and nice
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in total[1:9])
