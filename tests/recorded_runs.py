@@ -2,9 +2,10 @@
 
 Comparisons need per-repetition samples measured for real (their spread, their outliers), not
 numbers made up in a test. The runs are recorded once per pytest session (RUNS back-to-back runs of
-SCENARIO) and shared by every module and every pytest-xdist worker. Sizes and sample counts are chosen so that the recording costs
-seconds on any CPU: bf16 and fp16 run 60-115x slower than fp32 on a CPU without native bf16 (the
-largest case here, 256^3, takes about 25 ms a call there, against 0.3 ms with AMX).
+SCENARIO) and shared by every module and every pytest-xdist worker. Sizes and sample counts are
+chosen so that the recording costs seconds on any CPU: bf16 and fp16 run 60-115x slower than fp32 on
+a CPU without native bf16 (the largest case here, 256^3, takes about 25 ms a call there, against
+0.3 ms with AMX).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def shared(tmp_path_factory, runs: int = 2) -> tuple[Path, list[Path]]:
     with open(base.parent / "recorded_runs.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (base / "results").is_dir():
+            shutil.rmtree(base / "recording", ignore_errors=True)  # what a worker that failed mid-way left
             record(base / "recording", RUNS)
             (base / "recording" / "results").rename(base / "results")
         every = sorted((base / "results" / "cmp").glob("*.parquet"))
