@@ -8,6 +8,12 @@ the journal is deleted when the run completes. A run stored before that column e
 scenario's name and commit: `scenario_at_commit` reads `scenarios/<name>.toml` as that commit had it
 and accepts it only when it expands to exactly the run's case ids (timing rules are not in a case
 id, so they stay unconfirmed, and the recipe says so).
+
+A results file is something people send each other, so nothing it carries is copied into a command:
+each field a line is built from is checked first (`CHECKS`; one that fails is named in `rejected` and
+left out), a stored scenario_spec goes through the scenario schema (`suite.scenario.spec.RunSpec`),
+every command is an argument vector (`Step`: what `--json` holds) printed with its words shell-quoted,
+and a comment never holds a newline.
 """
 
 from __future__ import annotations
@@ -154,12 +160,12 @@ class Recipe:
     scenario: str
     about: str  # one line: the run, its machine
     facts: dict  # the run's facts, those failing their check left out (`checked`)
-    install: list[Step] = field(default_factory=list)
-    command: Step = Step([])  # the run command
-    rerun: Step | None = None  # `python -m suite repro ... --run` (from the stored spec)
-    asked: Asked = Asked(None, "")
-    unknown: list[str] = field(default_factory=list)  # what the records cannot say
-    rejected: dict[str, str] = field(default_factory=dict)  # field: what it must be (left out)
+    install: list[Step]
+    command: Step  # the run command
+    rerun: Step | None  # `python -m suite repro ... --run` (from the stored spec); None: the scenario is unknown
+    asked: Asked
+    unknown: list[str]  # what the records cannot say
+    rejected: dict[str, str]  # field: what it must be (left out of every line)
 
     def lines(self) -> list[str]:
         out = [comment(self.about), comment(f"the scenario: {self.asked.source}"),
@@ -325,9 +331,9 @@ def recipe(records: pd.DataFrame, rerun: list[str], show: Callable[[str, str], s
             rejected["scenario_spec"] = "what a run is asked (the scenario schema, device, --only filters)"
     else:
         asked = scenario_at_commit(facts, set(records["case_id"]), show)
-    threads = facts.get("cpu_threads") or "?"
+    threads, device = facts.get("cpu_threads") or "?", facts.get("device") or "?"
     about = (f"run {facts['run_id']} of scenario {facts['scenario']}: {len(records)} cases on "
-             f"{facts.get('device_name') or facts.get('device')} ({facts.get('device')}, {threads} threads), "
+             f"{facts.get('device_name') or device} ({device}, {threads} threads), "
              f"torch {facts.get('torch_version')}, started {facts.get('started_at') or '?'}")
     command = run_command(facts, asked)
     again = Step(rerun, command.env) if asked.spec is not None else None
