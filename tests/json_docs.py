@@ -14,9 +14,10 @@ SCHEMAS = Path(__file__).resolve().parent.parent / "docs" / "schemas"
 # A number written as text ("0.0962x", "1.5e-03", "42"): what a typed document never holds.
 NUMBER_TEXT = re.compile(r"-?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?x?", re.IGNORECASE)
 # Names, hashes, versions and texts that may look like one (env-diff's `base`/`cand` are an
-# environment column's values as text: "13.0" is CUDA's version, not a number).
+# environment column's values as text: "13.0" is CUDA's version, not a number; repro's argument
+# vectors are words, "--threads", "2").
 TEXT_KEYS = re.compile(r".*(_id|_sha|_hash|_version|selector|label|setting|shape|name|text|sentence|reason|description)$"
-                       r"|base|cand")
+                       r"|base|cand|install|command|rerun")
 
 
 @cache

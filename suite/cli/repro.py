@@ -24,6 +24,11 @@ def main(args) -> int:
     root = results_root(args.run_selector, args.results, scenario)
     rerun = ["python", "-m", "suite", "repro", str(records["run_id"].iloc[0]), "--results", str(root), "--run"]
     recipe = repro.recipe(records, rerun, file_at_commit)
+    if args.run:
+        check_rerunnable(recipe)  # before anything is printed: a refusal is its one line
+    if not args.json:
+        for name, expected in recipe.rejected.items():  # the JSON document lists them
+            print(f"mpsuite: run {recipe.run_id}: {name} is not {expected}: left out of every line", file=sys.stderr)
     if not args.run:
         if args.json:
             print_json(recipe.as_json())
@@ -55,10 +60,15 @@ def results_root(selector: str, results: str | None, scenario: str):
 
 def file_at_commit(sha: str, path: str) -> str | None:
     """A file's text as commit `sha` of the suite's checkout had it; None where git, the commit or
-    the file is missing."""
+    the file is missing, or `sha` is no commit's hex digits (it comes from a results file: git must
+    never read it as an option)."""
+    from suite.analysis import repro
+
+    if not repro.GIT_SHA.fullmatch(sha):
+        return None
     try:
-        done = subprocess.run(["git", "-C", str(CHECKOUT), "show", f"{sha}:{path}"], capture_output=True,
-                              text=True, timeout=30)
+        done = subprocess.run(["git", "-C", str(CHECKOUT), "show", "--end-of-options", f"{sha}:{path}"],
+                              capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -67,14 +77,11 @@ def file_at_commit(sha: str, path: str) -> str | None:
 def check_environment(facts: dict, command: str) -> None:
     """The ISA overrides and OMP_NUM_THREADS act when torch loads, so a re-run must start under the
     run's own: a UserError naming the command line that does."""
+    from suite.analysis import repro
     from suite.measure import env
 
-    then = dict(pair.split("=", 1) for pair in (facts.get("cpu_isa_env") or "").split() if "=" in pair)
-    now = {name: os.environ[name] for name in env.ISA_ENV if os.environ.get(name)}
-    if facts.get("env_threads"):
-        then["OMP_NUM_THREADS"] = facts["env_threads"]
-    if os.environ.get("OMP_NUM_THREADS"):
-        now["OMP_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"]
+    then = repro.environment(facts)
+    now = {name: os.environ[name] for name in (*env.ISA_ENV, "OMP_NUM_THREADS") if os.environ.get(name)}
     if then != now:
         shown = " ".join(f"{k}={v}" for k, v in then.items()) or "none"
         here = " ".join(f"{k}={v}" for k, v in now.items()) or "none"
@@ -82,22 +89,30 @@ def check_environment(facts: dict, command: str) -> None:
                         f"has {here}; they act when torch loads, so start it under the run's: {command}")
 
 
+def check_rerunnable(recipe) -> None:
+    """A UserError where the run cannot be re-run as it was: its scenario is unknown or its stored
+    spec fails the scenario schema, a field the re-run acts on failed its check, or this process is
+    not under the run's environment overrides."""
+    from suite.analysis import repro
+
+    if recipe.asked.spec is None:
+        raise UserError(f"cannot re-run {recipe.run_id}: {recipe.asked.source}")
+    for name in repro.RERUN_FIELDS:
+        if name in recipe.rejected:
+            raise UserError(f"cannot re-run {recipe.run_id}: its {name} is not {recipe.rejected[name]}")
+    check_environment(recipe.facts, recipe.rerun.line())
+
+
 def _rerun(args, records, recipe, root) -> int:
     from suite import pipeline
-    from suite.analysis import compare, repro
+    from suite.analysis import compare
     from suite.cli.compare import document
     from suite.report import compare_page
-    from suite.scenario import spec as specs
 
-    asked = recipe.asked.spec
-    if asked is None:
-        raise UserError(f"cannot re-run {recipe.run_id}: {recipe.asked.source}")
-    facts = repro.run_facts(records)
-    check_environment(facts, recipe.rerun)
-    threads = int(float(facts["threads_setting"])) if facts.get("threads_setting") else None
-    request = pipeline.RunRequest(specs.parse(asked["scenario"], f"the scenario_spec of run {recipe.run_id}"),
-                                  root, None, asked.get("device"), not args.quiet, threads=threads,
-                                  only=asked.get("only"))
+    asked, facts = recipe.asked.spec, recipe.facts
+    threads = int(facts["threads_setting"]) if facts.get("threads_setting") else None
+    request = pipeline.RunRequest(asked.scenario, root, None, asked.device, not args.quiet, threads=threads,
+                                  only=asked.only)
     result = pipeline.run(request)
     base = compare.Side("baseline", recipe.run_id, records)
     cand = compare.Side("candidate", result.run_id, result.records)

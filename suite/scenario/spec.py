@@ -39,8 +39,12 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# Where a run's cases run: the same choices as `run --device`.
+Device = Literal["auto", "cpu", "cuda"]
+
+
 class Defaults(Strict):
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Device = "auto"
     baseline: PrecisionName | None = None
     seed: Annotated[int, Field(strict=True)] = 0
     # torch's intra-op CPU threads for the run (torch.set_num_threads), restored after it; None keeps
@@ -197,6 +201,28 @@ def _one_line(err: ValidationError) -> str:
 def parse(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
     try:
         return Scenario.model_validate(data)
+    except ValidationError as err:
+        raise ScenarioError(f"{source}: {_one_line(err)}") from None
+
+
+def _one_line_text(v: str) -> str:
+    if not v.isprintable():  # a newline or escape in a filter would break the line `repro` prints it in
+        raise ValueError("must be printable text on one line")
+    return v
+
+
+class RunSpec(Strict):
+    """What a run was asked (`suite.pipeline.scenario_spec`), as a results file stores it in
+    `scenario_spec`: read back (`repro --run`), it is checked as the command line checks the same."""
+
+    scenario: Scenario
+    device: Device
+    only: list[Annotated[str, Field(min_length=1), AfterValidator(_one_line_text)]] | None = None
+
+
+def parse_run_spec(data: Any, source: str) -> RunSpec:
+    try:
+        return RunSpec.model_validate(data)
     except ValidationError as err:
         raise ScenarioError(f"{source}: {_one_line(err)}") from None
 
