@@ -4,6 +4,7 @@ no partial object under a final name when an upload fails."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -19,7 +20,7 @@ from suite import cli, pipeline
 from suite.analysis import compare, history
 from suite.report import pages, plots
 from suite.core.errors import UserError
-from suite.results import journal, location, store
+from suite.results import atomic, journal, lease, location, store
 from suite.scenario import plan, spec
 from tests.conftest import quick_toml
 
@@ -118,6 +119,7 @@ def test_an_interrupted_run_resumes_from_the_uploaded_journal_on_another_machine
     run_id = stopped.value.run_id
     remote = store.journal_path(url, "small", run_id)
     assert len(journal.read(remote).records) == 1  # the uploaded copy holds the finished case
+    assert not store.lease_path(remote).exists()  # released as the run stopped: another machine may go on
     assert store.incomplete_runs(url, "small") == [run_id]
     partial = store.read([url], unfinished=True)
     assert partial["run_partial"].all() and len(partial) == 1
@@ -311,3 +313,92 @@ def test_the_results_file_never_replaces_one_another_writer_created_meanwhile(bu
         store.write_run([{**RECORDS[0], "status": "failed"}], final)
     assert final.read_bytes() == before
     assert bucket.find(url.removeprefix("s3://")) == [final.path]  # and no temporary left beside it
+
+
+RUN = "20260101T000000Z-abcdef"
+
+
+def as_another_machine(monkeypatch, tmp_path, name: str) -> None:
+    monkeypatch.setenv("MPSUITE_SPOOL", str(tmp_path / name))  # its own spool, as on its own disk
+
+
+def test_a_writer_that_lost_its_lease_stops_without_writing_the_journal_or_the_results(
+        bucket, url, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(lease, "LEASE_S", -1)  # its lease lapses at once (as after a case longer than LEASE_S)
+    first = store.start_run(url, "small", RUN, {"plan": ["c1", "c2"]})
+    monkeypatch.setattr(lease, "LEASE_S", 1800)
+    remote = store.journal_path(url, "small", RUN)
+    first.append(RECORDS[0])  # it renews its lease (still its own) and uploads
+    assert len(journal.read(remote).records) == 1
+
+    monkeypatch.setattr(lease, "LEASE_S", -1)
+    first.append({**RECORDS[0], "case_id": "c0"})  # lapsed again: nobody took the run over, so it goes on
+    monkeypatch.setattr(lease, "LEASE_S", 1800)
+    as_another_machine(monkeypatch, tmp_path, "b")
+    second = store.continue_run(url, "small", RUN)  # takes the lapsed lease over
+    assert "taking run" in capsys.readouterr().err and len(second) == 2
+    uploaded = remote.read_bytes()
+    with pytest.raises(lease.Held, match="lost the run's lease"):
+        first.append({**RECORDS[0], "case_id": "c2"})
+    assert remote.read_bytes() == uploaded  # the journal is the new writer's
+    assert not first.path.exists()  # and this machine's copy, out of date now, is gone
+    with pytest.raises(lease.Held):
+        store.finish_run(first, url, ["c1"])
+    assert not store.run_path(url, "small", RUN).exists()
+
+    second.append({**RECORDS[0], "case_id": "c2"})
+    store.finish_run(second, url, ["c1", "c2"])
+    keys = bucket.find(url.removeprefix("s3://"))
+    assert keys == [store.run_path(url, "small", RUN).path]  # no journal, no lease left
+
+
+def write_lease(path, **fields) -> None:
+    path.fs.pipe_file(path.path, json.dumps(fields).encode())
+
+
+def test_a_lease_lapses_by_its_time_or_its_dead_process_here_and_never_when_unreadable(bucket, url, tmp_path, monkeypatch):
+    started = store.start_run(url, "small", RUN, {"plan": ["c1"]})
+    started.lease = None  # the process died without releasing it
+    started.close()
+    key = store.lease_path(store.journal_path(url, "small", RUN))
+    as_another_machine(monkeypatch, tmp_path, "b")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    later = "2999-01-01T00:00:00+00:00"
+    refused = [({"host": "node7", "pid": 1234, "machine": "elsewhere", "expires_at": later}, "process 1234 on host node7"),
+               (b"\x00 not json", "no mpsuite lease"),
+               ({"host": "a\x1b[2Jb", "pid": 1, "machine": "elsewhere"}, r"host a\[2Jb")]  # no time: never lapses
+    for held, named in refused:
+        key.fs.pipe_file(key.path, held if isinstance(held, bytes) else json.dumps(held).encode())
+        with pytest.raises(lease.Held, match=named) as err:
+            store.continue_run(url, "small", RUN)
+        assert str(key) in str(err.value) and "\n" not in str(err.value)
+        assert not list((tmp_path / "b").rglob("*.journal.jsonl"))  # refused before the journal was read
+    for held in ({"host": "node7", "pid": 1234, "machine": "elsewhere", "expires_at": "2000-01-01T00:00:00+00:00"},
+                 {"host": "here", "pid": int(gone.stdout), "machine": atomic.machine(), "expires_at": later}):
+        write_lease(key, **held)
+        resumed = store.continue_run(url, "small", RUN)
+        assert json.loads(key.read_bytes())["pid"] == os.getpid()  # taken over
+        resumed.close()
+        assert not key.exists()  # released on close
+
+
+def test_resume_is_refused_up_front_where_the_store_cannot_keep_one_writer(bucket, url, small, tmp_path, monkeypatch, capsys):
+    store.start_run(url, "small", RUN, {"plan": ["c1"]}).close()
+    keys = sorted(bucket.find(url.removeprefix("s3://")))
+    call_s3 = bucket.call_s3
+
+    def ignoring_conditions(method, *args, **kwargs):  # an S3-compatible server that ignores them
+        return call_s3(method, *args, **{k: v for k, v in kwargs.items() if k not in ("IfNoneMatch", "IfMatch")})
+
+    monkeypatch.setattr(bucket, "call_s3", ignoring_conditions)
+    monkeypatch.setattr(location, "_PROBED", {})
+    as_another_machine(monkeypatch, tmp_path, "b")
+    assert cli.main(["run", str(small), "--resume", RUN, "--results", url, "--no-report", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ignores conditional writes (If-None-Match)" in err and RUN in err
+    assert sorted(bucket.find(url.removeprefix("s3://"))) == keys  # nothing written, the probe's key gone
+
+    memory = f"memory://mpsuite/{secrets.token_hex(4)}"  # a store mpsuite has no conditional write for
+    store.start_run(memory, "small", RUN, {"plan": ["c1"]}).close()  # a new run still goes there
+    with pytest.raises(UserError, match=r"cannot resume run .* memory:// has no conditional write"):
+        store.continue_run(memory, "small", RUN)

@@ -92,7 +92,7 @@ def describe(held: dict) -> str:
 
 class Lease:
     """This process's lease on a run, and the ETag of the run's journal as this process last wrote
-    or read it: `take`, then `upload` after each case, `drop_journal` once the run is stored, `release`."""
+    or read it: `take`, then `upload` after each case, `release`."""
 
     def __init__(self, remote: location.Remote, journal: location.Remote, etag: str, token: str):
         self.remote, self.journal, self.etag, self.token = remote, journal, etag, token
@@ -129,8 +129,9 @@ class Lease:
     def renew(self) -> None:
         """Extend the lease, if it is still ours; `Held` naming the new holder if it is not."""
         try:
-            self.etag = self.remote.replace_object(_body(self.token), self.etag)
-            return
+            if self.etag is not None:  # None: lost (or released) already
+                self.etag = self.remote.replace_object(_body(self.token), self.etag)
+                return
         except location.Changed:
             pass
         try:
@@ -144,7 +145,7 @@ class Lease:
         self.etag = None  # not ours to release
         raise Held(f"{self.remote}: this process lost the run's lease, now held by "
                    f"{describe(held) if held is not None else 'no one (it was deleted)'}; "
-                       "it stops without writing more") from None
+                   "it stops without writing more") from None
 
     def upload(self, data: bytes) -> None:
         """The journal's bytes in place of the copy this process last wrote, the lease renewed
@@ -159,20 +160,23 @@ class Lease:
             raise Held(f"{self.journal}: the run journal was changed by another process; this one stops "
                        "without writing more") from None
 
-    def drop_journal(self) -> None:
-        """Delete the journal's copy, if it is still the one this process wrote."""
-        if self.journal_etag is not None:
-            self.journal.delete_object(self.journal_etag)
-            self.journal_etag = None
-
     def release(self) -> None:
-        """Delete the lease if it is still ours (once; a lease taken over is left to its holder)."""
+        """Delete the lease if it is still ours (once; a lease taken over is left to its holder).
+        Read first, then deleted under the ETag read (where the server takes a condition on DELETE)."""
         etag, self.etag = self.etag, None
         if etag is None:
             return
         try:
-            self.remote.delete_object(etag)
-        except (location.Changed, FileNotFoundError):
+            data, etag = self.remote.read_object()
+            if _holder(data).get("token") != self.token:
+                return
+            try:
+                self.remote.delete_object(etag)
+            except (location.Changed, FileNotFoundError):
+                pass
+            except OSError:  # a server without conditional DELETE: the lease was ours a moment ago
+                self.remote.unlink(missing_ok=True)
+        except FileNotFoundError:
             pass
         except Exception as err:  # any backend's error: it lapses by itself
             print(f"mpsuite: warning: cannot release the run's lease {self.remote} ({err}); it lapses within "

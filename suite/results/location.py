@@ -7,10 +7,13 @@ interface and never asks which kind it holds. fsspec (and its backend: s3fs, gcs
 imported only when a URL is used: the `remote` extra, `pip install -e .[remote]`.
 
 An object store has no rename and no append, so the guarantees of local files are kept this way:
-- a file is written to a unique hidden key beside its final one (`.<name>.<pid>.<hex>.tmp`, which
-  readers skip), then copied to its final key in one server-side step, never over an existing
-  object: a reader sees the whole object or none, and a failed upload leaves no object under the
-  final name (`Remote.publish`);
+- a results file is created whole under its final key, never over an existing object: on a store
+  that writes conditionally (`Remote.conditional`: S3's If-None-Match and If-Match, probed once per
+  bucket) in one upload that the server refuses if the key is taken; elsewhere through a unique
+  hidden key beside it (`.<name>.<pid>.<hex>.tmp`, which readers skip) copied to the final key
+  after a look that it is free. A reader sees the whole object or none, and a failed upload leaves
+  no object under the final name (`Remote.publish`);
+- the same conditions keep a run to one writer (`suite.results.lease`);
 - a report is rendered into a local folder and then uploaded file by file (`upload_folder`);
 - a run's journal is appended on local disk (`spool`), each case fsynced as for a local run, and
   the whole journal is uploaded after each case (an object replaced whole), so a run can be resumed

@@ -12,7 +12,8 @@ complete" and `--resume <run_id>` continues it.
 The results folder may be a URL fsspec reaches (`s3://bucket/prefix`): every path here then is a
 `suite.results.location.Remote`, files are published the object-store way, and a run's journal is
 appended in a local spool and uploaded whole after each case, to the same `_journals/` key a local
-run would use (`_remote_journal`).
+run would use (`_remote_journal`), by the one process that holds the run's lease beside it
+(`suite.results.lease`, the object-store form of the journal's `flock`).
 """
 
 from __future__ import annotations
@@ -488,11 +489,8 @@ def _drop_journal(run: journal.Journal, results_dir: str | Path, head: dict, pat
     """The journal of a run now stored whole is inert: deleted (and its remote copy), its folder too
     when it was the last."""
     if isinstance(path, location.Remote):
-        try:
-            if run.lease is not None:
-                run.lease.drop_journal()
-            else:
-                journal_path(results_dir, head["scenario"], head["run_id"]).unlink(missing_ok=True)
+        try:  # this process wrote the results, so the run is its own: the journal goes whoever wrote it last
+            journal_path(results_dir, head["scenario"], head["run_id"]).unlink(missing_ok=True)
         except Exception as err:  # the run is stored whole; its journal copy beside it is inert
             _warn(f"cannot delete the run journal's copy in {path.parent}: {err}")
     try:
