@@ -162,7 +162,14 @@ class Remote:
         (fsspec's look first, then write: not safe against a writer doing the same at once)."""
         if self.conditional() is None:
             return self.create_object(Path(local).read_bytes())
-        self.fs.pipe_file(self.path, Path(local).read_bytes(), mode="create")
+        try:
+            self.fs.pipe_file(self.path, Path(local).read_bytes(), mode="create")
+            return None
+        except TypeError:  # a backend without create mode
+            pass
+        if self.exists():
+            raise FileExistsError(str(self))
+        self.put(local)
         return None
 
     def conditional(self) -> str | None:
@@ -260,13 +267,16 @@ def _precondition_failed(err: BaseException) -> bool:
     return code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412)
 
 
+def _answered(err: BaseException) -> bool:
+    """Whether the server answered the request (with an error), rather than the request failing."""
+    return any(getattr(e, "response", None) for e in (err, err.__cause__))
+
+
 def _probe(key: Remote) -> str | None:
     """Create `key` twice and replace it under a wrong ETag: a store that lets either through
-    ignores the conditions (an older S3-compatible server). The key is deleted either way."""
-    try:
-        key.create_object(b"mpsuite: does this store honour If-None-Match and If-Match?")
-    except Exception as err:
-        return f"{key.parent} refuses conditional writes (If-None-Match: {err})"
+    ignores the conditions (an older S3-compatible server), one that errs on them refuses them.
+    The key is deleted either way; a store that cannot be written at all raises (asked again later)."""
+    key.create_object(b"mpsuite: does this store honour If-None-Match and If-Match?")  # an error: no answer yet
     try:
         for condition, attempt in (("If-None-Match", lambda: key.create_object(b"again")),
                                    ("If-Match", lambda: key.replace_object(b"again", f'"{"0" * 32}"'))):
@@ -275,6 +285,8 @@ def _probe(key: Remote) -> str | None:
             except (FileExistsError, Changed):
                 continue
             except Exception as err:
+                if not _answered(err):
+                    raise  # no answer (a network error): not a property of the store
                 return f"{key.parent} refuses conditional writes ({condition}: {err})"
             return f"{key.parent} ignores conditional writes ({condition})"
         return None

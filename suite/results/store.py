@@ -313,7 +313,6 @@ def start_run(results_dir: str | Path, scenario: str, run_id: str, header: dict)
         return journal.Journal.create(path, header)
     local = location.spool(path)
     opened = journal.Journal.create(local, header)
-    taken = "a run journal with this run id already exists"
     try:
         if path.conditional() is None:
             opened.lease = lease.Lease.take(lease_path(path), path, run_id)
@@ -323,7 +322,7 @@ def start_run(results_dir: str | Path, scenario: str, run_id: str, header: dict)
     except (FileExistsError, lease.Held):
         opened.close()
         local.unlink(missing_ok=True)
-        raise JournalError(f"{path}: {taken}") from None
+        raise JournalError(f"{path}: a run journal with this run id already exists") from None
     except BaseException:
         opened.close()
         local.unlink(missing_ok=True)
@@ -360,8 +359,8 @@ def _lease(remote: location.Remote, run_id: str) -> lease.Lease:
     one line where the store cannot keep one writer per run, or another process holds it."""
     why = remote.conditional()
     if why is not None:
-        raise UserError(f"cannot resume run {run_id} at {remote.parent.parent}: {why}, which keeps a run "
-                        "to one writer; start a new run")
+        raise UserError(f"cannot resume run {run_id}: {why}, without which a second process could write the "
+                        "run too; start a new run")
     return lease.Lease.take(lease_path(remote), remote, run_id)
 
 
