@@ -62,9 +62,9 @@ def _holder(data: bytes) -> dict:
     return held if isinstance(held, dict) else {}
 
 
-def _expires(held: dict) -> datetime | None:
+def _time(held: dict, key: str) -> datetime | None:
     try:
-        when = datetime.fromisoformat(held["expires_at"])
+        when = datetime.fromisoformat(held[key])
     except (KeyError, TypeError, ValueError):
         return None
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
@@ -72,7 +72,7 @@ def _expires(held: dict) -> datetime | None:
 
 def _lapsed(held: dict) -> str | None:
     """Why a lease no longer holds (its time is up, or its process on this machine is gone), or None."""
-    until = _expires(held)
+    until = _time(held, "expires_at")
     if until is not None and until < _now():
         return f"it lapsed at {until:%Y-%m-%d %H:%M:%S} UTC"
     pid = held.get("pid")
@@ -82,12 +82,13 @@ def _lapsed(held: dict) -> str | None:
 
 
 def describe(held: dict) -> str:
+    """Who holds a lease, and until when, as one line (its fields made safe for a terminal)."""
     if not held:
         return "an object that is no mpsuite lease"
-    until = _expires(held)
+    renewed, until = _time(held, "renewed_at"), _time(held, "expires_at")
     return (f"process {printable(str(held.get('pid')))} on host {printable(str(held.get('host')))}"
-            + (f", lease renewed {printable(str(held.get('renewed_at')))}, until {until:%Y-%m-%d %H:%M:%S} UTC"
-               if until else ""))
+            + (f", lease renewed {renewed:%Y-%m-%d %H:%M:%S} UTC" if renewed else "")
+            + (f", until {until:%Y-%m-%d %H:%M:%S} UTC" if until else ""))
 
 
 class Lease:
