@@ -173,8 +173,8 @@ class Remote:
         return None
 
     def conditional(self) -> str | None:
-        """None where this store creates an object only if absent and replaces or deletes one only
-        if unchanged, else why not. S3 (s3fs) has both (If-None-Match, If-Match), but an
+        """None where this store creates an object only if absent and replaces one only if
+        unchanged, else why not. S3 (s3fs) has both (If-None-Match, If-Match), but an
         S3-compatible server may ignore them, so each bucket is probed once per process; other
         stores are not wired in (GCS would use generation match: ifGenerationMatch)."""
         if not hasattr(self.fs, "call_s3"):
