@@ -485,6 +485,6 @@ def _already_complete(path: Path, report_dir: Path | None) -> RunResult:
     """`--resume` of a run that is stored whole (it finished, or was killed between writing its
     parquet and its report): nothing to run; its report is rendered, so a missing one is repaired."""
     print(f"mpsuite: run {path.stem} is already complete ({path}); rendering its report", file=sys.stderr)
-    store.journal_path(path.parent.parent, path.parent.name, path.stem).unlink(missing_ok=True)  # inert now
+    store.forget_journal(path.parent.parent, path.parent.name, path.stem)  # inert now
     records = store.read_file(path)  # stored by an earlier process
     return RunResult(path.stem, path, records, _render(records, path, report_dir))

@@ -4,9 +4,15 @@ no partial object under a final name when an upload fails."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import secrets
+import socket
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -14,10 +20,11 @@ from suite import cli, pipeline
 from suite.analysis import compare, history
 from suite.report import pages, plots
 from suite.core.errors import UserError
-from suite.results import journal, location, store
+from suite.results import atomic, journal, lease, location, store
 from suite.scenario import plan, spec
 from tests.conftest import quick_toml
 
+ROOT = Path(__file__).resolve().parent.parent
 moto_server = pytest.importorskip("moto.server", reason="needs moto[server] (the test extra)")
 pytest.importorskip("s3fs", reason="needs s3fs (the remote extra)")
 
@@ -112,6 +119,7 @@ def test_an_interrupted_run_resumes_from_the_uploaded_journal_on_another_machine
     run_id = stopped.value.run_id
     remote = store.journal_path(url, "small", run_id)
     assert len(journal.read(remote).records) == 1  # the uploaded copy holds the finished case
+    assert not store.lease_path(remote).exists()  # released as the run stopped: another machine may go on
     assert store.incomplete_runs(url, "small") == [run_id]
     partial = store.read([url], unfinished=True)
     assert partial["run_partial"].all() and len(partial) == 1
@@ -128,32 +136,37 @@ RECORDS = [{"run_id": "20260101T000000Z-abcdef", "scenario": "small", "case_id":
             "workload": "gemm", "precision": "fp32", "reason": None, "time_ms_median": 1.0}]
 
 
-def test_a_failed_upload_leaves_no_object_under_the_final_name(bucket, url, monkeypatch):
+@pytest.mark.parametrize("conditional", [True, False], ids=["one-conditional-upload", "hidden-key-then-copy"])
+def test_a_failed_upload_leaves_no_object_under_the_final_name(bucket, url, monkeypatch, conditional):
     final = store.run_path(url, "small", "20260101T000000Z-abcdef")
     # fsspec hands out one instance per filesystem and options: this is the one the store uses
     assert final.fs is bucket
+    assert final.conditional() is None  # moto honours If-None-Match and If-Match, as S3 does
+    if not conditional:  # a store without them: the file goes to a hidden key, then is copied
+        monkeypatch.setattr(location.Remote, "conditional", lambda self: "no conditional writes here")
 
     def cut_short(lpath, rpath, **kwargs):
-        with open(lpath, "rb") as f:
-            bucket.pipe_file(rpath, f.read()[:100])  # part of the bytes arrive, then the link drops
-        raise ConnectionError("connection reset while uploading")
+        if not conditional:  # a backend whose upload can leave part of the bytes under the key it writes
+            with open(lpath, "rb") as f:
+                bucket.pipe_file(rpath, f.read()[:100])
+        raise ConnectionError("connection reset while uploading")  # (S3 keeps no part of a PUT cut short)
 
-    monkeypatch.setattr(bucket, "put_file", cut_short)
-    with pytest.raises(ConnectionError):
-        store.write_run(RECORDS, final)
+    with monkeypatch.context() as mp:
+        mp.setattr(bucket, "put_file", cut_short)
+        with pytest.raises(ConnectionError):
+            store.write_run(RECORDS, final)
     assert bucket.find(url.removeprefix("s3://")) == []  # neither the final key nor the temporary
 
-    monkeypatch.undo()
+    if not conditional:
+        def refused(*args, **kwargs):
+            raise OSError("copy refused")
 
-    def refused(*args, **kwargs):
-        raise OSError("copy refused")
+        with monkeypatch.context() as mp:
+            mp.setattr(bucket, "copy", refused)
+            with pytest.raises(OSError, match="copy refused"):
+                store.write_run(RECORDS, final)
+        assert bucket.find(url.removeprefix("s3://")) == []
 
-    monkeypatch.setattr(bucket, "copy", refused)
-    with pytest.raises(OSError, match="copy refused"):
-        store.write_run(RECORDS, final)
-    assert bucket.find(url.removeprefix("s3://")) == []
-
-    monkeypatch.undo()
     store.write_run(RECORDS, final)
     before = final.read_bytes()
     with pytest.raises(FileExistsError, match="never overwritten"):
@@ -207,3 +220,185 @@ def test_shards_of_a_group_write_to_the_bucket_and_a_requeued_shard_finds_its_ru
     assert cli.main(["run", str(two), "--shard", "0/2", "--group", "nightly", "--results", url,
                      "--no-report", "--quiet"]) == 0
     assert sorted(k for k in bucket.find(url.removeprefix("s3://")) if k.endswith(".parquet")) == files
+
+
+# --- one writer per run (issue #35): two resumers, the results file created once -------------------------
+
+# A resumer that waits, once it holds the run, for the test to let it measure: the other resumer is
+# then started and finished while this one is known to be running (no race left to chance).
+HELD_RESUMER = """
+import pathlib, sys, time
+from suite import cli
+from suite.results import journal
+gate, append = pathlib.Path(sys.argv[1]), journal.Journal.append
+def gated(self, record):
+    deadline = time.monotonic() + 120
+    while not gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    append(self, record)
+journal.Journal.append = gated
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+def interrupted_run(scenario, url, monkeypatch) -> str:
+    """A run of `scenario` at `url` stopped after its first case (as by a preempted node), its id."""
+    append = journal.Journal.append
+
+    def killed_after_one(self, record):
+        if len(self):
+            raise KeyboardInterrupt
+        append(self, record)
+
+    monkeypatch.setattr(journal.Journal, "append", killed_after_one)
+    with pytest.raises(pipeline.RunInterrupted) as stopped:
+        pipeline.run(pipeline.RunRequest(scenario, url, None, "cpu", progress=False))
+    monkeypatch.setattr(journal.Journal, "append", append)
+    return stopped.value.run_id
+
+
+def resumer(args: list[str], spool, gate=None) -> subprocess.Popen:
+    """Another machine (its own spool) resuming a run: `python -m suite run ... --resume`, or the
+    held resumer above when given a gate file."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPSUITE_SPOOL": str(spool)}
+    head = [sys.executable, "-c", HELD_RESUMER, str(gate)] if gate else [sys.executable, "-m", "suite"]
+    return subprocess.Popen(head + args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_machines_resuming_one_run_one_measures_the_rest_the_other_refuses_up_front(
+        bucket, url, write_scenario, monkeypatch, tmp_path):
+    path = write_scenario(SMALL.replace("sizes = [32]", "sizes = [32, 48]"), "small.toml")
+    scenario = spec.load(path)
+    order = [c.case_id for c in plan.expand(scenario)]
+    run_id = interrupted_run(scenario, url, monkeypatch)
+    remote = store.journal_path(url, "small", run_id)
+    location.spool(remote).unlink()  # both resumers are other machines: only the bucket's copy is left
+    args = ["run", str(path), "--resume", run_id, "--results", url,
+            "--no-report", "--quiet"]
+    gate = tmp_path / "go"
+    first = resumer(args, tmp_path / "spool-a", gate)
+    try:
+        deadline = time.monotonic() + 120
+        announced = ""
+        while "resuming with 1 done" not in announced and time.monotonic() < deadline:
+            line = first.stderr.readline()
+            assert line, first.communicate()
+            announced += line
+        assert "resuming with 1 done" in announced  # it holds the run and is about to measure
+        second = resumer(args, tmp_path / "spool-b")
+        out, err = second.communicate(timeout=300)
+        assert second.returncode == 2, err
+        assert len(err.strip().splitlines()) == 1 and err.startswith("mpsuite: error: ")
+        assert run_id in err and socket.gethostname() in err and "resuming with" not in err  # nothing measured
+        assert not list((tmp_path / "spool-b").rglob("*.journal.jsonl"))
+    finally:
+        gate.touch()
+        _, rest = first.communicate(timeout=300)
+    assert first.returncode == 0, rest
+    keys = bucket.find(url.removeprefix("s3://"))
+    assert len(keys) == 1 and keys[0].endswith(f"/small/{run_id}.parquet")  # no journal, no lease, no temporary
+    done = store.read_file(f"s3://{keys[0]}")
+    assert sorted(done["case_id"]) == sorted(order)  # every case exactly once
+    assert not list((tmp_path / "spool-a").rglob("*.journal.jsonl"))
+
+
+def test_the_results_file_never_replaces_one_another_writer_created_meanwhile(bucket, url, monkeypatch):
+    final = store.run_path(url, "small", "20260101T000000Z-abcdef")
+    real_exists = location.Remote.exists
+    # another writer's file lands between any look this writer takes and its own write
+    monkeypatch.setattr(location.Remote, "exists", lambda self: False if self == final else real_exists(self))
+    store.write_run(RECORDS, final)
+    before = final.read_bytes()
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        store.write_run([{**RECORDS[0], "status": "failed"}], final)
+    assert final.read_bytes() == before
+    assert bucket.find(url.removeprefix("s3://")) == [final.path]  # and no temporary left beside it
+
+
+RUN = "20260101T000000Z-abcdef"
+
+
+def as_another_machine(monkeypatch, tmp_path, name: str) -> None:
+    monkeypatch.setenv("MPSUITE_SPOOL", str(tmp_path / name))  # its own spool, as on its own disk
+
+
+def test_a_writer_that_lost_its_lease_stops_without_writing_the_journal_or_the_results(
+        bucket, url, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(lease, "LEASE_S", -1)  # its lease lapses at once (as after a case longer than LEASE_S)
+    first = store.start_run(url, "small", RUN, {"plan": ["c1", "c2"]})
+    monkeypatch.setattr(lease, "LEASE_S", 1800)
+    remote = store.journal_path(url, "small", RUN)
+    first.append(RECORDS[0])  # it renews its lease (still its own) and uploads
+    assert len(journal.read(remote).records) == 1
+
+    monkeypatch.setattr(lease, "LEASE_S", -1)
+    first.append({**RECORDS[0], "case_id": "c0"})  # lapsed again: nobody took the run over, so it goes on
+    monkeypatch.setattr(lease, "LEASE_S", 1800)
+    as_another_machine(monkeypatch, tmp_path, "b")
+    second = store.continue_run(url, "small", RUN)  # takes the lapsed lease over
+    assert "taking run" in capsys.readouterr().err and len(second) == 2
+    uploaded = remote.read_bytes()
+    with pytest.raises(lease.Held, match="lost the run's lease"):
+        first.append({**RECORDS[0], "case_id": "c2"})
+    assert remote.read_bytes() == uploaded  # the journal is the new writer's
+    assert not first.path.exists()  # and this machine's copy, out of date now, is gone
+    with pytest.raises(lease.Held):
+        store.finish_run(first, url, ["c1"])
+    assert not store.run_path(url, "small", RUN).exists()
+
+    second.append({**RECORDS[0], "case_id": "c2"})
+    store.finish_run(second, url, ["c1", "c2"])
+    keys = bucket.find(url.removeprefix("s3://"))
+    assert keys == [store.run_path(url, "small", RUN).path]  # no journal, no lease left
+
+
+def write_lease(path, **fields) -> None:
+    path.fs.pipe_file(path.path, json.dumps(fields).encode())
+
+
+def test_a_lease_lapses_by_its_time_or_its_dead_process_here_and_never_when_unreadable(bucket, url, tmp_path, monkeypatch):
+    started = store.start_run(url, "small", RUN, {"plan": ["c1"]})
+    started.lease = None  # the process died without releasing it
+    started.close()
+    key = store.lease_path(store.journal_path(url, "small", RUN))
+    as_another_machine(monkeypatch, tmp_path, "b")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    later = "2999-01-01T00:00:00+00:00"
+    refused = [({"host": "node7", "pid": 1234, "machine": "elsewhere", "expires_at": later}, "process 1234 on host node7"),
+               (b"\x00 not json", "no mpsuite lease"),
+               ({"host": "a\x1b[2Jb", "pid": 1, "machine": "elsewhere"}, r"host a\[2Jb")]  # no time: never lapses
+    for held, named in refused:
+        key.fs.pipe_file(key.path, held if isinstance(held, bytes) else json.dumps(held).encode())
+        with pytest.raises(lease.Held, match=named) as err:
+            store.continue_run(url, "small", RUN)
+        assert str(key) in str(err.value) and "\n" not in str(err.value)
+        assert not list((tmp_path / "b").rglob("*.journal.jsonl"))  # refused before the journal was read
+    for held in ({"host": "node7", "pid": 1234, "machine": "elsewhere", "expires_at": "2000-01-01T00:00:00+00:00"},
+                 {"host": "here", "pid": int(gone.stdout), "machine": atomic.machine(), "expires_at": later}):
+        write_lease(key, **held)
+        resumed = store.continue_run(url, "small", RUN)
+        assert json.loads(key.read_bytes())["pid"] == os.getpid()  # taken over
+        resumed.close()
+        assert not key.exists()  # released on close
+
+
+def test_resume_is_refused_up_front_where_the_store_cannot_keep_one_writer(bucket, url, small, tmp_path, monkeypatch, capsys):
+    store.start_run(url, "small", RUN, {"plan": ["c1"]}).close()
+    keys = sorted(bucket.find(url.removeprefix("s3://")))
+    call_s3 = bucket.call_s3
+
+    def ignoring_conditions(method, *args, **kwargs):  # an S3-compatible server that ignores them
+        return call_s3(method, *args, **{k: v for k, v in kwargs.items() if k not in ("IfNoneMatch", "IfMatch")})
+
+    monkeypatch.setattr(bucket, "call_s3", ignoring_conditions)
+    monkeypatch.setattr(location, "_PROBED", {})
+    as_another_machine(monkeypatch, tmp_path, "b")
+    assert cli.main(["run", str(small), "--resume", RUN, "--results", url, "--no-report", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ignores conditional writes (If-None-Match)" in err and RUN in err
+    assert sorted(bucket.find(url.removeprefix("s3://"))) == keys  # nothing written, the probe's key gone
+
+    memory = f"memory://mpsuite/{secrets.token_hex(4)}"  # a store mpsuite has no conditional write for
+    store.start_run(memory, "small", RUN, {"plan": ["c1"]}).close()  # a new run still goes there
+    with pytest.raises(UserError, match=r"cannot resume run .* memory:// has no conditional write"):
+        store.continue_run(memory, "small", RUN)

@@ -222,7 +222,7 @@ def remove_stale(folder: str | Path) -> list[Path]:
         match = STALE.fullmatch(entry.name)
         if match is None and not LEGACY.fullmatch(entry.name):
             continue
-        dead = match is not None and match["machine"] == here and not _alive(int(match["pid"]))
+        dead = match is not None and match["machine"] == here and not alive(int(match["pid"]))
         if not dead and not _older_than(entry, STALE_AFTER_S):
             continue
         try:
@@ -233,7 +233,8 @@ def remove_stale(folder: str | Path) -> list[Path]:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process of this machine has this pid (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -137,6 +137,8 @@ class Journal:
         self.case_ids: set[str] = {r["case_id"] for r in self.records}
         # called with the path after each durable append (the store uploads a remote run's copy)
         self.mirror: Callable[[Path], None] | None = None
+        # a remote run's lease (`suite.results.lease`): this process writes the run until close
+        self.lease = None
 
     @staticmethod
     def _lock(fd: int, path: Path) -> None:
@@ -223,6 +225,9 @@ class Journal:
         if self._fd >= 0:
             os.close(self._fd)  # also releases the flock
             self._fd = -1
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
 
     def __enter__(self) -> "Journal":
         return self

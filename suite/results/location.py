@@ -7,10 +7,13 @@ interface and never asks which kind it holds. fsspec (and its backend: s3fs, gcs
 imported only when a URL is used: the `remote` extra, `pip install -e .[remote]`.
 
 An object store has no rename and no append, so the guarantees of local files are kept this way:
-- a file is written to a unique hidden key beside its final one (`.<name>.<pid>.<hex>.tmp`, which
-  readers skip), then copied to its final key in one server-side step, never over an existing
-  object: a reader sees the whole object or none, and a failed upload leaves no object under the
-  final name (`Remote.publish`);
+- a results file is created whole under its final key, never over an existing object: on a store
+  that writes conditionally (`Remote.conditional`: S3's If-None-Match and If-Match, probed once per
+  bucket) in one upload that the server refuses if the key is taken; elsewhere through a unique
+  hidden key beside it (`.<name>.<pid>.<hex>.tmp`, which readers skip) copied to the final key
+  after a look that it is free. A reader sees the whole object or none, and a failed upload leaves
+  no object under the final name (`Remote.publish`);
+- the same conditions keep a run to one writer (`suite.results.lease`);
 - a report is rendered into a local folder and then uploaded file by file (`upload_folder`);
 - a run's journal is appended on local disk (`spool`), each case fsynced as for a local run, and
   the whole journal is uploaded after each case (an object replaced whole), so a run can be resumed
@@ -153,39 +156,145 @@ class Remote:
         reader the old object or the new one). For objects that are copies, such as a journal."""
         self.fs.put_file(str(local), self.path)
 
-    def create(self, local: Path) -> None:
-        """Upload the local file here unless an object is here already (FileExistsError): a
-        conditional write where the backend has one (S3's If-None-Match), else a check first."""
+    def create(self, local: Path) -> str | None:
+        """Upload the local file here unless an object is here already (FileExistsError); its ETag
+        where the store writes conditionally (`conditional`: one request, If-None-Match), else None
+        (fsspec's look first, then write: not safe against a writer doing the same at once)."""
+        if self.conditional() is None:
+            return self.create_object(Path(local).read_bytes())
         try:
             self.fs.pipe_file(self.path, Path(local).read_bytes(), mode="create")
-            return
+            return None
         except TypeError:  # a backend without create mode
             pass
         if self.exists():
             raise FileExistsError(str(self))
         self.put(local)
+        return None
+
+    def conditional(self) -> str | None:
+        """None where this store creates an object only if absent and replaces one only if
+        unchanged, else why not. S3 (s3fs) has both (If-None-Match, If-Match), but an
+        S3-compatible server may ignore them, so each bucket is probed once per process; other
+        stores are not wired in (GCS would use generation match: ifGenerationMatch)."""
+        if not hasattr(self.fs, "call_s3"):
+            return f"{self.scheme}:// has no conditional write mpsuite uses (S3's If-None-Match and If-Match)"
+        bucket = self.fs.split_path(self.path)[0]
+        if (id(self.fs), bucket) not in _PROBED:
+            _PROBED[id(self.fs), bucket] = _probe(self.parent / f".mpsuite-probe.{os.getpid()}.{secrets.token_hex(4)}")
+        return _PROBED[id(self.fs), bucket]
+
+    def _s3(self, method: str, **kwargs) -> dict:
+        bucket, key, _ = self.fs.split_path(self.path)
+        try:
+            return self.fs.call_s3(method, Bucket=bucket, Key=key, **kwargs)
+        except OSError as err:
+            if _precondition_failed(err):
+                raise (FileExistsError if "IfNoneMatch" in kwargs else Changed)(f"{self}: {err}") from None
+            raise
+
+    def create_object(self, data: bytes) -> str:
+        """Write `data` here only if no object is here (FileExistsError), in one request; its ETag."""
+        return self._s3("put_object", Body=data, IfNoneMatch="*")["ETag"]
+
+    def replace_object(self, data: bytes, etag: str) -> str:
+        """Replace the object here only if it is still the one with `etag` (else `Changed`); the new ETag."""
+        try:
+            return self._s3("put_object", Body=data, IfMatch=etag)["ETag"]
+        except FileNotFoundError:
+            raise Changed(f"{self}: gone") from None
+
+    def delete_object(self, etag: str) -> None:
+        """Delete the object here only if it is still the one with `etag` (else `Changed`)."""
+        self._s3("delete_object", IfMatch=etag)
+
+    def read_object(self) -> tuple[bytes, str]:
+        """The object's bytes and their ETag, read as one (FileNotFoundError if there is none)."""
+        with self.fs.open(self.path, "rb") as f:  # s3fs reads with If-Match on the ETag it opened
+            return f.read(), f.details["ETag"]
 
     def publish(self, write: Callable[[Path], object]) -> "Remote":
-        """Call write(local_tmp), upload it to a unique hidden key beside this one, then copy that
-        to this key, which must not exist (FileExistsError): no partial object under the final name
-        whatever fails, and no object overwritten. The hidden key is deleted either way."""
-        tmp = self.parent / f".{self.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        """Call write(local_tmp) and make that the object here, which must not exist
+        (FileExistsError): no partial object under the final name whatever fails, and no object
+        overwritten. Where the store writes conditionally, one create (an S3 upload is whole or
+        nothing, and If-None-Match refuses a key another writer took, however late); else the
+        local file goes to a unique hidden key beside this one, then is copied here if nothing is
+        here yet (a look first: not safe against a writer doing the same at once)."""
         with tempfile.TemporaryDirectory(prefix="mpsuite-") as folder:
             local = Path(folder) / self.name
             write(local)
-            try:
-                tmp.put(local)
-                if self.fs.size(tmp.path) != local.stat().st_size:
-                    raise OSError(f"{tmp}: uploaded {self.fs.size(tmp.path)} bytes of {local.stat().st_size}")
-                if self.exists():
-                    raise FileExistsError(f"{self} exists already; results are never overwritten")
-                self.fs.copy(tmp.path, self.path)
-            finally:
+            if self.conditional() is None:
                 try:
-                    tmp.unlink(missing_ok=True)
-                except OSError:
-                    pass  # a hidden key: readers skip it
+                    self.fs.put_file(str(local), self.path, mode="create")
+                except OSError as err:
+                    if isinstance(err, FileExistsError) or _precondition_failed(err):
+                        raise FileExistsError(f"{self} exists already; results are never overwritten") from None
+                    raise
+                return self
+            self._copy_in(local)
         return self
+
+    def _copy_in(self, local: Path) -> None:
+        tmp = self.parent / f".{self.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        try:
+            tmp.put(local)
+            if self.fs.size(tmp.path) != local.stat().st_size:
+                raise OSError(f"{tmp}: uploaded {self.fs.size(tmp.path)} bytes of {local.stat().st_size}")
+            if self.exists():
+                raise FileExistsError(f"{self} exists already; results are never overwritten")
+            self.fs.copy(tmp.path, self.path)
+        finally:
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass  # a hidden key: readers skip it
+
+
+class Changed(OSError):
+    """A conditional replace or delete found the object changed or gone: another writer's now."""
+
+
+# (filesystem, bucket) -> None or why it cannot write conditionally (`Remote.conditional`)
+_PROBED: dict[tuple[int, str], str | None] = {}
+
+
+def _precondition_failed(err: BaseException) -> bool:
+    """Whether a store's error says a condition did not hold (HTTP 412), or another conditional
+    write to the key was in flight (409, S3's ConditionalRequestConflict)."""
+    response = getattr(err.__cause__, "response", None) or {}
+    code = (response.get("Error") or {}).get("Code")
+    status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    return code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412)
+
+
+def _answered(err: BaseException) -> bool:
+    """Whether the server answered the request (with an error), rather than the request failing."""
+    return any(getattr(e, "response", None) for e in (err, err.__cause__))
+
+
+def _probe(key: Remote) -> str | None:
+    """Create `key` twice and replace it under a wrong ETag: a store that lets either through
+    ignores the conditions (an older S3-compatible server), one that errs on them refuses them.
+    The key is deleted either way; a store that cannot be written at all raises (asked again later)."""
+    key.create_object(b"mpsuite: does this store honour If-None-Match and If-Match?")  # an error: no answer yet
+    try:
+        for condition, attempt in (("If-None-Match", lambda: key.create_object(b"again")),
+                                   ("If-Match", lambda: key.replace_object(b"again", f'"{"0" * 32}"'))):
+            try:
+                attempt()
+            except (FileExistsError, Changed):
+                continue
+            except Exception as err:
+                if not _answered(err):
+                    raise  # no answer (a network error): not a property of the store
+                return f"{key.parent} refuses conditional writes ({condition}: {err})"
+            return f"{key.parent} ignores conditional writes ({condition})"
+        return None
+    finally:
+        try:
+            key.unlink(missing_ok=True)
+        except Exception:
+            pass  # a hidden key: readers skip it
 
 
 # Packages whose exceptions say the storage service could not be used (unreachable endpoint, no

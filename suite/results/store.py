@@ -12,7 +12,8 @@ complete" and `--resume <run_id>` continues it.
 The results folder may be a URL fsspec reaches (`s3://bucket/prefix`): every path here then is a
 `suite.results.location.Remote`, files are published the object-store way, and a run's journal is
 appended in a local spool and uploaded whole after each case, to the same `_journals/` key a local
-run would use (`_remote_journal`).
+run would use (`_remote_journal`), by the one process that holds the run's lease beside it
+(`suite.results.lease`, the object-store form of the journal's `flock`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from suite.core import files, names
-from suite.results import columns, groups, journal, location, validate
+from suite.results import columns, groups, journal, lease, location, validate
 from suite.results.atomic import atomic_write
 from suite.core.errors import JournalError, UserError
 
@@ -162,6 +163,11 @@ def journal_path(results_dir: str | Path, scenario: str, run_id: str) -> Path:
     return scenario_dir(results_dir, scenario) / JOURNAL_DIR / f"{check_run_id(run_id)}{JOURNAL_SUFFIX}"
 
 
+def lease_path(journal_file: location.Remote) -> location.Remote:
+    """The lease of a remote run (`suite.results.lease`), beside its journal."""
+    return journal_file.parent / f"{journal_file.name[: -len(JOURNAL_SUFFIX)]}.lease"
+
+
 def _plain_type(kind: pa.DataType) -> bool:
     """A type every reader takes as it is: text, a number, a bool, a time, or a list of one."""
     if pa.types.is_list(kind):
@@ -268,28 +274,39 @@ def _write(table: pa.Table, path: str | Path) -> Path:
     return atomic_write(location.where(path), lambda tmp: pq.write_table(table, tmp))
 
 
-def _warn_mirror(remote: location.Remote):
+def _uploader(remote: location.Remote, held: lease.Lease | None):
     """The uploader of a remote run's journal: a failed upload (a network blip) costs nothing that
-    the local journal does not keep, so it is a warning and the run goes on."""
+    the local journal does not keep, so it is a warning and the run goes on; a run another process
+    has taken over (`lease.Held`) stops."""
 
     def mirror(local: Path) -> None:
         try:
-            remote.put(local)
+            remote.put(local) if held is None else held.upload(local.read_bytes())
+        except lease.Held:
+            _lost(local)
+            raise
         except Exception as err:  # any backend's error: the local journal is durable either way
             _warn(f"cannot upload the run journal to {remote} ({err}); it is kept in {local}")
 
     return mirror
 
 
-def _remote_journal(opened: journal.Journal, remote: location.Remote) -> journal.Journal:
-    opened.mirror = _warn_mirror(remote)
+def _lost(local: Path) -> None:
+    """A run another process has taken over: this machine's copy of its journal is out of date
+    (the bucket's is the run's now), and a later resume here must not take it for the longer one."""
+    local.unlink(missing_ok=True)
+
+
+def _remote_journal(opened: journal.Journal, remote: location.Remote, held: lease.Lease | None) -> journal.Journal:
+    opened.mirror, opened.lease = _uploader(remote, held), held
     return opened
 
 
 def start_run(results_dir: str | Path, scenario: str, run_id: str, header: dict) -> journal.Journal:
     """Create the journal of a new run; `header` holds what a resume must check (plan, machine).
     For remote results the journal is appended in the local spool and its copy created remotely
-    only if no run has this id there (the object-store form of O_EXCL)."""
+    only if no run has this id there (the object-store form of O_EXCL), under the run's lease
+    where the store writes conditionally (`suite.results.lease`; elsewhere a run cannot be resumed)."""
     header = {"run_id": run_id, "scenario": scenario, "schema_version": SCHEMA_VERSION, **header}
     path = journal_path(results_dir, scenario, run_id)
     if not isinstance(path, location.Remote):
@@ -297,8 +314,12 @@ def start_run(results_dir: str | Path, scenario: str, run_id: str, header: dict)
     local = location.spool(path)
     opened = journal.Journal.create(local, header)
     try:
-        path.create(local)
-    except FileExistsError:
+        if path.conditional() is None:
+            opened.lease = lease.Lease.take(lease_path(path), path, run_id)
+            opened.lease.journal_etag = path.create(local)
+        else:
+            path.create(local)
+    except (FileExistsError, lease.Held):
         opened.close()
         local.unlink(missing_ok=True)
         raise JournalError(f"{path}: a run journal with this run id already exists") from None
@@ -306,7 +327,7 @@ def start_run(results_dir: str | Path, scenario: str, run_id: str, header: dict)
         opened.close()
         local.unlink(missing_ok=True)
         raise
-    return _remote_journal(opened, path)
+    return _remote_journal(opened, path, opened.lease)
 
 
 def incomplete_runs(results_dir: str | Path, scenario: str) -> list[str]:
@@ -317,12 +338,13 @@ def incomplete_runs(results_dir: str | Path, scenario: str) -> list[str]:
     return sorted(i for i in ids if RUN_ID.fullmatch(i) and not (folder / f"{i}.parquet").exists())
 
 
-def _local_copy(remote: location.Remote) -> Path:
+def _local_copy(remote: location.Remote, held: lease.Lease) -> Path:
     """The spool file of a remote run's journal, brought up to date from the uploaded copy when
-    that holds more (the run went on elsewhere, or this machine never held it)."""
+    that holds more (the run went on elsewhere, or this machine never held it); the copy's ETag
+    goes to `held`, so that this process replaces only what it read."""
     local = location.spool(remote)
     try:
-        data = remote.read_bytes()
+        data, held.journal_etag = remote.read_object()
     except FileNotFoundError:
         return local  # never uploaded (the upload failed): only this machine's copy exists
     except Exception as err:
@@ -332,27 +354,43 @@ def _local_copy(remote: location.Remote) -> Path:
     return local
 
 
+def _lease(remote: location.Remote, run_id: str) -> lease.Lease:
+    """The lease of a remote run to resume, taken before anything is read or measured; refused in
+    one line where the store cannot keep one writer per run, or another process holds it."""
+    why = remote.conditional()
+    if why is not None:
+        raise UserError(f"cannot resume run {run_id}: {why}, without which a second process could write the "
+                        "run too; start a new run")
+    return lease.Lease.take(lease_path(remote), remote, run_id)
+
+
 def continue_run(results_dir: str | Path, scenario: str, run_id: str) -> journal.Journal:
-    """Reopen the journal of an interrupted run, locked, with its finished records loaded."""
+    """Reopen the journal of an interrupted run, locked (and, remote, under the run's lease), with
+    its finished records loaded."""
     done = run_path(results_dir, scenario, run_id)
     path = journal_path(results_dir, scenario, run_id)
     remote = path if isinstance(path, location.Remote) else None
-    if remote is not None:
-        path = _local_copy(remote)
 
     def refuse_if_complete():
         if done.exists():
             raise UserError(f"run {run_id} is already complete: {done}")
 
     refuse_if_complete()
-    if not path.exists():
-        others = incomplete_runs(results_dir, scenario)
-        hint = f"; runs that can be resumed: {', '.join(others)}" if others else "; no run of it can be resumed"
-        where = (remote or path).parent
-        raise UserError(f"no journal of run {run_id} for scenario {scenario!r} in {where}{hint}")
-    opened = journal.Journal.resume(path, lambda contents: _check_journal(contents, path, run_id, scenario))
+    held = _lease(remote, run_id) if remote is not None else None
+    try:
+        if remote is not None:
+            path = _local_copy(remote, held)
+        if not path.exists():
+            others = incomplete_runs(results_dir, scenario)
+            hint = f"; runs that can be resumed: {', '.join(others)}" if others else "; no run of it can be resumed"
+            raise UserError(f"no journal of run {run_id} for scenario {scenario!r} in {(remote or path).parent}{hint}")
+        opened = journal.Journal.resume(path, lambda contents: _check_journal(contents, path, run_id, scenario))
+    except BaseException:
+        if held is not None:
+            held.release()
+        raise
     if remote is not None:
-        _remote_journal(opened, remote)
+        _remote_journal(opened, remote, held)
     try:
         refuse_if_complete()  # it may have finished while we waited for the lock
     except BaseException:
@@ -377,6 +415,14 @@ def _check_journal(contents: journal.Contents, path, run_id: str | None = None, 
                         f"{'mix them in one run; start a new run' if run_id else 'read a newer one; upgrade mpsuite'}")
     if contents.records:
         validate.check(_table(contents.records), path)
+
+
+def forget_journal(results_dir: str | Path, scenario: str, run_id: str) -> None:
+    """The journal (and, remote, the lease) of a run stored whole: inert, deleted."""
+    path = journal_path(results_dir, scenario, run_id)
+    path.unlink(missing_ok=True)
+    if isinstance(path, location.Remote):
+        lease_path(path).unlink(missing_ok=True)
 
 
 def journal_header(results_dir: str | Path, scenario: str, run_id: str) -> dict:
@@ -415,6 +461,12 @@ def finish_run(run: journal.Journal, results_dir: str | Path, order: list[str]) 
     try:
         table = _table(records)
         validate.check(table, run.path)  # what the reader would refuse is never written, nor its journal deleted
+        if run.lease is not None:
+            try:
+                run.lease.renew()  # a process that lost the run writes no results
+            except lease.Held:
+                _lost(run.path)
+                raise
         path = _write_results(table, results_dir, head, run.path)
         _drop_journal(run, results_dir, head, path)
     finally:
@@ -436,7 +488,7 @@ def _drop_journal(run: journal.Journal, results_dir: str | Path, head: dict, pat
     """The journal of a run now stored whole is inert: deleted (and its remote copy), its folder too
     when it was the last."""
     if isinstance(path, location.Remote):
-        try:
+        try:  # this process wrote the results, so the run is its own: the journal goes whoever wrote it last
             journal_path(results_dir, head["scenario"], head["run_id"]).unlink(missing_ok=True)
         except Exception as err:  # the run is stored whole; its journal copy beside it is inert
             _warn(f"cannot delete the run journal's copy in {path.parent}: {err}")
