@@ -94,7 +94,9 @@ CORE: list[Column] = [
         ("gemm_path", "string", "", "how a block-scaled recipe's GEMMs ran: torchao-emulated (torchao quantizes, "
                                     "dequantizes to bf16 and multiplies in bf16), qdq-fp32 (torchao's quantize-"
                                     "dequantize around a float32 GEMM, where torchao has no emulated path), "
-                                    "torchao-kernel (the format's own GEMM); null for formats multiplied as they are"),
+                                    "torchao-kernel (the format's own GEMM; a GEMM case quantized inline adds "
+                                    "+triton-cast for torchao's cast kernels or +eager-cast for its PyTorch "
+                                    "quantizer); null for formats multiplied as they are"),
         ("matmul_flags", "string", "", "the float32 and reduced-precision matmul flags in force during the case"),
         ("compile_s", "float", "s", "the first (compiling) call of a torch.compile'd case"),
     ),
