@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import functools
 import math
-import weakref
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -402,12 +401,10 @@ class TrainStep(Workload):
         train_batches = [(b[:, :-1].to(device), b[:, 1:].to(device)) for b in data]
         fixed = train_batches[0]
 
-        if spec.compile:
-            torch._dynamo.reset()  # a cold start: compile time does not depend on earlier cases
+        # dynamo is reset once per setting by the runner (suite.precisions.compiler.cold_start), not
+        # here: a reset per case would wipe the compiled code of the members prepared before it
         trainer = Trainer(model, precision, device, spec, compiled=spec.compile)
-        if spec.compile:
-            # Compiled code stays cached in dynamo until reset; drop it when the case is released.
-            weakref.finalize(trainer, torch._dynamo.reset)
+
         def fn():
             return trainer.step(*fixed)
 
