@@ -200,3 +200,24 @@ def test_cosine_schedule_warms_up_then_decays_to_the_final_rate():
     assert spec.lr_at(10) == pytest.approx(1e-5)  # the last step runs at final_lr
     assert all(spec.lr_at(i) >= spec.lr_at(i + 1) for i in range(2, 10))
     assert StepSpec.from_params({"lr": 1e-3}).lr_at(7) == 1e-3  # constant by default
+
+
+def test_mfu_is_set_against_the_precisions_peak_and_against_bf16s(monkeypatch):
+    # issue #36: an FP8 step against the FP8 peak alone reads about half bf16's MFU at the same speed
+    from suite.workloads.train_step import workload as ts
+
+    h100 = "NVIDIA H100 80GB HBM3"  # suite/core/peaks.py: bf16 989.5, fp8 1979 dense TFLOP/s
+    monkeypatch.setattr(ts, "_device_name", lambda device: h100)
+    prepared = TRAIN_STEP.prepare(case("fp8_rowwise", steps=1), registry.precision("fp8_rowwise"), CPU)
+    out = prepared.derive(0.5)
+    achieved = prepared.flops / 0.5
+    assert out["mfu"] == pytest.approx(achieved / 1979e12) and out["mfu_bf16"] == pytest.approx(achieved / 989.5e12)
+    assert ts.mfu_columns(h100, "bf16", 1e9, 1e5) == pytest.approx({"mfu": 1e14 / 989.5e12, "mfu_bf16": 1e14 / 989.5e12})
+    assert ts.mfu_columns(None, "fp8_rowwise", 1e9, 1e5) == {"mfu": None, "mfu_bf16": None}  # a CPU: no peak
+    # declared, with what each is set against, for the model steps (FSDP2 too) and the layer steps
+    for workload in ("train_step", "dist_train_step", "linear", "ln_linear"):
+        record = registry.WORKLOADS[workload]
+        described = {c.name: c.description for c in record.columns}
+        assert "own vendor peak" in described["mfu"] and "bf16 dense peak" in described["mfu_bf16"]
+        labels = dict((column, title) for column, title, _ in record.detail_columns)
+        assert "bf16 peak" in labels["mfu_bf16"] and "own peak" in labels["mfu"]
