@@ -220,11 +220,13 @@ CORE: list[Column] = [
         ("throttle_reasons", "string", "", "the reasons seen, e.g. SwPowerCap"),
         ("samples_throttled", "list<bool>", "", "per sample: throttled while it ran"),
         ("n_samples_throttled", "int", "", "samples taken while throttled"),
-        ("energy_j", "float", "J", "GPU energy over the timed samples' window (NVML's total energy counter, "
-                                   "read before the first sample and after the last)"),
+        ("energy_j", "float", "J", "GPU energy (NVML's total energy counter) over the energy window: the case's "
+                                   "calls back to back after its samples, warm (no cache flush between them), "
+                                   "at least 0.5 s"),
         ("energy_window_s", "float", "s", "the window energy_j was read over (host clock)"),
+        ("energy_calls", "int", "", "calls the energy window ran"),
         ("energy_power_w", "float", "W", "mean board power over that window: energy_j / energy_window_s"),
-        ("joules_per_call", "float", "J", "energy of one call: energy_power_w x the median call time"),
+        ("joules_per_call", "float", "J", "energy of one call: energy_j / energy_calls"),
         ("joules_per_tflop", "float", "J/TFLOP", "joules_per_call per TFLOP of the call's work (flops / 1e12)"),
     ),
     *_group(
