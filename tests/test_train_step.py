@@ -212,7 +212,8 @@ def test_mfu_is_set_against_the_precisions_peak_and_against_bf16s(monkeypatch):
     out = prepared.derive(0.5)
     achieved = prepared.flops / 0.5
     assert out["mfu"] == pytest.approx(achieved / 1979e12) and out["mfu_bf16"] == pytest.approx(achieved / 989.5e12)
-    assert ts.mfu_columns(h100, "bf16", 1e9, 1e5) == pytest.approx({"mfu": 1e14 / 989.5e12, "mfu_bf16": 1e14 / 989.5e12})
+    bf16 = ts.mfu_columns(h100, "bf16", 1e9, 1e5)
+    assert bf16 == pytest.approx({"mfu": 1e14 / 989.5e12, "mfu_bf16": 1e14 / 989.5e12})
     assert ts.mfu_columns(None, "fp8_rowwise", 1e9, 1e5) == {"mfu": None, "mfu_bf16": None}  # a CPU: no peak
     # declared, with what each is set against, for the model steps (FSDP2 too) and the layer steps
     for workload in ("train_step", "dist_train_step", "linear", "ln_linear"):

@@ -441,6 +441,12 @@ def measure(
     return loop.alone(sm_clock_mhz)
 
 
+# The energy window after a case's samples (`_Loop.energy_window`): its repetitions back to back
+# for at least this long, and at most this many of them (a 1 us GEMM would need 500000).
+ENERGY_WINDOW_S = 0.5
+MAX_ENERGY_REPS = 20_000
+
+
 class _Loop:
     """`measure`'s state for one case: the clock, the rule, the cap's deadline, the batches timed and
     the energy read after them (`energy_window`). Times here are per repetition. In paired rounds
@@ -594,8 +600,8 @@ class _Loop:
     def energy_window(self) -> None:
         """The energy counter read around the case's repetitions run back to back after its samples,
         on a warm clock (no cache flush between them: a cold sample's window holds the L2 flush, some
-        31 us on an H100 against a 1 us GEMM, and the host's gaps, so power x median time drifted to
-        the flush's energy and every recipe's ratio to bf16 towards 1). At least ENERGY_WINDOW_S of
+        31 us on an H100 against a 1 us GEMM, and the host's gaps, so its power x the median time was
+        the flush's power: each recipe's energy ratio to bf16 read as its time ratio). At least ENERGY_WINDOW_S of
         repetitions (at most MAX_ENERGY_REPS), so a counter updated every few milliseconds advances
         many times; `energy_read` is the joules, seconds and calls. A counter that did not advance
         says nothing."""
@@ -619,11 +625,6 @@ class _Loop:
 
 # ---------------------------------------------------------------------------------------------
 # Paired rounds: the cases of one setting timed together
-
-# The energy window after a case's samples (`_Loop.energy_window`): its repetitions back to back
-# for at least this long, and at most this many of them (a 1 us GEMM would need 500000).
-ENERGY_WINDOW_S = 0.5
-MAX_ENERGY_REPS = 20_000
 
 # A paired round gives each case one batch of about this fraction of the budget: some 20 rounds per
 # budget, so a level that drifts over seconds (another job, a clock change) is the same for every

@@ -57,7 +57,8 @@ MFU_COLUMNS = columns(
     "utilisation (train_step, dist_train_step, linear, ln_linear)",
     ("mfu", "float", "fraction", "FLOPs utilisation against the precision's own vendor peak (its peak column, "
                                  "FP8 recipes the FP8 peak; a layer step's weight-gradient GEMM at the peak of the "
-                                 "format its recipe runs it in: fp8_rowwise_gw_hp's bf16). A model step's attention, norms, lm_head and "
+                                 "format its recipe runs it in: fp8_rowwise_gw_hp's bf16). A model step's "
+                                 "attention, norms, lm_head and "
                                  "optimizer stay bf16/fp32 under FP8 recipes, so an FP8 step reads about half "
                                  "bf16's MFU at the same speed: compare mfu_bf16; null without a known peak"),
     ("mfu_bf16", "float", "fraction", "FLOPs utilisation against the GPU's bf16 dense peak, whatever the precision: "
