@@ -58,4 +58,4 @@ def test_workload_reports_the_same_flops_and_derives_tokens_per_second():
     assert prepared.extra["tokens_per_step"] == 8 * 32
     assert prepared.flops == 698880 * 256
     # a step of 10 ms moves 256 tokens: 25600 tokens/s; a CPU has no vendor peak, so no MFU
-    assert prepared.derive(0.010) == {"tokens_per_s": pytest.approx(25600.0), "mfu": None}
+    assert prepared.derive(0.010) == {"tokens_per_s": pytest.approx(25600.0), "mfu": None, "mfu_bf16": None}

@@ -404,3 +404,47 @@ def test_fp8_gemms_run_on_a_cpu_without_native_bf16_after_a_bf16_gemm():
     env = {**__import__("os").environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+# --- the forward GEMM's accumulation: torchao's default unless a case says otherwise (issue #36) ---
+
+
+@pytest.mark.parametrize("recipe", [FP8_TENSORWISE, FP8_ROWWISE])
+@pytest.mark.parametrize("quantize", ["pre", "inline"])
+def test_the_gemm_accumulates_fast_unless_told_not_to_as_torchaos_forward(monkeypatch, recipe, quantize):
+    # torchao/float8/config.py: Float8LinearConfig.gemm_config_output = Float8GemmConfig(use_fast_accum=True);
+    # an unset use_fast_accum times that kernel (rowwise: the scales inside it), false the gradient GEMMs'
+    a, b = random_operands(32, 64, 48, 0, CPU)
+    calls, real = [], torch._scaled_mm
+
+    def spy(x, y, scale_a, scale_b, **kw):
+        calls.append((bool((scale_a == 1).all() and (scale_b == 1).all()), kw.get("use_fast_accum")))
+        return real(x, y, scale_a, scale_b, **kw)
+
+    monkeypatch.setattr(torch, "_scaled_mm", spy)
+    recipe.gemm(a, b, {"quantize": quantize})()
+    recipe.gemm(a, b, {"quantize": quantize, "use_fast_accum": False})()
+    (unit_fast, fast), (unit_slow, slow) = calls
+    assert fast is True and not unit_fast
+    assert slow is False and unit_slow == (recipe is FP8_ROWWISE)  # rowwise's slow path: unit scales
+    from suite.precisions.fp8 import FP8GemmParams
+    assert FP8GemmParams.of({}).fast_accum() and FP8GemmParams.of({"use_fast_accum": True}).fast_accum()
+    assert not FP8GemmParams.of({"use_fast_accum": False}).fast_accum()
+
+
+def test_every_fp8_grouped_gemm_of_the_gpu_scenarios_accumulates_fast():
+    # torchao's FP8 MoE grouped GEMMs run torch._scaled_grouped_mm with use_fast_accum=True
+    # (prototype/moe_training/fp8_grouped_mm.py); the GPU scenarios' grouped sweeps set nothing
+    from pathlib import Path
+
+    from suite.precisions.fp8 import FP8GemmParams
+    from suite.scenario import plan
+
+    grouped = [c for path in sorted(Path("scenarios").glob("*.toml")) for c in plan.expand(spec.load(str(path)))
+               if c.workload == "grouped_gemm" and c.precision.startswith("fp8_")]
+    assert {c.scenario for c in grouped} >= {"h100_fp8", "b200_mx"}
+    assert all(FP8GemmParams.of(c.params).fast_accum() for c in grouped)
+    # the case ids of explicit true and false stay theirs; unset is its own (the default) case
+    ids = {c.params.get("use_fast_accum") for c in plan.expand(spec.load("scenarios/h100_fp8.toml"))
+           if c.workload == "gemm" and c.precision == "fp8_rowwise"}
+    assert ids == {True, False}

@@ -221,3 +221,35 @@ def test_a_case_whose_baseline_is_not_in_the_run_says_why_it_has_no_paired_speed
     (bf16,) = inprocess.run_setting(setting(("bf16",)), CPU, by_dtype({}), META)  # e.g. `run --only precision=bf16`
     assert bf16["status"] == "ok" and bf16.get("pairing") is None and bf16.get("speedup_paired") is None
     assert bf16["pairing_note"] == "its baseline fp32 was not timed with it"
+
+
+# --- torch.compile: one cold start per setting (issue #36) -------------------------------------------
+
+
+def test_a_compiled_setting_resets_dynamo_once_and_compiles_each_member_once(monkeypatch):
+    """Preparing a member must not wipe the compiled code of those prepared before it: one
+    dynamo reset per setting, before its cases are prepared; each member compiles once (its
+    first call, compile_s), never again in its timed samples."""
+    import torch._dynamo
+    from suite.scenario.stop_rule import StopRule
+
+    compiles, resets = [], []
+    name = "mpsuite_counting_backend"
+    if name not in torch._dynamo.list_backends(exclude_tags=()):
+        @torch._dynamo.register_backend(name=name)
+        def counting(gm, example_inputs):
+            compiles.append(gm)
+            return gm.forward
+    else:
+        monkeypatch.setitem(torch._dynamo.backends.registry._COMPILER_FNS, name,
+                            lambda gm, inputs: compiles.append(gm) or gm.forward)
+    real_reset = torch._dynamo.reset
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1) or real_reset())
+    rule = StopRule(warmup_s=0.0, warmup_max_s=0.05, min_samples=3, budget_s=0.02)
+    params = {"compile": True, "compile_backend": name}
+    cases = [plan.Case("t", "linear", p, None, 16, 16, 16, params, seed=0, timing=rule) for p in ("fp32", "fp16")]
+    records = inprocess.run_setting(cases, CPU, CpuClock(), META)
+    assert [r["status"] for r in records] == ["ok", "ok"] and all(r["compile_s"] > 0 for r in records)
+    assert len(resets) == 1  # before the setting's cases are prepared; none per case, none on release
+    assert len(compiles) == 2  # one forward graph per member: none recompiled after the other's preparation
+    real_reset()

@@ -154,3 +154,21 @@ def test_gpu_kernels_are_split_by_name():
               kernel("aten::mm", 500.0, device="DeviceType.CPU")]  # the host op: not counted on a GPU
     assert attribution.split(events, on_gpu=True, steps=3) == {"measured_gemm_ms": 0.16, "measured_other_ms": 0.06}
     assert attribution.split(events[3:5], on_gpu=True, steps=3) == {}  # no GEMM found: no split
+
+
+def test_a_layer_steps_mfu_counts_each_gemm_at_its_formats_peak_and_bf16s(monkeypatch):
+    # fp8_rowwise_gw_hp runs its weight-gradient GEMM in bf16: its own peak is 2 GEMMs at FP8's
+    # and 1 at bf16's (issue #36); every recipe is also set against the bf16 peak
+    from suite.workloads.linear import workload as lw
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    cuda, flops = torch.device("cuda"), 6.0 * M * N * K
+    fp8, bf16 = 1979.0, 989.5  # suite/core/peaks.py, dense TFLOP/s
+    gw_hp = lw.step_mfu(flops, "fp8_rowwise_gw_hp", cuda)(1e-3)
+    achieved = flops / 1e-3 / 1e12
+    assert gw_hp["mfu"] == pytest.approx(achieved * (2 / fp8 + 1 / bf16) / 3)
+    assert gw_hp["mfu_bf16"] == pytest.approx(achieved / bf16)
+    assert lw.step_mfu(flops, "fp8_rowwise", cuda)(1e-3)["mfu"] == pytest.approx(achieved / fp8)
+    assert lw.step_mfu(flops, "bf16", CPU)(1e-3) == {"mfu": None, "mfu_bf16": None}
+    prepared, _ = run(LINEAR, BF16)
+    assert prepared.derive(1e-3) == {"mfu": None, "mfu_bf16": None}  # on the CPU: no vendor peak

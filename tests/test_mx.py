@@ -286,3 +286,59 @@ def test_the_reference_runs_gemm_errors_are_the_independent_computations(referen
     rows = slice(0, min(int(row["m"]), 2048))
     want = float((out[rows] - exact[rows]).norm() / exact[rows].norm())
     assert row["rel_err"] == pytest.approx(want, abs=BF16_ROUNDOFF)
+
+
+# --- inline casts on a GPU: torchao's cast kernels, not its PyTorch quantizer (issue #36) -------------
+
+
+def test_an_inline_gemm_on_a_gpu_chooses_torchaos_cast_kernels_and_records_them():
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    inline = {"quantize": "inline"}
+    assert MXFP8.configured(inline).fast_cast(cuda) and NVFP4.configured(inline).fast_cast(cuda)
+    assert MXFP8.configured({**inline, "scale_mode": "rceil"}).fast_cast(cuda)
+    assert not MXFP4.fast_cast(cuda)  # torchao 0.18 has no MXFP4 cast kernel
+    assert not MXFP8.configured({**inline, "scale_mode": "even"}).fast_cast(cuda)  # triton: floor, rceil only
+    assert not MXFP8.fast_cast(cuda, "eager") and not MXFP8.fast_cast(cpu)  # asked for, or a CPU
+    assert MXFP8.configured(inline).gemm_path(cuda, "gemm") == KERNEL + "+triton-cast"
+    assert NVFP4.configured(inline).gemm_path(cuda, "gemm") == KERNEL + "+triton-cast"
+    assert MXFP8.configured({**inline, "cast": "eager"}).gemm_path(cuda, "gemm") == KERNEL + "+eager-cast"
+    assert MXFP4.configured(inline).gemm_path(cuda, "gemm") == KERNEL + "+eager-cast"
+    assert MXFP8.configured({}).gemm_path(cuda, "gemm") == KERNEL  # pre: the casts are not timed
+    assert MXFP8.configured(inline).gemm_path(cpu, "gemm") == "torchao-emulated"
+
+
+def test_a_fast_cast_passes_torchaos_kernel_choice(monkeypatch):
+    # MXTensor.to_mx(mxfp8_dim0_cast_kernel_choice=TRITON) needs unswizzled scales (the GEMM's dispatch
+    # swizzles them, as torchao's mxfp8_linear forward); NVFP4Tensor.to_nvfp4(use_triton_kernel=True)
+    from suite.precisions.mx import recipes
+
+    api, calls = recipes.ao(), []
+    fake = type("Fake", (), {"to_mx": staticmethod(lambda *a, **kw: calls.append(("mx", kw))),
+                             "to_nvfp4": staticmethod(lambda *a, **kw: calls.append(("nv", kw)))})
+    monkeypatch.setattr(api, "MXTensor", fake)
+    monkeypatch.setattr(api, "NVFP4Tensor", fake)
+    x = torch.randn(32, 64, dtype=torch.bfloat16)
+    for recipe in (MXFP8, NVFP4):
+        recipe.quantize(x, fast=True)
+        recipe.quantize(x)
+    (_, mx_fast), (_, mx_eager), (_, nv_fast), (_, nv_eager) = calls
+    dim0 = api.config.MXFP8Dim0CastKernelChoice
+    assert mx_fast["mxfp8_dim0_cast_kernel_choice"] == dim0.TRITON and mx_fast["is_swizzled_scales"] is False
+    assert mx_eager["mxfp8_dim0_cast_kernel_choice"] == dim0.TORCH
+    assert nv_fast["use_triton_kernel"] is True and nv_eager["use_triton_kernel"] is False
+
+
+def test_an_inline_gemm_quantizes_with_the_cast_it_chose(monkeypatch):
+    from suite.precisions.mx import recipes
+
+    seen = []
+    real = recipes.BlockScaled.quantize
+    monkeypatch.setattr(recipes.BlockScaled, "quantize",
+                        lambda self, x, weight=False, fast=False: seen.append(fast) or real(self, x, weight))
+    monkeypatch.setattr(recipes.BlockScaled, "fast_cast", lambda self, device, cast="fast": cast == "fast")
+    _gemm(MXFP8, {"quantize": "inline"})
+    _gemm(MXFP8, {"quantize": "inline", "cast": "eager"})
+    assert seen == [True, True, False, False]
+    monkeypatch.setattr(recipes.importlib.util, "find_spec", lambda name: None)  # no mslk
+    with pytest.raises(Unsupported, match="needs mslk"):
+        _gemm(NVFP4, {"quantize": "inline"})

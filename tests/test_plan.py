@@ -45,8 +45,13 @@ def test_params_lists_are_swept_for_the_precisions_that_take_them(write_scenario
 def test_the_defaults_spelled_out_are_the_same_case(write_scenario):
     text = BASE.replace('"fp16"]', '"fp8_tensorwise"]')
     implicit = cases_of(write_scenario, text)
-    explicit = cases_of(write_scenario, text + 'params = {quantize = "pre", use_fast_accum = false, pad = false}\n')
+    explicit = cases_of(write_scenario, text + 'params = {quantize = "pre", pad = false}\n')
     assert [c.case_id for c in implicit] == [c.case_id for c in explicit]
+    # use_fast_accum's default is unset (torchao's forward: fast): true and false are cases of their own
+    for value in ("true", "false"):
+        spelled = cases_of(write_scenario, text + f'params = {{use_fast_accum = {value}}}\n')
+        fp8 = [c.case_id for c in spelled if c.precision == "fp8_tensorwise"]
+        assert fp8 and not set(fp8) & {c.case_id for c in implicit}
 
 
 def test_exclude_and_include(write_scenario):

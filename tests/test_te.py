@@ -168,7 +168,9 @@ def test_te_keeps_an_explicit_accumulation_choice_in_the_case():
     # None is "the recipe's own": an explicit false is a choice, kept in the case's identity, and
     # DelayedScaling (which cannot honour it) skips it instead of measuring fast accumulation.
     assert plan.identity_params("gemm", "te_delayed", {"use_fast_accum": False}) == {"use_fast_accum": False}
-    assert plan.identity_params("gemm", "fp8_rowwise", {"use_fast_accum": False}) == {}  # torchao's default
+    # torchao's recipes too: unset is torchao's forward default (fast), false a choice of its own
+    assert plan.identity_params("gemm", "fp8_rowwise", {"use_fast_accum": False}) == {"use_fast_accum": False}
+    assert plan.identity_params("gemm", "fp8_rowwise", {}) == {}
 
 
 def test_te_gemm_bytes_count_fp8_operands_as_one_byte():

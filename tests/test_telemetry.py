@@ -7,6 +7,7 @@ import re
 
 import sys
 import time
+import math
 import types
 
 import pytest
@@ -239,10 +240,11 @@ def test_power_is_read_instantaneously_where_nvml_has_the_field():
     assert telemetry.NvmlDevice(nvml, "h").power_reading == "average (1 s)"
 
 
-# --- energy: NVML's total energy counter around the timed samples -------------------------------
+# --- energy: NVML's total energy counter around a warm window after the samples ------------------
 
 
-def test_energy_is_read_just_around_the_timed_samples():
+def test_energy_is_read_around_a_warm_window_after_the_samples():
+    from suite.measure import timing
     from suite.measure.timing import StopRule, measure
 
     clock, reads = fixed(2.0, run=False), []
@@ -252,11 +254,13 @@ def test_energy_is_read_just_around_the_timed_samples():
         return 300.0 * clock.now * 1e3
 
     m = measure(lambda: None, clock, StopRule(warmup_s=0.05, budget_s=0.1), energy_mj=counter_mj)
-    assert reads == [m.window[0], m.window[1]] and m.warmup_calls > 1  # not during the warm-up
-    assert m.energy_s == pytest.approx(m.window[1] - m.window[0]) and m.energy_j == pytest.approx(300.0 * m.energy_s)
+    assert len(reads) == 2 and reads[0] == m.window[1] and m.warmup_calls > 1  # not during warm-up or samples
+    calls = math.ceil(timing.ENERGY_WINDOW_S / 0.002)  # 2 ms calls for at least the window
+    assert m.energy_calls == calls and clock.batches[-1][1] == calls
+    assert m.energy_s == pytest.approx(calls * 0.002) and m.energy_j == pytest.approx(300.0 * m.energy_s)
     cols = telemetry.energy_columns(m, flops=4e9)
-    assert cols["energy_power_w"] == pytest.approx(300.0)
-    assert cols["joules_per_call"] == pytest.approx(300.0 * 0.002)  # mean power x median call time
+    assert cols["energy_power_w"] == pytest.approx(300.0) and cols["energy_calls"] == calls
+    assert cols["joules_per_call"] == pytest.approx(300.0 * 0.002)  # the window's joules over its calls
     assert cols["joules_per_tflop"] == pytest.approx(0.6 / 4e-3)  # 4 GFLOP per call
 
 
@@ -266,6 +270,57 @@ def test_a_counter_that_does_not_advance_or_is_missing_gives_no_number(counter):
 
     m = measure(lambda: None, fixed(2.0, run=False), StopRule(warmup_s=0.0, budget_s=0.02), energy_mj=counter)
     assert m.energy_j is None and set(telemetry.energy_columns(m, 1e9).values()) == {None}
+
+
+class _Gpu:
+    """A simulated GPU for CudaClock: work advances the device's time and its energy counter (an L2
+    flush of 31 us at 400 W before each cold sample); events stamp the device time."""
+
+    def __init__(self):
+        self.t, self.mj = 0.0, 0.0
+
+    def work(self, seconds: float, watts: float) -> None:
+        self.t += seconds
+        self.mj += watts * seconds * 1e3
+
+    def event(self):
+        gpu = self
+
+        class Event:
+            def record(self):
+                self.at = gpu.t
+
+            def elapsed_time(self, end):
+                return (end.at - self.at) * 1e3
+
+        return Event()
+
+    def synchronize(self):
+        pass
+
+    def l2_bytes(self):
+        return 50 * 2**20
+
+    def buffer(self, nbytes):
+        return type("Flush", (), {"zero_": lambda _: self.work(31e-6, 400.0)})()
+
+
+@pytest.mark.parametrize("seconds, watts", [(1e-6, 700.0), (0.5e-6, 650.0)])  # a bf16 and an FP8 GEMM
+def test_joules_per_call_is_the_calls_own_not_the_flush_before_each_sample(monkeypatch, seconds, watts):
+    # issue #36: the cold samples' window is 31 us of flush per 1 us GEMM, so its mean power x the
+    # median was the flush's power x the time (0.41 mJ for the bf16 GEMM's 0.70, 0.20 for the FP8's
+    # 0.325): every recipe's energy ratio to bf16 read as its time ratio, its power ratio as 1
+    from suite.measure import timing
+    from suite.measure.timing import CudaClock, StopRule, measure
+
+    monkeypatch.setattr(timing, "ENERGY_WINDOW_S", 0.001, raising=False)
+    gpu = _Gpu()
+    m = measure(lambda: gpu.work(seconds, watts), CudaClock(api=gpu, cache="cold"),
+                StopRule(warmup_s=0.0, budget_s=0.001, min_samples=5), energy_mj=lambda: gpu.mj, wall=lambda: gpu.t)
+    assert m.cache == "cold" and m.median_ms == pytest.approx(seconds * 1e3)  # the samples stay cold
+    cols = telemetry.energy_columns(m, flops=2e9)
+    assert cols["joules_per_call"] == pytest.approx(watts * seconds)  # no flush in the window
+    assert cols["energy_power_w"] == pytest.approx(watts, rel=1e-6) and abs(cols["energy_calls"] - 0.001 / seconds) <= 1
 
 
 def test_a_case_records_joules_per_call_and_per_tflop_where_nvml_counts_energy(monkeypatch):
@@ -283,9 +338,9 @@ def test_a_case_records_joules_per_call_and_per_tflop_where_nvml_counts_energy(m
     meta = {"run_id": "20261201T000000Z-abcdef", "scenario": "t", "device": "cpu", "device_name": "cpu"}
     r = inprocess.run_case(Case("t", "gemm", "fp32", None, 16, 16, 16, {}, seed=0, timing=rule), torch.device("cpu"),
                         CpuClock(), meta)
-    assert r["status"] == "ok" and r["energy_j"] == 1.5  # two reads: before the first sample, after the last
+    assert r["status"] == "ok" and r["energy_j"] == 1.5  # two reads: around the energy window
     assert r["energy_power_w"] == pytest.approx(1.5 / r["energy_window_s"])
-    assert r["joules_per_call"] == pytest.approx(r["energy_power_w"] * r["time_ms_median"] / 1e3)
+    assert r["energy_calls"] >= 1 and r["joules_per_call"] == pytest.approx(1.5 / r["energy_calls"])
     assert r["joules_per_tflop"] == pytest.approx(r["joules_per_call"] / (2 * 16**3 / 1e12))
     store.check_records([r], "the record")
 

@@ -1,8 +1,8 @@
 """Energy per unit of work: each FP8 (or FP4) recipe's joules per TFLOP against its baseline's,
 where that baseline's GEMMs run in bf16.
 
-From the records' `joules_per_tflop` (NVML's energy counter around the timed samples,
-`suite.measure.telemetry`). Only cases where it was measured appear; a baseline without it leaves
+From the records' `joules_per_tflop` (NVML's energy counter around a warm back-to-back window of
+the case's calls after its samples, `suite.measure.telemetry`). Only cases where it was measured appear; a baseline without it leaves
 its cells empty. Nothing is estimated here: a missing number stays missing.
 """
 

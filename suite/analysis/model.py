@@ -224,7 +224,7 @@ def gemm_case(precision: str, m: int, k: int, n: int, params: dict, groups: int 
         return [gemm("GEMM", m, k, n, fmt, groups=groups)]
     opts = recipe.params.of(params)
     kernels = [gemm(f"{fmt.upper()} GEMM", m, k, n, fmt, groups=groups)]
-    if scaling == "rowwise" and not opts.use_fast_accum:
+    if scaling == "rowwise" and not opts.fast_accum():
         # rowwise without fast accumulation (fp8._matmul here, as torchao's training path): the
         # tensorwise kernel, then the outer product of the scales applied to its bf16 output
         kernels += [Kernel("cast", "row x column scales", 4.0 * m * n),

@@ -25,7 +25,7 @@ from suite.core.errors import Unsupported
 from suite.core.quantiles import quantile
 from suite.measure import attribution, contention, record as records, telemetry
 from suite.measure.timing import Paired, Party, measure_paired, time_once
-from suite.precisions import flags
+from suite.precisions import compiler, flags
 from suite.scenario import registry
 from suite.scenario.plan import Case
 
@@ -61,6 +61,7 @@ def run_setting(cases: list[Case], device: torch.device, clock, run_meta: dict,
     `partners` (case ids) are timed with the others but give no record: their records are in the
     journal already (a resumed run), and the others' paired speedups need them in the rounds."""
     began = time.perf_counter()
+    compiler.cold_start()  # once for the setting: its members' compiled code lives until the next one's
     members = [_Member(case, records.started(case, run_meta)) for case in cases]
     for member in members:
         member.record["cpu_threads"] = torch.get_num_threads()  # of the process that runs it (a child too)

@@ -14,13 +14,15 @@ itself. Every other bit (power cap, thermal and hardware slowdowns, power brake,
 code does not know) does.
 
 Energy: where NVML has the board's total energy counter (`nvmlDeviceGetTotalEnergyConsumption`, mJ
-since the driver loaded; Volta and newer), the timing loop reads it just before the first timed
-sample and after the last (`timing.measure`'s `energy_mj`). The mean power over that window times the
-median call time is the energy of one call (`joules_per_call`), and per TFLOP of the call's work
-(`joules_per_tflop`). The window also holds what the loop does between samples (a cache flush, the
-host's gaps); the median time does not, so power x time is a call's energy where the call dominates
-the window. A counter that does not advance over the window (its update rate is coarser) gives no
-number, never a zero.
+since the driver loaded; Volta and newer), the timing loop reads it around an energy window after
+the samples (`timing.measure`'s `energy_mj`, `timing._Loop.energy_window`): the case's calls back to
+back, warm, at least `timing.ENERGY_WINDOW_S`. Its joules over its calls are the energy of one call
+(`joules_per_call`), and per TFLOP of the call's work (`joules_per_tflop`). The timed samples' own
+window is not used: it holds the L2 flush before every cold sample (some 31 us on an H100 against a
+1 us GEMM) and the host's gaps, so its mean power x the median call time was mostly the flush's
+energy, and every recipe's ratio to bf16 drifted towards 1 at small and medium sizes (issue #36). A
+counter that does not advance over the window (its update rate is coarser) gives no number, never a
+zero.
 
 Without NVML (not installed, no driver, a CPU run) every column is null and nothing fails. The NVML
 calls sit behind `NvmlDevice` so the logic is tested on a CPU with a fake `pynvml` module.
@@ -56,7 +58,8 @@ COLUMNS = (
 )
 NULL_COLUMNS: dict[str, object] = dict.fromkeys(COLUMNS)
 # The energy columns (`energy_columns`), null where the counter is not read.
-ENERGY_COLUMNS = ("energy_j", "energy_window_s", "energy_power_w", "joules_per_call", "joules_per_tflop")
+ENERGY_COLUMNS = ("energy_j", "energy_window_s", "energy_calls", "energy_power_w", "joules_per_call",
+                  "joules_per_tflop")
 
 
 @dataclass(frozen=True)
@@ -345,16 +348,17 @@ class Sampler:
 
 
 def energy_columns(measurement, flops: float | None) -> dict[str, float | None]:
-    """The energy columns of a measurement (`timing.Measurement`) whose window had an energy reading:
-    joules over the window, its length, mean power, joules per call and per TFLOP (all null without)."""
+    """The energy columns of a measurement (`timing.Measurement`) whose energy window had a reading:
+    joules over the window, its length and calls, mean power, joules per call (the window's joules
+    over its calls: no flush, no sample's median involved) and per TFLOP (all null without)."""
     joules, window_s = getattr(measurement, "energy_j", None), getattr(measurement, "energy_s", None)
-    if joules is None or not window_s:
+    calls = getattr(measurement, "energy_calls", None)
+    if joules is None or not window_s or not calls:
         return dict.fromkeys(ENERGY_COLUMNS)
-    power_w = joules / window_s
-    per_call = power_w * measurement.median_ms / 1e3
+    per_call = joules / calls
     return {
-        "energy_j": joules, "energy_window_s": window_s, "energy_power_w": power_w, "joules_per_call": per_call,
-        "joules_per_tflop": per_call / (flops / 1e12) if flops else None,
+        "energy_j": joules, "energy_window_s": window_s, "energy_calls": calls, "energy_power_w": joules / window_s,
+        "joules_per_call": per_call, "joules_per_tflop": per_call / (flops / 1e12) if flops else None,
     }
 
 

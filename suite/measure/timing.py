@@ -369,9 +369,11 @@ class Measurement:
     first_call_ms: float | None = None  # the calibration call (the case's first call)
     first_call_kept: bool = False  # a slow case keeps its first call as a sample
     case_cap_s: float | None = None
-    # GPU energy over the timed samples (NVML's counter), and the seconds it was read over
+    # GPU energy (NVML's counter) over the warm back-to-back window after the samples
+    # (`_Loop.energy_window`): joules, the seconds it was read over, the calls it ran
     energy_j: float | None = None
     energy_s: float | None = None
+    energy_calls: int | None = None
     median_ms: float = field(init=False)
     p10_ms: float = field(init=False)
     p90_ms: float = field(init=False)
@@ -429,8 +431,8 @@ def measure(
     check runs on its output), so a minute-long call is not paid twice; spent_s: seconds the case
     spent before this function (that call and the check), counted against the cap.
     sm_clock_mhz: the GPU's current SM clock (telemetry), read after each warm-up batch.
-    energy_mj: the GPU's energy counter (telemetry, mJ), read just before the first timed sample and
-    after the last (`Measurement.energy_j` over `energy_s`).
+    energy_mj: the GPU's energy counter (telemetry, mJ), read around the energy window after the
+    samples (`_Loop.energy_window`: `Measurement.energy_j` over `energy_s` and `energy_calls`).
     wall: the host clock for budgets and batch windows (default: the clock's own `wall`, else
     time.perf_counter; a fake clock brings virtual time)."""
     wall = wall or getattr(clock, "wall", time.perf_counter)
@@ -439,12 +441,18 @@ def measure(
     return loop.alone(sm_clock_mhz)
 
 
+# The energy window after a case's samples (`_Loop.energy_window`): its repetitions back to back
+# for at least this long, and at most this many of them (a 1 us GEMM would need 500000).
+ENERGY_WINDOW_S = 0.5
+MAX_ENERGY_REPS = 20_000
+
+
 class _Loop:
     """`measure`'s state for one case: the clock, the rule, the cap's deadline, the batches timed and
-    the energy counter around them. Times here are per repetition. In paired rounds
-    (`measure_paired`) each case has its own, and reads the energy counter around each batch."""
+    the energy read after them (`energy_window`). Times here are per repetition. In paired rounds
+    (`measure_paired`) each case has its own."""
 
-    def __init__(self, clock, rule: StopRule, wall, spent_s: float, energy_mj, per_batch_energy: bool = False):
+    def __init__(self, clock, rule: StopRule, wall, spent_s: float, energy_mj):
         self.clock, self.rule, self.wall = clock, rule, wall
         self.cap_s = rule.case_cap(getattr(clock, "device_type", "cpu"))
         self.begin = wall() - spent_s
@@ -452,10 +460,10 @@ class _Loop:
         # use it up (`running`).
         self.used, self.since = spent_s, self.begin + spent_s
         self.per_rep = getattr(clock, "calls_per_rep", 1)
-        self.energy_mj, self.per_batch_energy = energy_mj, per_batch_energy
+        self.energy_mj = energy_mj
         self.batches: list[Batch] = []
         self.reps: list[float] = []  # the timed samples, per repetition
-        self.spans: list[list] = []  # [wall, counter mJ, wall, counter mJ] the energy was read over
+        self.energy_read: tuple[float, float, int] | None = None  # joules, seconds, calls (`energy_window`)
         self.run, self.first_rep_ms, self.first_calls, self.warm_start = None, 0.0, 0, 0.0
         self.warm: tuple[list[float], int, str, float] | None = None  # medians, calls, reason, seconds
 
@@ -499,18 +507,14 @@ class _Loop:
             return self.slow_samples()
         self.warm_up(sm_clock_mhz)
         reason = self.sample()
+        self.energy_window()
         return self.result(reason)
 
     def timed(self, reps: int) -> list[float]:
-        """One batch of timed samples (repetition times), its window kept, the energy read around."""
-        reading = self.energy_mj is not None and (self.per_batch_energy or not self.spans)
-        if reading:
-            self.spans.append([self.wall(), self.energy_mj(), None, None])
+        """One batch of timed samples (repetition times), its window kept."""
         start = self.wall()
         times = self.clock.time_batch(self.run, reps)
         self.batches.append(Batch(start, self.wall(), len(times)))
-        if reading and self.per_batch_energy:
-            self.spans[-1][2:] = [self.wall(), self.energy_mj()]
         self.reps += times
         return times
 
@@ -529,6 +533,7 @@ class _Loop:
                 break
             self.timed(1)
         self.warm = ([self.first_rep_ms], self.first_calls, "slow", 0.0)
+        self.energy_window()
         return self.result("cap" if len(self.reps) < self.rule.min_samples else "budget", first_call_kept=keep)
 
     def warm_up(self, sm_clock_mhz) -> None:
@@ -582,28 +587,40 @@ class _Loop:
         return batch_medians(self.reps, [b.reps for b in self.batches])
 
     def result(self, reason: str, **fields) -> Measurement:
-        energy_j, energy_s = self.energy()
+        energy_j, energy_s, energy_calls = self.energy()
         medians, calls, warm_reason, warm_s = self.warm
         return Measurement(
             [t / self.per_rep for t in self.reps], reason, calls, warm_s, self.clock.name,
             warmup_reason=warm_reason, warmup_medians_ms=[m / self.per_rep for m in medians],
             first_call_ms=self.first_rep_ms / self.per_rep, timing_mode=self.clock.timing_mode,
             cache=self.clock.cache, batches=self.batches, case_cap_s=self.cap_s, energy_j=energy_j,
-            energy_s=energy_s, **fields,
+            energy_s=energy_s, energy_calls=energy_calls, **fields,
         )
 
-    def energy(self) -> tuple[float | None, float | None]:
-        """(joules, seconds) the counter advanced over the samples: across the whole window, or in
-        paired rounds summed over this case's own batches. A counter that did not advance (too short
-        a window for its update rate) says nothing."""
-        if self.spans and self.spans[-1][2] is None:
-            self.spans[-1][2:] = [self.wall(), self.energy_mj()]
-        joules = seconds = 0.0
-        for t0, e0, t1, e1 in self.spans:
-            if e0 is None or e1 is None or t1 <= t0:
-                return None, None
-            joules, seconds = joules + max(0.0, e1 - e0) / 1e3, seconds + (t1 - t0)
-        return (joules, seconds) if joules > 0 else (None, None)
+    def energy_window(self) -> None:
+        """The energy counter read around the case's repetitions run back to back after its samples,
+        on a warm clock (no cache flush between them: a cold sample's window holds the L2 flush, some
+        31 us on an H100 against a 1 us GEMM, and the host's gaps, so its power x the median time was
+        the flush's power: each recipe's energy ratio to bf16 read as its time ratio). At least ENERGY_WINDOW_S of
+        repetitions (at most MAX_ENERGY_REPS), so a counter updated every few milliseconds advances
+        many times; `energy_read` is the joules, seconds and calls. A counter that did not advance
+        says nothing."""
+        if self.energy_mj is None or self.run is None:
+            return
+        rep_s = self.rep_s()
+        reps = min(MAX_ENERGY_REPS, max(1, math.ceil(ENERGY_WINDOW_S / rep_s))) if rep_s > 0 else 1
+        warm = self.clock if self.clock.cache == "warm" else \
+            self.clock.for_rule(self.rule.model_copy(update={"cache": "warm"}))
+        self.clock.sync()
+        t0, e0 = self.wall(), self.energy_mj()
+        warm.time_batch(self.run, reps)  # synchronised at its end
+        t1, e1 = self.wall(), self.energy_mj()
+        if e0 is not None and e1 is not None and e1 > e0 and t1 > t0:
+            self.energy_read = ((e1 - e0) / 1e3, t1 - t0, reps * self.per_rep)
+
+    def energy(self) -> tuple[float | None, float | None, int | None]:
+        """(joules, seconds, calls) of the energy window, or nulls where it was not read."""
+        return self.energy_read or (None, None, None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -676,7 +693,7 @@ def measure_paired(parties: list[Party], *, seed: int, peer: Peer | None = None,
     loops: list[_Loop | None] = []
     out = Paired([None] * len(parties), [None] * len(parties), False, None, seed)
     for i, party in enumerate(parties):
-        loop = _Loop(party.clock, party.rule, wall, party.spent_s, energy_mj, per_batch_energy=True)
+        loop = _Loop(party.clock, party.rule, wall, party.spent_s, energy_mj)
         loop.pause()
         out.errors[i] = _step(party, loop, lambda: loop.start(party.fn, party.first_call_ms))
         loops.append(None if out.errors[i] else loop)
@@ -693,6 +710,8 @@ def measure_paired(parties: list[Party], *, seed: int, peer: Peer | None = None,
     out.paired = True
     reason = _Rounds(parties, live, parties[0].rule, random.Random(seed), peer, out).run()
     for i, loop in live.items():
+        if out.errors[i] is None:  # each case's energy window under its own state, after the rounds
+            out.errors[i] = _step(parties[i], loop, loop.energy_window)
         if out.errors[i] is None:
             out.measurements[i] = loop.result(reason)
     return out
@@ -703,7 +722,6 @@ def _one_by_one(parties: list[Party], loops: list, peer: Peer | None, sm_clock_m
     of the peer's."""
     for i, loop in enumerate(loops):
         if loop is not None and out.errors[i] is None:
-            loop.per_batch_energy = False
             out.errors[i] = _step(parties[i], loop, lambda: out.measurements.__setitem__(i, loop.alone(sm_clock_mhz)))
     if peer is not None and any(m is not None for m in out.measurements):
         out.peer_ms.append(peer.block(parties[0].rule.budget_s))

@@ -94,7 +94,9 @@ CORE: list[Column] = [
         ("gemm_path", "string", "", "how a block-scaled recipe's GEMMs ran: torchao-emulated (torchao quantizes, "
                                     "dequantizes to bf16 and multiplies in bf16), qdq-fp32 (torchao's quantize-"
                                     "dequantize around a float32 GEMM, where torchao has no emulated path), "
-                                    "torchao-kernel (the format's own GEMM); null for formats multiplied as they are"),
+                                    "torchao-kernel (the format's own GEMM; a GEMM case quantized inline adds "
+                                    "+triton-cast for torchao's cast kernels or +eager-cast for its PyTorch "
+                                    "quantizer); null for formats multiplied as they are"),
         ("matmul_flags", "string", "", "the float32 and reduced-precision matmul flags in force during the case"),
         ("compile_s", "float", "s", "the first (compiling) call of a torch.compile'd case"),
     ),
@@ -218,11 +220,13 @@ CORE: list[Column] = [
         ("throttle_reasons", "string", "", "the reasons seen, e.g. SwPowerCap"),
         ("samples_throttled", "list<bool>", "", "per sample: throttled while it ran"),
         ("n_samples_throttled", "int", "", "samples taken while throttled"),
-        ("energy_j", "float", "J", "GPU energy over the timed samples' window (NVML's total energy counter, "
-                                   "read before the first sample and after the last)"),
+        ("energy_j", "float", "J", "GPU energy (NVML's total energy counter) over the energy window: the case's "
+                                   "calls back to back after its samples, warm (no cache flush between them), "
+                                   "at least 0.5 s"),
         ("energy_window_s", "float", "s", "the window energy_j was read over (host clock)"),
+        ("energy_calls", "int", "", "calls the energy window ran"),
         ("energy_power_w", "float", "W", "mean board power over that window: energy_j / energy_window_s"),
-        ("joules_per_call", "float", "J", "energy of one call: energy_power_w x the median call time"),
+        ("joules_per_call", "float", "J", "energy of one call: energy_j / energy_calls"),
         ("joules_per_tflop", "float", "J/TFLOP", "joules_per_call per TFLOP of the call's work (flops / 1e12)"),
     ),
     *_group(

@@ -16,8 +16,17 @@ class FP8GemmParams(Params):
     quantize: Literal["pre", "inline"] = Field(
         "pre", description="GEMM cases: pre = operands quantized once, outside the timing; inline = "
                            "the casts are timed with the GEMM, as in training")
-    use_fast_accum: bool = Field(False, description="the FP8 GEMM's fast (reduced-precision) accumulation")
+    use_fast_accum: bool | None = Field(
+        None, description="the FP8 GEMM's fast (reduced-precision) accumulation; default: torchao's forward GEMM's "
+                          "(Float8LinearConfig.gemm_config_output, and every GEMM of its FP8 MoE grouped GEMMs): fast. "
+                          "false times what torchao runs for the two gradient GEMMs (rowwise: the unit-scale kernel, "
+                          "then the scales multiplied into its output)")
     pad: bool = Field(False, description="pad K and N to multiples of 16 (torchao's pad_inner_dim)")
+
+    def fast_accum(self) -> bool:
+        """Whether the GEMM accumulates fast: as set, else torchao's forward default (fast). Left
+        unset, the key stays out of the case's identity, so explicit true and false keep theirs."""
+        return self.use_fast_accum is not False
 
 
 class FP8TensorwiseParams(FP8GemmParams):

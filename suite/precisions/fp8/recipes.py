@@ -21,8 +21,10 @@ torchao's `emulate=True` give the same FP8 numerics; those timings are emulation
 GEMM case parameters (`params` in a scenario):
 - `quantize`: "pre" (default) quantizes the operands before timing, so the time is the FP8 kernel's;
   "inline" times amax + scale + cast + GEMM, what one training-step GEMM pays.
-- `use_fast_accum` (default false): cuBLASLt's fast FP8 accumulation (torchao uses it for the
-  forward GEMM, not for the two gradient GEMMs).
+- `use_fast_accum` (default: unset, which is fast): cuBLASLt's fast FP8 accumulation. torchao uses
+  it for the forward GEMM (torchao/float8/config.py, Float8LinearConfig.gemm_config_output) and for
+  every GEMM of its FP8 MoE grouped GEMMs (prototype/moe_training/fp8_grouped_mm.py), not for the
+  two gradient GEMMs of a Linear; false times those (rowwise: the unit-scale kernel, then the scales).
 - `pad` (default false): K or N not a multiple of 16 is skipped unless `pad = true`, which pads
   with zeros (inside the timed call when quantize = "inline", as torchao's `pad_inner_dim` does).
 """
@@ -189,7 +191,7 @@ class ScaledFloat8(Precision):
         # stored (N, K) like nn.Linear's. Padding with zeros changes no amax.
         a_hp = a.to(self.dtype)
         w_hp = b.t().contiguous().to(self.dtype)
-        fast = opts.use_fast_accum
+        fast = opts.fast_accum()
 
         if opts.quantize == "pre":
             qa, qw = self._quantize(_pad2d(a_hp, m, kp), _pad2d(w_hp, np_, kp))
@@ -232,7 +234,7 @@ class ScaledFloat8(Precision):
                 b = qw.data.view(experts, n, k).transpose(-2, -1)  # column-major per expert
                 return torch._scaled_grouped_mm(qa.data, b, qa.inv_scale.view(-1), qw.inv_scale.view(experts, n),
                                                 offs=offs, out_dtype=torch.bfloat16,
-                                                use_fast_accum=opts.use_fast_accum)
+                                                use_fast_accum=opts.fast_accum())
             b = qw.dequantize().view(experts, n, k).transpose(-2, -1)
             return grouped_mm(qa.dequantize(), b, offs).to(torch.bfloat16)
 

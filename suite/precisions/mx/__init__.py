@@ -22,6 +22,13 @@ class BlockGemmParams(Params):
     quantize: Literal["pre", "inline"] = Field(
         "pre", description="GEMM cases: pre = operands quantized once, outside the timing; inline = the casts "
                            "are timed with the GEMM, as in training (grouped GEMMs quantize inline only)")
+    cast: Literal["fast", "eager"] = Field(
+        "fast", description="GEMM cases with quantize = inline on a GPU: fast = torchao's cast kernels where it has "
+                            "them (MXFP8 with floor or rceil scales: its triton dim0 cast; NVFP4: use_triton_kernel, "
+                            "mslk's kernel, skipped where mslk is not importable); eager = torchao's PyTorch "
+                            "quantizer (many small kernels), timed on purpose. MXFP4, and MXFP8 with ceil or even "
+                            "scales, have no fast cast in torchao 0.18 and run eager; so does every CPU case. The "
+                            "record's gemm_path says which ran")
 
 
 class MXParams(BlockGemmParams):

@@ -9,7 +9,12 @@ How each level runs (the record's `gemm_path` says which):
 - GEMM (`gemm`): both operands become torchao tensors (MXTensor.to_mx, NVFP4Tensor.to_nvfp4) and
   `torch.mm` dispatches on them: on a Blackwell GPU to torchao's kernels (cuBLAS MXFP8,
   `F.scaled_mm` block-wise 1x32 for MXFP4, `torch._scaled_mm` for NVFP4), elsewhere to torchao's
-  emulation (dequantize to bf16, then a bf16 GEMM): `torchao-emulated`.
+  emulation (dequantize to bf16, then a bf16 GEMM): `torchao-emulated`. An inline case on a GPU
+  quantizes with torchao's cast kernels where it has them (`cast = "fast"`, the default: MXFP8's
+  triton dim0 cast for floor and rceil scales, NVFP4's mslk triton kernel), as its training
+  forward does, else (`cast = "eager"`, MXFP4, MXFP8 with ceil or even scales) with its PyTorch
+  quantizer: `gemm_path` is `torchao-kernel+triton-cast` or `torchao-kernel+eager-cast`. A CPU
+  always runs the PyTorch quantizer (the triton kernels need a GPU).
 - Linear layers (`prepare_module`): each nn.Linear becomes a `BlockScaledLinear` over its fp32
   master weight; MX formats run torchao's training GEMMs (`moe_training.mxfp8_linear.mx_mm`: all
   three GEMMs of a step quantized along their own K; emulated on a CPU); NVFP4 has no torchao
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -44,6 +50,11 @@ from suite.precisions.mx import BLACKWELL, BlockGemmParams, MXParams, NVFP4Param
 EMULATED = "torchao-emulated"  # torchao quantizes, dequantizes to bf16 and multiplies in bf16
 QDQ = "qdq-fp32"  # torchao quantizes and dequantizes; the suite multiplies in float32
 KERNEL = "torchao-kernel"  # the format's own GEMM kernel, through torchao
+# How an inline GEMM case's casts ran on a GPU (appended to KERNEL in `gemm_path`): torchao's cast
+# kernels, or its PyTorch quantizer (many small kernels; the only path for MXFP4 in torchao 0.18).
+FAST_CAST, EAGER_CAST = "+triton-cast", "+eager-cast"
+# The scale modes torchao's triton MXFP8 dim0 cast takes (kernels.triton_to_mxfp8_dim0, torchao 0.18).
+TRITON_SCALE_MODES = ("floor", "rceil")
 # The block every MX kernel uses (OCP MX v1.0; torchao asserts it on its real GEMM path).
 KERNEL_BLOCK = 32
 NVFP4_BLOCK = 16
@@ -90,14 +101,18 @@ class BlockScaled(Precision):
     block_size: int = KERNEL_BLOCK
     scale_mode: str = "floor"
     tensor_scale: bool = True  # NVFP4 only
+    cast: str = "fast"  # an inline GEMM's casts on a GPU (BlockGemmParams.cast)
+    inline: bool = False  # a GEMM case's casts are timed (quantize = "inline")
 
     # --- support --------------------------------------------------------------------------------
 
     def configured(self, params):
+        gemm = BlockGemmParams.of(params)
+        base = dataclasses.replace(self, cast=gemm.cast, inline=gemm.quantize == "inline")
         if self.nv:
-            return dataclasses.replace(self, tensor_scale=NVFP4Params.of(params).tensor_scale)
+            return dataclasses.replace(base, tensor_scale=NVFP4Params.of(params).tensor_scale)
         opts = MXParams.of(params)
-        return dataclasses.replace(self, block_size=opts.block_size, scale_mode=opts.scale_mode)
+        return dataclasses.replace(base, block_size=opts.block_size, scale_mode=opts.scale_mode)
 
     def unsupported(self, device):
         missing = [name for name in ("float8_e8m0fnu", "float4_e2m1fn_x2") if not hasattr(torch, name)]
@@ -121,7 +136,9 @@ class BlockScaled(Precision):
         return self.block_size
 
     def gemm_path(self, device, level):
-        if device.type == "cuda":
+        if device.type == "cuda":  # an inline GEMM also says which casts were timed with it
+            if level == "gemm" and self.inline:
+                return KERNEL + (FAST_CAST if self.fast_cast(device, self.cast) else EAGER_CAST)
             return KERNEL
         return QDQ if self.nv and level in ("layer", "grouped") or self.element == "e2m1" and level == "grouped" \
             else EMULATED
@@ -151,19 +168,32 @@ class BlockScaled(Precision):
     def _mode(self):
         return getattr(ao().config.ScaleCalculationMode, self.scale_mode.upper())
 
-    def quantize(self, x: torch.Tensor, weight: bool = False) -> torch.Tensor:
+    def fast_cast(self, device: torch.device, cast: str = "fast") -> bool:
+        """Whether an inline GEMM's casts run torchao's cast kernels on `device`: on a GPU, where
+        `cast` asks for them and torchao 0.18 has one for this format (MXFP8 with floor or rceil
+        scales: triton_to_mxfp8_dim0; NVFP4: to_nvfp4's use_triton_kernel). Else its PyTorch quantizer."""
+        if device.type != "cuda" or cast != "fast":
+            return False
+        return self.nv or self.element == "e4m3" and self.scale_mode in TRITON_SCALE_MODES
+
+    def quantize(self, x: torch.Tensor, weight: bool = False, fast: bool = False) -> torch.Tensor:
         """x (rows, K), bf16 or float32, as torchao's tensor of this format (blocks along K). On a
         GPU the scales are stored swizzled for the kernel, and an NVFP4 weight carries its
-        activations' settings, which selects torchao's kernel over its dequantizing fallback."""
+        activations' settings, which selects torchao's kernel over its dequantizing fallback.
+        `fast` (`fast_cast`): torchao's cast kernel; MXFP8's leaves the scales unswizzled, swizzled
+        by the GEMM's dispatch (mx_tensor._addmm_mx_dispatch), as torchao's MXFP8 training forward
+        (moe_training/mxfp8_linear.py) runs it."""
         api, real = ao(), x.device.type == "cuda"
         x = x.contiguous()
         if not self.nv:
+            dim0 = api.config.MXFP8Dim0CastKernelChoice
             return api.MXTensor.to_mx(x, self._elem(), self.block_size, self._mode(), self._kernel(x.device),
-                                      is_swizzled_scales=real)
+                                      is_swizzled_scales=real and not fast,
+                                      mxfp8_dim0_cast_kernel_choice=dim0.TRITON if fast else dim0.TORCH)
         scale = api.tensor_scale(x.abs().max().float()) if self.tensor_scale else None
         act = api.NVFP4Kwargs(is_swizzled_scales=True) if real and weight else None
         return api.NVFP4Tensor.to_nvfp4(x, NVFP4_BLOCK, per_tensor_scale=scale, is_swizzled_scales=real,
-                                        act_quant_kwargs=act)
+                                        use_triton_kernel=fast, act_quant_kwargs=act)
 
     def qdq(self, x: torch.Tensor) -> torch.Tensor:
         """float32 values of x (rows, K) after quantizing to this format and back (torchao's own).
@@ -193,7 +223,11 @@ class BlockScaled(Precision):
         if opts.quantize == "pre":
             qa, qw = self.quantize(a_hp), self.quantize(w_hp, weight=True)
             return lambda: torch.mm(qa, qw.t())
-        return lambda: torch.mm(self.quantize(a_hp), self.quantize(w_hp, weight=True).t())
+        fast = self.fast_cast(a.device, opts.cast)
+        if fast and self.nv and importlib.util.find_spec("mslk") is None:  # torchao's own check (kernels.py)
+            raise Unsupported("torchao's NVFP4 cast kernel (to_nvfp4's use_triton_kernel) needs mslk, not "
+                              "importable here; cast = 'eager' times torchao's PyTorch quantizer instead")
+        return lambda: torch.mm(self.quantize(a_hp, fast=fast), self.quantize(w_hp, weight=True, fast=fast).t())
 
     # --- layers ---------------------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ COLUMNS = STEP_COLUMNS + columns(
 )
 DETAILS = (
     ("world_size", "ranks", ".0f"), ("fp8_all_gather", "FP8 all-gather", ""),
-    ("tokens_per_s", "tokens/s (group)", ".4g"), ("mfu", "MFU per GPU", ".1%"),
+    ("tokens_per_s", "tokens/s (group)", ".4g"), ("mfu", "MFU per GPU (own peak)", ".1%"),
+    ("mfu_bf16", "MFU per GPU (bf16 peak)", ".1%"),
     ("loss_delta_vs_fp32", "loss - fp32 loss", "+.4f"), ("allgather_bytes_per_step", "all-gather B/step", ".4g"),
     ("allgather_ms_per_step", "all-gather ms/step", ".3g"),
     ("reduce_scatter_bytes_per_step", "reduce-scatter B/step", ".4g"),

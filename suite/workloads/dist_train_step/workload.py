@@ -32,9 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from suite.core import peaks
-from suite.scenario import registry
-from suite.models import corpus, flops
+from suite.models import corpus
 from suite.precisions.compiler import compile_unsupported
 from suite.precisions.floating.recipes import FP32
 from suite.workloads.base import Prepared
@@ -167,14 +165,14 @@ class DistTrainStep:
             return trainer.step(*fixed)
 
         check = _Check(case, spec, trainer, precision, device, batches, source)
-        peak = peaks.peak_tflops(torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-                                 registry.peak_column(precision.name))
+        device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
 
         def derive(median_s: float) -> dict:
-            """From the slowest rank's median step: the group's tokens/s and each GPU's MFU."""
+            """From the slowest rank's median step: the group's tokens/s and each GPU's MFU, against
+            the precision's own peak and against bf16's (ts.mfu_columns)."""
             tokens_per_s = tokens_rank * world / median_s
             return {"tokens_per_s": tokens_per_s,
-                    "mfu": flops.mfu(flops_per_token, tokens_per_s / world, peak)}
+                    **ts.mfu_columns(device_name, precision.name, flops_per_token, tokens_per_s / world)}
 
         return Prepared(
             fn=fn,

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from suite.scenario.declare import WorkloadRecord, columns
 from suite.scenario.params import Params
+from suite.workloads.train_step import MFU_COLUMNS
 
 
 class CompileParams(Params):
@@ -23,10 +24,11 @@ COLUMNS = columns(
     ("sqnr_grad_weight_db", "float", "dB", "SQNR of the weight gradient"),
     ("rel_err_grad_input", "float", "", "relative error of the input gradient"),
     ("rel_err_grad_weight", "float", "", "relative error of the weight gradient"),
-)
+) + MFU_COLUMNS
 DETAILS = (
     ("sqnr_db", "SQNR out dB", ".1f"), ("sqnr_grad_input_db", "SQNR grad in dB", ".1f"),
     ("sqnr_grad_weight_db", "SQNR grad W dB", ".1f"), ("compile_s", "compile s", ".3g"),
+    ("mfu", "MFU (own peaks)", ".1%"), ("mfu_bf16", "MFU (bf16 peak)", ".1%"),
     # where the step's time goes: torch.profiler's split, and the roofline model's (docs/model.md)
     ("measured_gemm_ms", "GEMM ms (profiler)", ".3g"), ("measured_other_ms", "other ms (profiler)", ".3g"),
     ("predicted_gemm_ms", "GEMM ms (model)", ".3g"), ("predicted_cast_ms", "FP8 cast ms (model)", ".3g"),

@@ -19,15 +19,16 @@ part of the timed samples.
 from __future__ import annotations
 
 import copy
-import weakref
 
 import torch
 from torch import nn
 
+from suite.core import peaks
 from suite.core.accuracy import error_metrics
 from suite.precisions import flags
 from suite.core.errors import Unsupported
 from suite.precisions.compiler import compile_unsupported
+from suite.scenario import registry
 from suite.workloads.base import Prepared, Workload
 from suite.workloads.linear import CompileParams
 
@@ -116,6 +117,7 @@ class LinearStep(Workload):
             first_call_column="compile_s" if opts.compile else None,
             split_kernels=True,  # GEMMs against FP8's scaling and casting (suite.measure.attribution)
             extra={"gemm_path": precision.gemm_path(device, "layer")},
+            derive=step_mfu(6.0 * m * n * k, precision.name, device),
         )
 
 
@@ -126,15 +128,44 @@ class LinearStep(Workload):
         return reference_cpu, torch.randn(case.m, case.k, generator=gen), torch.randn(case.m, case.n, generator=gen)
 
 
+# The peak every recipe's MFU is also set against (as train_step's `mfu_bf16`).
+BF16_PEAK = "bf16"
+
+
+def step_peak(device_name: str | None, precision: str) -> float | None:
+    """The step's own peak TFLOP/s: its three GEMMs of equal FLOPs, the output and input-gradient
+    GEMMs at the precision's peak and the weight-gradient GEMM at the peak of the format the
+    recipe declares for it (`weight_grad_format`: fp8_rowwise_gw_hp's runs bf16), so the time at
+    peak is 2/3 / peak + 1/3 / its peak. None where a peak is unknown (CPUs)."""
+    record = registry.PRECISIONS.get(precision)
+    own = peaks.peak_tflops(device_name, record.peak if record else None)
+    weight_grad = peaks.peak_tflops(device_name, record.weight_grad_format) if record and \
+        record.weight_grad_format else own
+    if not own or not weight_grad:
+        return None
+    return own if weight_grad == own else 3.0 / (2.0 / own + 1.0 / weight_grad)
+
+
+def step_mfu(flops: float, precision: str, device):
+    """`derive` of a layer step: `mfu` against the step's own peak (`step_peak`) and `mfu_bf16`
+    against the GPU's bf16 peak, from the median step time in seconds."""
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    own, bf16 = step_peak(name, precision), peaks.peak_tflops(name, BF16_PEAK)
+
+    def derive(median_s: float) -> dict:
+        tflops = flops / median_s / 1e12
+        return {"mfu": tflops / own if own else None, "mfu_bf16": tflops / bf16 if bf16 else None}
+
+    return derive
+
+
 def _forward(model, opts):
-    """The layer's forward, torch.compile'd where the case asks."""
+    """The layer's forward, torch.compile'd where the case asks. The runner resets dynamo once per
+    setting, before its cases are prepared (suite.precisions.compiler.cold_start): a reset here
+    would wipe the compiled code of the setting's members prepared before this one."""
     if not opts.compile:
         return model
-    torch._dynamo.reset()  # a cold start: compile time does not depend on earlier cases
-    forward = torch.compile(model, backend=opts.compile_backend)
-    # Compiled code stays cached in dynamo until reset; drop it when the case is released.
-    weakref.finalize(forward, torch._dynamo.reset)
-    return forward
+    return torch.compile(model, backend=opts.compile_backend)
 
 
 LINEAR = LinearStep("linear", layernorm=False)
