@@ -11,10 +11,12 @@ never replaced (`--out docs` keeps the user's page)."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
 
+from suite.core import files
 from suite.report.pages import MARKER, environment
 from suite.results.atomic import atomic_write_text
 
@@ -28,11 +30,21 @@ _TITLE = re.compile(r"# mpsuite (?:comparison|history|report): (.+)")
 def _title(folder: Path) -> str | None:
     """The scenario a report folder is about, from its report.md's first line; None for a folder
     that is no report (no marker) or whose first line is not ours."""
-    if not (folder / MARKER).is_file() or not (folder / "report.md").is_file():
+    if not (folder / MARKER).is_file():
         return None
-    with open(folder / "report.md", encoding="utf-8", errors="replace") as f:
-        match = _TITLE.fullmatch(f.readline().rstrip("\n"))
+    try:
+        first = _start(folder / "report.md").split("\n", 1)[0]
+    except OSError:  # absent, unreadable, or no regular file: no report of ours
+        return None
+    match = _TITLE.fullmatch(first)
     return match[1] if match else None
+
+
+def _start(path: Path, size: int = 4096) -> str:
+    """The first `size` bytes of a file as text, read only where it is a regular file: a FIFO named
+    index.html or report.md would block a plain open() forever (`suite.core.files`)."""
+    with files.reader(path) as f:
+        return f.read(size).decode("utf-8", errors="replace")
 
 
 def _found(root: Path) -> list[dict]:
@@ -48,20 +60,24 @@ def _found(root: Path) -> list[dict]:
     return found
 
 
-def _ours(page: Path) -> bool:
-    if not page.exists():
-        return True
-    with open(page, encoding="utf-8", errors="replace") as f:
-        return GENERATOR in f.read(4096)
+def _not_ours(page: Path) -> str | None:
+    """Why the page may not be written over (a page of the user's, a FIFO, a folder); None where it
+    is absent or this module's."""
+    if not os.path.lexists(page):
+        return None
+    try:
+        return None if GENERATOR in _start(page) else "was not written by mpsuite"
+    except OSError as err:  # a FIFO, a folder, a dangling link, no permission
+        return f"cannot be read: {err.strerror or err}"
 
 
 def render(root: Path, scenarios: list[dict]) -> Path | None:
     """Write root/index.html for `scenarios` ({"name", "headline": [lines], "runs": [run ids]}, each
     rendered into root/<name>/); None, with a warning, where root holds an index.html of its own."""
     page = root / "index.html"
-    if not _ours(page):
-        print(f"mpsuite: warning: {page} was not written by mpsuite; the front page is not written over it",
-              file=sys.stderr)
+    why = _not_ours(page)
+    if why:
+        print(f"mpsuite: warning: {page} {why}; the front page is not written over it", file=sys.stderr)
         return None
     others = _found(root)
     names = {s["name"] for s in scenarios}
