@@ -59,6 +59,11 @@ def test_list_and_plan(workdir, capsys):
     [
         (["run", "nope"], "unknown scenario 'nope'"),
         (["report", "/nonexistent/results"], "no such results file or folder"),
+        # CI's "$FAIL_ON" left unset: refused before anything is read, never a gate that passes all
+        (["compare", "/nonexistent/a", "/nonexistent/b", "--fail-on", ""], "--fail-on '' names no verdict"),
+        (["compare", "/nonexistent/a", "/nonexistent/b", "--fail-on", ",,"], "--fail-on ',,' names no verdict"),
+        (["history", "cpu", "--results", "/nonexistent", "--fail-on", ""], "--fail-on '' names no verdict"),
+        (["history", "cpu", "--results", "/nonexistent", "--fail-on", " , "], "--fail-on ' , ' names no verdict"),
     ],
 )
 def test_user_errors_are_one_line_exit_2(workdir, capsys, args, expected):
