@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ import pytest
 
 from suite import cli
 from suite.analysis.labels import sort_key
-from suite.report import figures, palette, plots
+from suite.report import compare_page, figures, palette, plots
 from suite.report.pages import MARKER, code_spans, filled
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,10 +156,20 @@ def scenarios_folder(tmp_path: Path, names=("cpu_fp8", "cpu_update")) -> Path:
 def test_a_folder_of_scenarios_opens_on_a_front_page(tmp_path, capsys, quick_png):  # the fixtures draw these plots
     results = scenarios_folder(tmp_path)
     out = tmp_path / "reports"
+    # a comparison and a history where `compare` and `history` write them by default (--reports out)
+    sides = [SimpleNamespace(scenario="cpu_fp8", run_ids=[run])
+             for run in ("20260101T000000Z-aaaaaa", "20260102T000000Z-bbbbbb")]
+    comparison = compare_page.default_dir(SimpleNamespace(baseline=sides[0], candidate=sides[1]), out)
+    for folder, title in ((comparison, "comparison: cpu_fp8"), (out / "history" / "cpu_update", "history: cpu_update")):
+        folder.mkdir(parents=True)
+        (folder / MARKER).write_text("{}")
+        (folder / "report.md").write_text(f"# mpsuite {title}\n")
+        (folder / "index.html").write_text("<p>a report</p>")
     assert cli.main(["report", str(results), "--out", str(out), "--quiet"]) == 0
     page = (out / "index.html").read_text()
     links = re.findall(r'href="([^"]+)"', page)
-    assert {"cpu_fp8/index.html", "cpu_update/index.html"} <= set(links)
+    assert {"cpu_fp8/index.html", "cpu_update/index.html", "history/cpu_update/index.html",
+            "compare/cpu_fp8/20260101T000000Z-aaaaaa_vs_20260102T000000Z-bbbbbb/index.html"} <= set(links)
     assert all((out / link).is_file() for link in links)
     assert "fp8_tensorwise" in page and "train_step" in page  # each scenario's headline line
     (out / "index.html").write_text("<p>my own page</p>")  # a page of the user's is never written over

@@ -1,8 +1,8 @@
 """The front page across scenarios: `python -m suite report results/` over a folder holding several
 scenarios renders each into `<out>/<scenario>/` and writes `<out>/index.html` beside them: per
 scenario its first headline line, its report, and the history and comparison reports found under
-`<out>/history/` and `<out>/compare/` (where `suite history` and `suite compare` are pointed), so a
-CI artifact opens on one page.
+`<out>/history/` and `<out>/compare/`, where `suite history` and `suite compare` write by default
+(`compare/<scenario>/<a>_vs_<b>/`, `history/<scenario>/`), so a CI artifact opens on one page.
 
 Which history or comparison belongs to which scenario is read from its `report.md`, whose first
 line this package writes (`# mpsuite history: cpu`); one about no listed scenario (a comparison
@@ -15,6 +15,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 from suite.core import files
 from suite.report.pages import MARKER, environment
@@ -24,6 +25,9 @@ from suite.results.atomic import atomic_write_text
 GENERATOR = "mpsuite front page"
 # The folders, under the front page's, where history and comparison reports are looked for.
 KINDS = (("history", "history"), ("compare", "comparison"))
+# How deep under those they are looked for: `compare` writes to compare/<scenario>/<a>_vs_<b>/ by
+# default, `history` to history/<scenario>/, and `--out` may name a folder one level down.
+DEPTH = 2
 _TITLE = re.compile(r"# mpsuite (?:comparison|history|report): (.+)")
 
 
@@ -47,16 +51,30 @@ def _start(path: Path, size: int = 4096) -> str:
         return f.read(size).decode("utf-8", errors="replace")
 
 
+def _reports_under(folder: Path, depth: int) -> list[tuple[Path, str]]:
+    """(folder, scenario) of each report at most `depth` levels under `folder`, in name order; a
+    report's own subfolders and hidden folders (a render's staging) are not looked into."""
+    found = []
+    for entry in sorted(folder.iterdir()) if folder.is_dir() else ():
+        if entry.name.startswith(".") or not entry.is_dir():
+            continue
+        scenario = _title(entry)
+        if scenario is not None:
+            found.append((entry, scenario))
+        elif depth > 1:
+            found += _reports_under(entry, depth - 1)
+    return found
+
+
 def _found(root: Path) -> list[dict]:
-    """The history and comparison reports under root: kind, scenario, link (relative to root)."""
+    """The history and comparison reports under root: kind, scenario, name (its folder under
+    history/ or compare/), link (relative to root)."""
     found = []
     for sub, kind in KINDS:
-        folder = root / sub
-        for report in sorted(folder.iterdir()) if folder.is_dir() else ():
-            scenario = _title(report)
-            if report.is_dir() and scenario is not None:
-                found.append({"kind": kind, "scenario": scenario, "name": report.name,
-                              "link": f"{sub}/{report.name}/index.html"})
+        for report, scenario in _reports_under(root / sub, DEPTH):
+            name = report.relative_to(root / sub).as_posix()
+            found.append({"kind": kind, "scenario": scenario, "name": name,
+                          "link": f"{sub}/{quote(name)}/index.html"})
     return found
 
 
