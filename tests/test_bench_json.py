@@ -165,3 +165,34 @@ def test_export_of_several_runs_needs_a_folder(recorded, tmp_path):
     both = select.select(f"{results}/cmp,runs=all", results)
     with pytest.raises(UserError, match="give a folder"):
         bench_json.export(both, tmp_path / "one.json")
+
+
+def test_a_re_export_into_its_folder_replaces_the_earlier_export_whole(recorded, tmp_path, capsys):
+    results, (a, b) = recorded
+    out = tmp_path / "pb"
+    assert cli.main(["export", f"{results}/cmp,runs=all", "-o", str(out), "--results", str(results)]) == 0
+    assert len(list(out.rglob("*.json"))) == 2
+    # the newest run alone: one 0001_ file, never beside the earlier export's 0001_ and 0002_
+    assert cli.main(["export", f"{results}/cmp", "-o", str(out), "--results", str(results), "--quiet"]) == 0
+    (only,) = out.rglob("*.json")
+    assert only.name == f"0001_{max(a['run_id'].iloc[0], b['run_id'].iloc[0])}.json"
+    assert json.loads((out / bench_json.EXPORT_MARKER).read_text())["files"] == [only.relative_to(out).as_posix()]
+
+
+def test_export_refuses_a_folder_holding_files_it_did_not_write(recorded, tmp_path, capsys):
+    results, _ = recorded
+    out = tmp_path / "pb"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    export = ["export", f"{results}/cmp", "-o", str(out), "--results", str(results)]
+    assert cli.main(export) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not an export folder" in err and "'notes.txt'" in err and "\n" not in err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]  # nothing written, nothing removed
+    (out / "notes.txt").unlink()
+    assert cli.main(export) == 0
+    (out / "torch-other").mkdir()
+    (out / "torch-other" / "0001_mine.json").write_text("{}")  # added to an export's folder: refused, kept
+    assert cli.main(export) == 2
+    assert "holds 'torch-other/0001_mine.json', which no export wrote" in capsys.readouterr().err
+    assert (out / "torch-other" / "0001_mine.json").read_text() == "{}" and len(list(out.rglob("*.json"))) == 2

@@ -6,11 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from suite import cli
 from suite.results import store
 from tests.conftest import TINY_SCENARIO
+
+REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 
 
 @pytest.fixture
@@ -59,6 +62,11 @@ def test_list_and_plan(workdir, capsys):
     [
         (["run", "nope"], "unknown scenario 'nope'"),
         (["report", "/nonexistent/results"], "no such results file or folder"),
+        # CI's "$FAIL_ON" left unset: refused before anything is read, never a gate that passes all
+        (["compare", "/nonexistent/a", "/nonexistent/b", "--fail-on", ""], "--fail-on '' names no verdict"),
+        (["compare", "/nonexistent/a", "/nonexistent/b", "--fail-on", ",,"], "--fail-on ',,' names no verdict"),
+        (["history", "cpu", "--results", "/nonexistent", "--fail-on", ""], "--fail-on '' names no verdict"),
+        (["history", "cpu", "--results", "/nonexistent", "--fail-on", " , "], "--fail-on ' , ' names no verdict"),
     ],
 )
 def test_user_errors_are_one_line_exit_2(workdir, capsys, args, expected):
@@ -101,3 +109,30 @@ def test_bad_thread_counts_are_one_line_errors(workdir, bad, capsys):
     with pytest.raises(SystemExit) as stop:
         cli.main(["run", "tiny", "--threads", bad])
     assert stop.value.code == 2 and "expected a whole number of threads" in capsys.readouterr().err
+
+
+def test_report_of_results_without_rows_says_so_and_exits_2(tmp_path, capsys):
+    src = next((REFERENCE / "cpu_mx").glob("*.parquet"))
+    empty = tmp_path / "cpu_mx" / src.name
+    empty.parent.mkdir()
+    pq.write_table(pq.read_table(src).slice(0, 0), empty)  # a results file of zero rows
+    for given in (empty, empty.parent):
+        assert cli.main(["report", str(given), "--out", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"mpsuite: error: {given}: no records to report (the results hold zero rows)"
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_report_of_several_scenarios_never_goes_into_the_current_folder(tmp_path, monkeypatch, capsys):
+    results, here = tmp_path / "results", tmp_path / "here"
+    for name in ("cpu_mx", "cpu_dist"):
+        (results / name).mkdir(parents=True)
+        for f in (REFERENCE / name).glob("*.parquet"):
+            (results / name / f.name).write_bytes(f.read_bytes())
+    here.mkdir()
+    monkeypatch.chdir(here)
+    for out in (".", "", str(here)):
+        assert cli.main(["report", str(results), "--out", out]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "is the current folder, and a report of 2 scenarios" in err and "--out reports" in err and "\n" not in err
+    assert list(here.iterdir()) == []  # refused before anything is written

@@ -103,6 +103,20 @@ def test_html_escapes_record_strings(records, tmp_path):
     assert "<b>s</b>" not in html
 
 
+def test_record_text_is_drawn_literally_never_as_mathtext_or_tex(records, tmp_path, monkeypatch):
+    import matplotlib
+
+    # a notebook's style may ask for TeX and mathtext: record text still never reaches either
+    monkeypatch.setitem(matplotlib.rcParams, "text.usetex", True)
+    monkeypatch.setitem(matplotlib.rcParams, "text.parse_math", True)
+    records["precision"] = records["precision"].replace({"bf16": r"$\nosuch$", "fp8_tensorwise": r"$\frac{a$"})
+    written = {p.name: p for p in report.render(records, tmp_path)}
+    # every plot's legend holds the names as written
+    for name in ("speedup_gemm.svg", "throughput_gemm.svg", "tradeoff_gemm.svg", "accuracy_gemm.svg"):
+        assert ">$\\nosuch$</text>" in written[name].read_text(), name
+    assert ">$\\frac{a$ (numerics only)</text>" in written["accuracy_gemm.svg"].read_text()
+
+
 def test_markdown_escapes_table_pipes(records, tmp_path):
     records.loc[5, "reason"] = "a | b"
     report.render(records, tmp_path)

@@ -6,10 +6,13 @@ as code, numbers sorted by value, a front page across scenarios, and nothing on 
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -17,8 +20,8 @@ import pytest
 
 from suite import cli
 from suite.analysis.labels import sort_key
-from suite.report import figures, palette, plots
-from suite.report.pages import code_spans, filled
+from suite.report import compare_page, figures, palette, plots
+from suite.report.pages import MARKER, code_spans, filled
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "results" / "reference"
@@ -140,23 +143,80 @@ def test_backticks_become_code_and_everything_else_stays_escaped():
     assert str(code_spans("one ` alone")) == "one ` alone"
 
 
-def test_a_folder_of_scenarios_opens_on_a_front_page(tmp_path, capsys, quick_png):  # the fixtures draw these plots
+def scenarios_folder(tmp_path: Path, names=("cpu_fp8", "cpu_update")) -> Path:
+    """A results folder holding committed runs of several scenarios (what `report results/` reads)."""
     results = tmp_path / "results"
-    for name in ("cpu_fp8", "cpu_update"):
+    for name in names:
         (results / name).mkdir(parents=True)
         for f in (REFERENCE / name).glob("*.parquet"):
             (results / name / f.name).write_bytes(f.read_bytes())
+    return results
+
+
+def test_a_folder_of_scenarios_opens_on_a_front_page(tmp_path, capsys, quick_png):  # the fixtures draw these plots
+    results = scenarios_folder(tmp_path)
     out = tmp_path / "reports"
+    # a comparison and a history where `compare` and `history` write them by default (--reports out)
+    sides = [SimpleNamespace(scenario="cpu_fp8", run_ids=[run])
+             for run in ("20260101T000000Z-aaaaaa", "20260102T000000Z-bbbbbb")]
+    comparison = compare_page.default_dir(SimpleNamespace(baseline=sides[0], candidate=sides[1]), out)
+    for folder, title in ((comparison, "comparison: cpu_fp8"), (out / "history" / "cpu_update", "history: cpu_update")):
+        folder.mkdir(parents=True)
+        (folder / MARKER).write_text("{}")
+        (folder / "report.md").write_text(f"# mpsuite {title}\n")
+        (folder / "index.html").write_text("<p>a report</p>")
     assert cli.main(["report", str(results), "--out", str(out), "--quiet"]) == 0
     page = (out / "index.html").read_text()
     links = re.findall(r'href="([^"]+)"', page)
-    assert {"cpu_fp8/index.html", "cpu_update/index.html"} <= set(links)
+    assert {"cpu_fp8/index.html", "cpu_update/index.html", "history/cpu_update/index.html",
+            "compare/cpu_fp8/20260101T000000Z-aaaaaa_vs_20260102T000000Z-bbbbbb/index.html"} <= set(links)
     assert all((out / link).is_file() for link in links)
     assert "fp8_tensorwise" in page and "train_step" in page  # each scenario's headline line
     (out / "index.html").write_text("<p>my own page</p>")  # a page of the user's is never written over
     assert cli.main(["report", str(results), "--out", str(out), "--quiet"]) == 0
     assert (out / "index.html").read_text() == "<p>my own page</p>"
     assert "not written over it" in capsys.readouterr().err
+
+
+# `report` in a process of its own with its plots stubbed (tests/conftest.py quick_png): a command
+# that blocks fails the test on its timeout instead of hanging the suite.
+QUICK_REPORT = """
+import sys
+import matplotlib.pyplot as plt
+from suite import cli
+from suite.report import figures
+
+def save(fig, path):
+    plt.close(fig)
+    path.write_text('<svg xmlns="http://www.w3.org/2000/svg"></svg>')
+    return path
+
+figures.save = save
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_fifo_where_the_front_page_reads_is_named_and_never_opened_blocking(tmp_path):
+    results, out = scenarios_folder(tmp_path), tmp_path / "reports"
+    comparison = out / "compare" / "cpu_fp8" / "a_vs_b"  # marked as a report, its report.md a FIFO
+    comparison.mkdir(parents=True)
+    (comparison / MARKER).write_text("{}")
+    os.mkfifo(comparison / "report.md")
+    os.mkfifo(out / "index.html")
+
+    def report() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", QUICK_REPORT, "report", str(results), "--out", str(out)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=180)
+
+    done = report()
+    assert done.returncode == 0, done.stderr
+    assert f"{out / 'index.html'} cannot be read: it is a FIFO" in done.stderr and "not written over it" in done.stderr
+    assert stat.S_ISFIFO(os.lstat(out / "index.html").st_mode)  # left as it was
+    os.unlink(out / "index.html")
+    done = report()
+    assert done.returncode == 0, done.stderr
+    page = (out / "index.html").read_text()
+    assert "cpu_fp8/index.html" in page and "a_vs_b" not in page  # the FIFO is no report of ours
 
 
 def test_the_models_report_renders_quietly_with_its_case_names_level_and_whole(tmp_path):

@@ -179,26 +179,81 @@ def export(df: pd.DataFrame, out: str | Path) -> list[Path]:
     That is pytest-benchmark's storage layout (a folder per environment holding NNNN_<name>.json),
     so `pytest-benchmark compare --storage file://OUT 0001 0002` works too. Its tables label a row by
     its file's path under the files' common folder, the file name cut to 12 characters: runs of
-    two torch builds show as "(torch2.13.0-cpu/0001_2026112)" and "(torch2.14.1-cpu/0002_2026112)";
-    a torch version in the file name would be cut off."""
+    two torch builds show as "(torch2.13.0-cpu/0001_2026112)" and "(torch2.14.1-cu130/0002_2026112)";
+    a torch version in the file name would be cut off. A folder is written only while new, empty
+    or an earlier export's, whose files are then replaced whole (`EXPORT_MARKER`)."""
     out = Path(out)
     run_ids = sorted(df["run_id"].unique())
     if not run_ids:
         raise UserError("no runs to export")
-    _pytest_benchmark()  # before writing anything
     runs = {rid: df[df["run_id"] == rid] for rid in run_ids}
     if out.suffix == ".json":
         if len(run_ids) > 1:
             raise UserError(f"{len(run_ids)} runs selected but {out} is one file; give a folder instead")
-        targets = [(run_ids[0], out)]
+        targets, earlier = [(run_ids[0], out)], None
     else:
+        earlier = _earlier_export(out)  # before anything is written
         targets = [(rid, names.inside(out, out / torch_folder(runs[rid]) / f"{i:04d}_{rid}.json"))
                    for i, rid in enumerate(run_ids, start=1)]  # run ids come from files: checked, and checked again
+    _pytest_benchmark()  # before writing anything
+    new = [path.relative_to(out).as_posix() for _, path in targets] if earlier is not None else []
+    if earlier:  # a kill from here on leaves only files a marker lists: the next export replaces them
+        _mark(out, [*earlier, *new])
+        _remove(out, set(earlier) - set(new))
     written = []
     for run_id, path in targets:
         text = json.dumps(to_pytest_benchmark(runs[run_id]), indent=2, ensure_ascii=True)
         written.append(atomic_write_text(path, text))
+    if earlier is not None:
+        _mark(out, new)
     return written
+
+
+# A folder `export` wrote holds this marker, listing the files it wrote. The next export into it
+# removes those and writes its own: a re-export of fewer runs must not leave an earlier 0001_ beside
+# its own (`pytest-benchmark compare 0001` would pick either). A folder without one is written into
+# only while empty, and nothing a marker does not list is ever removed.
+EXPORT_MARKER = ".mpsuite-export"
+
+
+def _earlier_export(out: Path) -> list[str]:
+    """The files of an earlier export in `out` (to be replaced); [] for a new or empty folder. A
+    folder holding anything else is refused, naming it."""
+    if not out.exists():
+        return []
+    if not out.is_dir():
+        raise UserError(f"{out}: cannot export into it: it is a file, not a folder (a single run: -o FILE.json)")
+    held = files.held(out)
+    try:
+        listed = {f for f in json.loads(files.read_bytes(out / EXPORT_MARKER, 2**20, "marker"))["files"]
+                  if isinstance(f, str)}
+    except (OSError, ValueError, KeyError, TypeError):  # absent, a FIFO, not ours: no earlier export
+        listed = None if held else set()
+    if listed is None:
+        raise UserError(f"{out}: not an export folder (no {EXPORT_MARKER} marker) and not empty (it holds "
+                        f"{held[0]!r}), and an export replaces its folder's files: give -o a new or empty folder")
+    foreign = [h for h in held if h != EXPORT_MARKER and h not in listed]
+    if foreign:
+        raise UserError(f"{out}: holds {foreign[0]!r}, which no export wrote, and an export replaces its folder's "
+                        "files: move it out of the folder, or give -o another one")
+    return [h for h in held if h != EXPORT_MARKER]
+
+
+def _mark(out: Path, written: list[str]) -> None:
+    text = json.dumps({"mpsuite": "pytest-benchmark export, replaced by the next export into this folder; only "
+                                  "the files listed are removed", "files": sorted(set(written))}, indent=1)
+    atomic_write_text(out / EXPORT_MARKER, text + "\n")
+
+
+def _remove(out: Path, earlier: set[str]) -> None:
+    """An earlier export's files, then the folders that leaves empty."""
+    for name in earlier:
+        (out / name).unlink(missing_ok=True)
+    for folder in sorted({(out / name).parent for name in earlier} - {out}, key=lambda p: -len(p.parts)):
+        try:
+            folder.rmdir()
+        except OSError:
+            pass  # holds a file of the new export
 
 
 # --- import ---------------------------------------------------------------------------------------

@@ -81,11 +81,22 @@ METRICS = ("speedup", "time")
 PAIRED, MEDIANS = "paired", "ratio of medians"
 
 
-def parse_fail_on(text: str) -> tuple[str, ...]:
-    """`regressed,new-failure,time:regressed` -> verdict names; `none` -> never fail."""
+def fail_on_names(text: str) -> tuple[str, ...]:
+    """--fail-on's comma-joined names in lower case (`compare`'s and `history`'s); `none` -> (). A
+    value naming nothing ("" or ",,": CI's "$FAIL_ON" left unset) is refused, not read as `none`:
+    it would turn a gate off unseen."""
     if text.strip().lower() == "none":
         return ()
     names = tuple(t.strip().lower() for t in text.split(",") if t.strip())
+    if not names:
+        raise UserError(f"--fail-on {text!r} names no verdict: give the verdicts that fail the gate, or none to "
+                        "never fail")
+    return names
+
+
+def parse_fail_on(text: str) -> tuple[str, ...]:
+    """`regressed,new-failure,time:regressed` -> verdict names; `none` -> never fail."""
+    names = fail_on_names(text)
     _check_fail_on(names)
     return names
 

@@ -62,9 +62,7 @@ class Gate:
 
 def parse_fail_on(text: str) -> tuple[str, ...]:
     """`regressed,time:regressed,new-failure` -> verdict names; `none` -> never fail."""
-    if text.strip().lower() == "none":
-        return ()
-    names = tuple(t.strip().lower() for t in text.split(",") if t.strip())
+    names = compare.fail_on_names(text)
     for name in names:
         if name not in VERDICTS:
             raise UserError(f"--fail-on {name!r}: history's gate knows {', '.join(VERDICTS)}, or none")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 from pathlib import Path
 
 from suite.cli.output import info
+from suite.core.errors import UserError
 from suite.results import location
 
 
@@ -15,10 +18,14 @@ def main(args) -> int:
 
     # an interrupted run renders as a partial report; a lean read (store.read_file) for a big one
     df = store.read(args.results, unfinished=True, lean=True)
+    if df.empty:  # files of zero rows: exit 0 with nothing written would pass for a report
+        raise UserError(f"{', '.join(map(str, args.results))}: no records to report (the results hold zero rows)")
     if not args.all_runs:
         df = fleet.latest_runs(df)  # per device: the fleet's newest run of each card
     scenarios = sorted(df["scenario"].unique())
     root = Path("reports") if args.out is None else location.where(args.out)
+    if len(scenarios) > 1:
+        _check_front_folder(args.out, root, len(scenarios))
     for name in scenarios:
         out = root / name if args.out is None or len(scenarios) > 1 else root
         written = report.render(derived.rows(df, df["scenario"] == name), out)
@@ -28,3 +35,12 @@ def main(args) -> int:
         if page is not None:
             info(args, f"front page: {page}")
     return 0
+
+
+def _check_front_folder(given: str | None, root, count: int) -> None:
+    """Several scenarios go into a folder each under `root`, beside a front page: never into the
+    current folder (`--out .` or `--out ''`), which would be strewn with them."""
+    if isinstance(root, Path) and Path(os.path.realpath(root)) == Path.cwd().resolve():
+        raise UserError(f"--out {shlex.quote(given or '')}: is the current folder, and a report of {count} scenarios "
+                        "writes a folder for each and an index.html into it: give it a folder of its own, "
+                        "e.g. --out reports")

@@ -73,3 +73,13 @@ def read_bytes(path: str | Path, limit: int, what: str = "file") -> bytes:
     if len(data) > limit:
         raise TooLarge(f"it grew past the {size_text(limit)} a {what} may be while it was read")
     return data
+
+
+def held(folder: str | Path) -> list[str]:
+    """Every entry of a folder but subfolders, at any depth, as '/'-joined relative paths (links and
+    special files included, never followed): what a report or export folder holds."""
+    found = []
+    for root, dirs, names in os.walk(folder):
+        base = Path(root).relative_to(folder)
+        found += [(base / n).as_posix() for n in names + [d for d in dirs if (Path(root) / d).is_symlink()]]
+    return sorted(found)

@@ -34,12 +34,18 @@ matplotlib.rcParams["svg.hashsalt"] = "mpsuite"
 # by the browser test, and the files are a fraction of the size.
 matplotlib.rcParams["svg.fonttype"] = "none"
 
+# Text from records (a precision, a shape, a parameter value) is drawn as it is written: never parsed
+# as mathtext (a precision named `$\nosuch$` crashed the render) nor handed to TeX. A Text reads these
+# when it is made, so `new` sets them for every figure (a notebook's style may have changed them).
+LITERAL_TEXT = {"text.parse_math": False, "text.usetex": False}
+
 _NAMES: "weakref.WeakKeyDictionary[object, list[str]]" = weakref.WeakKeyDictionary()
 _URL = "#mpsuite-name-"
 
 
 def new(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw):
-    """A figure of nrows x ncols axes (a 2-d array) under constrained layout."""
+    """A figure of nrows x ncols axes (a 2-d array) under constrained layout, its text literal."""
+    matplotlib.rcParams.update(LITERAL_TEXT)
     return plt.subplots(nrows, ncols, figsize=(width, height), layout="constrained", squeeze=False, **kw)
 
 

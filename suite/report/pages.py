@@ -72,7 +72,7 @@ def output_dir(out_dir: str | Path) -> Path:
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: cannot write a report there: it is a file, not a folder")
     if out.is_dir():  # without a marker the first entry says enough (--out at a home folder lists no more)
-        _check_replaceable(out, _held(out) if (out / MARKER).exists() else [p.name for p in islice(out.iterdir(), 1)])
+        _check_replaceable(out, files.held(out) if (out / MARKER).exists() else [p.name for p in islice(out.iterdir(), 1)])
     if not os.access(out.parent, os.W_OK) or (out.is_dir() and not os.access(out, os.W_OK)):
         raise UserError(f"{out}: cannot write a report there: permission denied")
     return out
@@ -125,16 +125,6 @@ def _listed(folder) -> "set[str] | re.Pattern | None":
         return LEGACY_FILE
 
 
-def _held(folder: Path) -> list[str]:
-    """Every entry of the folder but subfolders, at any depth, as '/'-joined relative paths (links
-    and special files included, never followed)."""
-    held = []
-    for root, dirs, names_here in os.walk(folder):
-        base = Path(root).relative_to(folder)
-        held += [(base / n).as_posix() for n in names_here + [d for d in dirs if (Path(root) / d).is_symlink()]]
-    return sorted(held)
-
-
 def _foreign(listed, held: list[str]) -> list[str]:
     """What of `held` no report wrote, by the folder's marker (`_listed`): all of it without one."""
     if listed is None:
@@ -172,7 +162,7 @@ def _discard(old: Path, out: Path) -> None:
     else. Anything else (written into the folder while the new report rendered) is kept, beside the
     report, under a name that says so."""
     if old.is_dir() and not old.is_symlink():
-        held = _held(old)
+        held = files.held(old)
         foreign = set(_foreign(_listed(old), held))
         for name in held:
             if name not in foreign:
@@ -203,7 +193,7 @@ def publish(out_dir: str | Path, write: Callable[[Path], list[Path]]) -> list[Pa
         written = write(staging)
         for f in written:
             names.inside(staging, f)
-        (staging / MARKER).write_text(marker_text(_held(staging)), encoding="utf-8")  # never makes staging again
+        (staging / MARKER).write_text(marker_text(files.held(staging)), encoding="utf-8")  # never makes staging again
         return [f.relative_to(staging) for f in written]  # a fleet report's device pages are in subfolders
 
     if isinstance(out, location.Remote):  # rendered here, then uploaded (`location.upload_folder`)
