@@ -117,9 +117,10 @@ def test_report_of_results_without_rows_says_so_and_exits_2(tmp_path, capsys):
     empty.parent.mkdir()
     pq.write_table(pq.read_table(src).slice(0, 0), empty)  # a results file of zero rows
     for given in (empty, empty.parent):
-        assert cli.main(["report", str(given), "--out", str(tmp_path / "r")]) == 2
-        err = capsys.readouterr().err.strip()
-        assert err == f"mpsuite: error: {given}: no records to report (the results hold zero rows)"
+        for argv in (["report", str(given), "--out", str(tmp_path / "r")], ["recommend", str(given)]):
+            assert cli.main(argv) == 2  # recommend raised a ValueError from numpy
+            err = capsys.readouterr().err.strip()
+            assert err == f"mpsuite: error: {given}: no records to report (the results hold zero rows)"
     assert not (tmp_path / "r").exists()
 
 

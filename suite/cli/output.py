@@ -8,6 +8,7 @@ import shutil
 import sys
 import textwrap
 
+from suite.core.errors import UserError
 from suite.core.text import printable
 
 # Piped output has no width to fit: a line as long as this before a cell wraps.
@@ -124,3 +125,10 @@ def note(message: str) -> None:
 def missing(value) -> bool:
     """None or NaN: a cell with nothing to show."""
     return value is None or (isinstance(value, float) and value != value)
+
+
+def refuse_no_records(df, sources) -> None:
+    """Results of zero rows are refused in one line: an exit 0 with nothing written (report) or a
+    traceback (recommend) would pass for an answer."""
+    if df.empty:
+        raise UserError(f"{', '.join(map(str, sources))}: no records to report (the results hold zero rows)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from suite.cli.output import missing, print_json, table
+from suite.cli.output import missing, print_json, refuse_no_records, table
 
 COLUMNS = [("workload", "workload"), ("setting", "case"), ("baseline", "baseline"), ("pick", "pick"),
            ("speedup", "speedup"), ("error", "its error"), ("rejected", "over budget"),
@@ -19,6 +19,7 @@ def main(args) -> int:
     # no bound given: the report's (rel. error 1e-2; training steps within the loss margin)
     budget = answers.Budget(**bounds) if any(v is not None for v in bounds.values()) else answers.LOOSE
     df = store.read(args.results)
+    refuse_no_records(df, args.results)
     if not args.all_runs:
         df = derived.latest_runs(df)
     picks = answers.recommend(df, budget)

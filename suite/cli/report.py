@@ -6,7 +6,7 @@ import os
 import shlex
 from pathlib import Path
 
-from suite.cli.output import info
+from suite.cli.output import info, refuse_no_records
 from suite.core.errors import UserError
 from suite.results import location
 
@@ -18,8 +18,7 @@ def main(args) -> int:
 
     # an interrupted run renders as a partial report; a lean read (store.read_file) for a big one
     df = store.read(args.results, unfinished=True, lean=True)
-    if df.empty:  # files of zero rows: exit 0 with nothing written would pass for a report
-        raise UserError(f"{', '.join(map(str, args.results))}: no records to report (the results hold zero rows)")
+    refuse_no_records(df, args.results)
     if not args.all_runs:
         df = fleet.latest_runs(df)  # per device: the fleet's newest run of each card
     scenarios = sorted(df["scenario"].unique())
