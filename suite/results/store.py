@@ -29,7 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from suite.core import files, names
+from suite.core import files, jsontext, names
 from suite.results import columns, groups, journal, location, validate
 from suite.results.atomic import atomic_write
 from suite.core.errors import JournalError, UserError
@@ -72,7 +72,7 @@ def _reidentify(df: pd.DataFrame, rows) -> pd.DataFrame:
         if workload not in registry.WORKLOADS or precision not in registry.PRECISIONS:
             continue
         try:
-            raw = json.loads(row["params"]) if isinstance(row.get("params"), str) else {}
+            raw = jsontext.loads(row["params"]) if isinstance(row.get("params"), str) else {}
             own = plan.identity_params(workload, precision, raw)
             base = plan.identity_params(workload, baseline, raw) if baseline in registry.PRECISIONS else None
         except (UserError, ValueError, TypeError):

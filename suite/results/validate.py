@@ -27,11 +27,12 @@ shard and run group) and name its paths.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from suite.core import names
+from suite.core import jsontext, names
 from suite.core.errors import UserError
 from suite.results import columns
 
@@ -84,7 +85,10 @@ def type_problems(table: pa.Table) -> list[str]:
         elif column is not None and column.type == "json" and table.column(name).null_count < table.num_rows:
             for text in table.column(name).unique().drop_null().to_pylist():  # a few hundred distinct sets
                 try:
-                    value = json.loads(text)
+                    value = jsontext.loads(text)
+                except jsontext.JSONLimit as err:
+                    out.append(f"column {name} holds {err}")
+                    break
                 except ValueError:
                     value = None
                 if not isinstance(value, dict):

@@ -1,0 +1,95 @@
+"""JSON from files the suite does not own (journals, record columns such as `params`, pytest-benchmark
+files, a report's marker): bounded before it is parsed, and parsed so that no number can crash.
+
+Python's `json` recurses once per level of nesting, so `[` 100,000 times raised RecursionError, which
+no reader caught: one such value in one file crashed `report` of a whole folder. `loads` refuses,
+before parsing, JSON of more than `MAX_BYTES` bytes or nested more than `MAX_DEPTH` levels
+(`JSONLimit`, a ValueError, which every reader already turns into "this file is left out: ..."). The
+depth is counted by a scan of the bytes (numpy, a chunk at a time: no recursion, memory independent
+of the size), brackets inside strings not counted.
+
+Numbers: an integer literal longer than 20 characters (beyond 64 bits: no column holds one) is read as
+a float, so 1 followed by 400 zeros is inf, refused wherever a finite number is due, and 5,000 digits
+never reach int()'s 4,300-digit limit (a ValueError no reader expected).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+# The largest JSON text the suite parses: a pytest-benchmark file to import is the largest there is
+# (10,000 benchmarks of 1,000 rounds make about 200 MB); a journal line or a `params` cell is KBs.
+MAX_BYTES = 256 * 2**20
+# Records, journal headers (a scenario spec) and pytest-benchmark files nest under 10 levels; json's
+# recursion stays far from Python's limit (1,000 frames, with the caller's own on the stack) at 100.
+MAX_DEPTH = 100
+_CHUNK = 1 << 20  # bytes scanned at a time: the scan's memory is a few times this, whatever the size
+_OPEN, _CLOSE = (ord("["), ord("{")), (ord("]"), ord("}"))
+_QUOTE, _BACKSLASH = ord('"'), ord("\\")
+_LONGEST_INT = 20  # characters: -9223372036854775808, the smallest int64
+
+
+class JSONLimit(ValueError):
+    """JSON over the suite's size or nesting limit (the message says which), never parsed."""
+
+
+def _integer(text: str):
+    return int(text) if len(text) <= _LONGEST_INT else float(text)
+
+
+def _escaped(chunk: np.ndarray, quotes: np.ndarray, carry: int) -> tuple[np.ndarray, int]:
+    """Which `quotes` (positions in `chunk`) follow an odd run of backslashes (escaped: inside a
+    string), and the length of the run the chunk ends with; `carry` is the run the chunk starts in."""
+    slashes = np.flatnonzero(chunk == _BACKSLASH)
+    if not len(slashes):
+        return (quotes == 0) & bool(carry & 1), 0
+    first = np.r_[True, np.diff(slashes) != 1]
+    run_start = slashes[first][np.cumsum(first) - 1]  # where each backslash's run begins
+    extra = np.where(run_start == 0, carry, 0)  # a run at the chunk's start continues the last chunk's
+    last = np.searchsorted(slashes, quotes) - 1  # the backslash before each quote, if any
+    touching = (last >= 0) & (slashes[np.maximum(last, 0)] == quotes - 1)
+    run = np.where(touching, quotes - run_start[np.maximum(last, 0)] + extra[np.maximum(last, 0)], 0)
+    run = np.where(quotes == 0, carry, run)
+    tail = len(chunk) - run_start[-1] + extra[-1] if slashes[-1] == len(chunk) - 1 else 0
+    return (run & 1).astype(bool), int(tail)
+
+
+def depth(data: bytes | str) -> int:
+    """How deep the JSON text nests ([[1]] is 2), by a scan that counts brackets outside strings."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    whole = np.frombuffer(raw, np.uint8)
+    in_string, slashes, level, deepest = 0, 0, 0, 0
+    for start in range(0, len(whole), _CHUNK):
+        chunk = whole[start:start + _CHUNK]
+        quotes = np.flatnonzero(chunk == _QUOTE)
+        escaped, slashes = _escaped(chunk, quotes, slashes)
+        toggles = quotes[~escaped]
+        marks = np.flatnonzero(np.isin(chunk, _OPEN + _CLOSE))
+        outside = ((in_string + np.searchsorted(toggles, marks)) & 1) == 0
+        steps = np.where(np.isin(chunk[marks[outside]], _OPEN), 1, -1)
+        if len(steps):
+            levels = level + np.cumsum(steps)
+            deepest, level = max(deepest, int(levels.max())), int(levels[-1])
+        in_string ^= len(toggles) & 1
+    return deepest
+
+
+def check(data: bytes | str) -> None:
+    """Raise JSONLimit if `data` is over `MAX_BYTES` or nests deeper than `MAX_DEPTH`."""
+    size = len(data)  # characters of a str: at most its bytes, so a str passing here may be 4x this
+    if size > MAX_BYTES:
+        raise JSONLimit(f"{size:,} bytes of JSON, over the {MAX_BYTES:,} the suite reads")
+    opened = data.count("[" if isinstance(data, str) else b"[") + data.count("{" if isinstance(data, str) else b"{")
+    levels = depth(data) if opened > MAX_DEPTH else opened  # no more openings than the limit: no scan
+    if levels > MAX_DEPTH:
+        raise JSONLimit(f"JSON nested too deeply ({levels:,} levels; the suite reads {MAX_DEPTH})")
+
+
+def loads(data: bytes | str, object_hook=None):
+    """`json.loads` of JSON from a file: within the limits (`check`, before parsing), integers
+    beyond 64 bits read as floats. Bad JSON raises ValueError (JSONLimit, json.JSONDecodeError,
+    UnicodeDecodeError) and nothing else."""
+    check(data)
+    return json.loads(data, parse_int=_integer, object_hook=object_hook)
