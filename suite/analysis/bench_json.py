@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.core import files, names
+from suite.core import files, jsontext, names
 from suite.analysis import derived
 from suite.scenario import plan
 from suite.results import store
@@ -38,8 +38,9 @@ from suite.core.errors import UserError
 
 IMPORTED_WORKLOAD = "pytest-benchmark"
 # pytest-benchmark keeps every round's time: 10,000 benchmarks of 1,000 rounds make about 200 MB of
-# JSON. A file past this is refused by name rather than parsed into memory (or /dev/zero read forever).
-MAX_IMPORT_BYTES = 2**30
+# JSON. A file past the limit of every JSON the suite parses is refused by name rather than parsed into
+# memory (or /dev/zero read forever).
+MAX_IMPORT_BYTES = jsontext.MAX_BYTES
 IMPORTED_PRECISION = "default"
 # Record columns carried in extra_info so that an exported run imports back as the same cases.
 IDENTITY = ["case_id", "baseline_case_id", "workload", "precision", "baseline", "m", "k", "n", "params", "seed"]
@@ -205,12 +206,17 @@ def export(df: pd.DataFrame, out: str | Path) -> list[Path]:
 
 
 def _started(doc: dict) -> datetime:
+    """The run's start in UTC: `datetime` (else `commit_info.time`); now where there is no time."""
+    field = "datetime" if doc.get("datetime") else "commit_info.time"
     text = doc.get("datetime") or _obj(doc.get("commit_info"), "commit_info").get("time")
     try:
         when = datetime.fromisoformat(str(text))
     except ValueError:
         return datetime.now(timezone.utc)
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    try:
+        return when.astimezone(timezone.utc) if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    except OverflowError:  # 9999-12-31T23:59:59-05:00 is in year 10000 in UTC
+        raise _Malformed(f"{field} is {text!r}, a time that is not in years 1 to 9999 in UTC") from None
 
 
 class _Malformed(ValueError):
@@ -235,9 +241,13 @@ def _list(value, what: str) -> list:
 
 
 def _seconds(value, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-        raise _Malformed(f"{what} is {value!r}, expected a time in seconds (a number >= 0)")
-    return float(value)
+    """A time in seconds: a finite number >= 0 (an integer too large for a float is refused too)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    seconds = float(value) if number and abs(value) < 1e300 else math.inf if number else None
+    if seconds is None or not 0 <= seconds < math.inf:
+        shown = f"{value!r}"[:40] if not number or isinstance(value, float) or abs(value) < 1e300 else "a huge integer"
+        raise _Malformed(f"{what} is {shown}, expected a time in seconds (a finite number >= 0)")
+    return seconds
 
 
 def _foreign_identity(bench: dict) -> dict:
@@ -355,13 +365,11 @@ def import_file(path: str | Path, results_dir: str | Path = "results", *, scenar
     path = Path(path)
     try:
         content = files.read_bytes(path, MAX_IMPORT_BYTES, "pytest-benchmark JSON file")
-        doc = json.loads(content.decode("utf-8"))
+        doc = jsontext.loads(content.decode("utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (OSError, ValueError) as err:  # ValueError: bad JSON, bad UTF-8, over the JSON limits
         raise UserError(f"{path}: not readable as JSON: {err}") from None
-    except RecursionError:
-        raise UserError(f"{path}: not readable as JSON: nested too deeply") from None
     if scenario is not None:
         names.check_name("--scenario", scenario)
     records = from_pytest_benchmark(doc, scenario=scenario, label=label, source=str(path), content=content)

@@ -170,7 +170,7 @@ def problems(table: pa.Table) -> list[str]:
     if dup.num_rows:
         out.append(f"{dup.num_rows} case_id(s) appear more than once in one run "
                    f"(first: {dup.column('case')[0].as_py()} in run {dup.column('run')[0].as_py()})")
-    return out + _time_problems(table)
+    return out + _time_problems(table) + _instant_problems(table)
 
 
 def _time_problems(table: pa.Table) -> list[str]:
@@ -203,6 +203,27 @@ def _time_problems(table: pa.Table) -> list[str]:
         if _bad_count(no_time):
             out.append(f"{_bad_count(no_time)} ok case(s) have no median time "
                        f"(first: {_first(table, no_time, 'time_ms_median')})")
+    return out
+
+
+# The instants a timestamp column may hold: those Python's datetime (and so pandas' isoformat, export
+# and repro) can represent in UTC; 9999-12-31T23:59:59-05:00 is in year 10000 there.
+_INSTANTS = (datetime(1, 1, 1, tzinfo=timezone.utc), datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc))
+
+
+def _instant_problems(table: pa.Table) -> list[str]:
+    """Timestamp columns (by now of a timestamp type: `type_problems`) within `_INSTANTS`."""
+    out = []
+    for name in (c.name for c in columns.COLUMNS if c.type == "timestamp"):
+        if name not in table.column_names or not pa.types.is_timestamp(table.schema.field(name).type):
+            continue
+        micros = pc.cast(pc.cast(table.column(name), pa.timestamp("us", tz="UTC")), pa.int64())
+        low, high = (pa.scalar(t, pa.timestamp("us", tz="UTC")).cast(pa.int64()) for t in _INSTANTS)
+        bad = pc.or_(pc.less(micros, low), pc.greater(micros, high))
+        if _bad_count(bad):
+            row = pc.indices_nonzero(pc.fill_null(bad, False))[0].as_py()
+            out.append(f"{name} is a time outside years 1 to 9999 in UTC (case {table.column('case_id')[row].as_py()}, "
+                       f"{micros[row].as_py():,} µs from 1970 in UTC)")
     return out
 
 
