@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
+import tracemalloc
 from datetime import timedelta
 from pathlib import Path
 
@@ -590,3 +592,25 @@ def test_10_a_time_past_year_9999_in_utc_is_refused_naming_its_field(tiny_run, t
     assert f"left out {late}: started_at is a time outside years 1 to 9999 in UTC" in capsys.readouterr().err
     assert cli.main(["export", str(late), "-o", str(tmp_path / "x.json")]) == 2
     one_error_line(capsys.readouterr().err)
+
+
+def test_10_an_import_takes_memory_a_small_multiple_of_its_file(tmp_path):
+    """Every round as a float object in a list was 32 bytes for 7 of text, twice over, and the file was
+    read into a buffer of the whole 1 GiB limit: 10x the file and 1 GiB. Rounds are read packed now."""
+    rng = random.Random(0)
+    benches = [{"name": f"test_{i}", "fullname": f"t.py::test_{i}", "stats": {
+        "median": 0.0015, "q1": 0.0012, "q3": 0.0018, "rounds": 100_000, "iterations": 1,
+        "data": [round(rng.uniform(0.001, 0.002), 4) for _ in range(100_000)]}} for i in range(3)]
+    path = tmp_path / "rounds.json"
+    path.write_text(json.dumps({"benchmarks": benches, "datetime": "2026-01-01T00:00:00+00:00"}))
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        stored = bench_json.import_file(path, tmp_path / "results")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * size + 4 * 2**20, f"{peak / size:.1f}x a file of {size:,} bytes"
+    imported = store.read_file(stored)
+    assert imported["n_samples"].tolist() == [100_000] * 3
+    assert imported["samples_ms"][0][:3].tolist() == [x * 1e3 for x in benches[0]["stats"]["data"][:3]]

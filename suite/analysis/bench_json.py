@@ -27,6 +27,7 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from suite.core import files, jsontext, names
@@ -329,7 +330,7 @@ def _bench_record(bench: dict, where: str, meta: dict) -> dict:
     s = _obj(bench.get("stats"), f"{where}.stats")
     carried = _obj(_obj(bench.get("extra_info"), f"{where}.extra_info").get("mpsuite"), f"{where}.extra_info.mpsuite")
     identity = {c: carried.get(c) for c in IDENTITY} if carried else _foreign_identity(bench)
-    data = [_seconds(x, f"{where}.stats.data[{j}]") * 1e3 for j, x in enumerate(_list(s.get("data"), f"{where}.stats.data"))]
+    data = _samples_ms(s.get("data"), f"{where}.stats.data")
     if s.get("median") is None:
         raise _Malformed(f"benchmark {bench.get('fullname')!r} has no median in its stats")
     median_ms = _seconds(s["median"], f"{where}.stats.median") * 1e3
@@ -341,10 +342,10 @@ def _bench_record(bench: dict, where: str, meta: dict) -> dict:
         "status": "ok", "reason": None,
         "time_ms_median": median_ms,
         # q1/q3 stand in for p10/p90 only when there are no rounds to take quantiles from
-        "time_ms_p10": _quantile(data, 0.1) if data else q1,
-        "time_ms_p90": _quantile(data, 0.9) if data else q3,
+        "time_ms_p10": _quantile(data, 0.1) if len(data) else q1,
+        "time_ms_p90": _quantile(data, 0.9) if len(data) else q3,
         "n_samples": len(data) or (rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else None),
-        "samples_ms": data or None,
+        "samples_ms": data if len(data) else None,
         "pytest_benchmark_name": None if bench.get("fullname") is None else str(bench.get("fullname")),
         "pytest_benchmark_iterations": s.get("iterations") or 1,
     }
@@ -353,10 +354,22 @@ def _bench_record(bench: dict, where: str, meta: dict) -> dict:
     return record
 
 
-def _quantile(xs: list[float], q: float) -> float:
+def _samples_ms(value, where: str) -> list[float] | np.ndarray:
+    """Per-round times (seconds) in ms: a list checked number by number, or a long one read packed
+    (`jsontext.loads(packed=True)`: a float64 array, 8 bytes a round) checked and scaled in place."""
+    if not isinstance(value, np.ndarray):
+        return [_seconds(x, f"{where}[{j}]") * 1e3 for j, x in enumerate(_list(value, where))]
+    bad = np.flatnonzero(~(np.isfinite(value) & (value >= 0)))
+    if len(bad):
+        _seconds(float(value[bad[0]]), f"{where}[{bad[0]}]")  # raises, naming the first
+    value *= 1e3
+    return value
+
+
+def _quantile(xs: list[float] | np.ndarray, q: float) -> float:
     from suite.core.quantiles import quantile
 
-    return quantile(sorted(xs), q)
+    return float(quantile(np.sort(xs) if isinstance(xs, np.ndarray) else sorted(xs), q))
 
 
 def import_file(path: str | Path, results_dir: str | Path = "results", *, scenario: str | None = None,
@@ -365,7 +378,8 @@ def import_file(path: str | Path, results_dir: str | Path = "results", *, scenar
     path = Path(path)
     try:
         content = files.read_bytes(path, MAX_IMPORT_BYTES, "pytest-benchmark JSON file")
-        doc = jsontext.loads(content.decode("utf-8"))
+        content.decode("utf-8")  # UTF-8 or refused (json would also take UTF-16 and UTF-32)
+        doc = jsontext.loads(content, packed=True)  # rounds read packed: 8 bytes each
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except (OSError, ValueError) as err:  # ValueError: bad JSON, bad UTF-8, over the JSON limits

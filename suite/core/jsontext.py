@@ -16,6 +16,8 @@ never reach int()'s 4,300-digit limit (a ValueError no reader expected).
 from __future__ import annotations
 
 import json
+import re
+import secrets
 
 import numpy as np
 
@@ -29,6 +31,12 @@ _CHUNK = 1 << 20  # bytes scanned at a time: the scan's memory is a few times th
 _OPEN, _CLOSE = (ord("["), ord("{")), (ord("]"), ord("}"))
 _QUOTE, _BACKSLASH = ord('"'), ord("\\")
 _LONGEST_INT = 20  # characters: -9223372036854775808, the smallest int64
+# `loads(..., packed=True)` reads a flat array of numbers of this many bytes or more (pytest-benchmark's
+# rounds) straight into a float64 array: 8 bytes a number, where json's list costs 32 (a float object
+# and a list slot) and more than a short number's text.
+_PACKED_BYTES = 4096
+_NUMBERS = re.compile(rb"\[[-+0-9.eE,\s]{%d,}\]" % _PACKED_BYTES)
+_NUMBER = r"^\s*-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\s*$"  # one JSON number
 
 
 class JSONLimit(ValueError):
@@ -56,16 +64,18 @@ def _escaped(chunk: np.ndarray, quotes: np.ndarray, carry: int) -> tuple[np.ndar
     return (run & 1).astype(bool), int(tail)
 
 
-def depth(data: bytes | str) -> int:
-    """How deep the JSON text nests ([[1]] is 2), by a scan that counts brackets outside strings."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    whole = np.frombuffer(raw, np.uint8)
-    in_string, slashes, level, deepest = 0, 0, 0, 0
+def _scan(raw: bytes, probes: list[int] = ()) -> tuple[int, list[bool]]:
+    """How deep the JSON text nests ([[1]] is 2), counting brackets outside strings, and whether
+    each of `probes` (sorted byte positions) lies inside a string."""
+    whole, probes = np.frombuffer(raw, np.uint8), np.asarray(probes, np.int64)
+    in_string, slashes, level, deepest, inside = 0, 0, 0, 0, []
     for start in range(0, len(whole), _CHUNK):
         chunk = whole[start:start + _CHUNK]
         quotes = np.flatnonzero(chunk == _QUOTE)
         escaped, slashes = _escaped(chunk, quotes, slashes)
         toggles = quotes[~escaped]
+        asked = probes[(probes >= start) & (probes < start + len(chunk))] - start
+        inside += (((in_string + np.searchsorted(toggles, asked)) & 1) == 1).tolist()
         marks = np.flatnonzero(np.isin(chunk, _OPEN + _CLOSE))
         outside = ((in_string + np.searchsorted(toggles, marks)) & 1) == 0
         steps = np.where(np.isin(chunk[marks[outside]], _OPEN), 1, -1)
@@ -73,7 +83,12 @@ def depth(data: bytes | str) -> int:
             levels = level + np.cumsum(steps)
             deepest, level = max(deepest, int(levels.max())), int(levels[-1])
         in_string ^= len(toggles) & 1
-    return deepest
+    return deepest, inside
+
+
+def depth(data: bytes | str) -> int:
+    """How deep the JSON text nests ([[1]] is 2), by a scan that counts brackets outside strings."""
+    return _scan(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)[0]
 
 
 def check(data: bytes | str) -> None:
@@ -87,9 +102,57 @@ def check(data: bytes | str) -> None:
         raise JSONLimit(f"JSON nested too deeply ({levels:,} levels; the suite reads {MAX_DEPTH})")
 
 
-def loads(data: bytes | str, object_hook=None):
+def _numbers(inside: bytes) -> np.ndarray | None:
+    """The numbers of a flat JSON array (`inside`: what its brackets hold) as float64, parsed a
+    chunk at a time (the memory it takes is that of its result); None where one is no JSON number
+    (json then says what is wrong). Integers beyond a float's range are inf, as `_integer` reads them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out, filled, start = np.empty(inside.count(b",") + 1), 0, 0
+    while start < len(inside):
+        end = inside.find(b",", start + _CHUNK) if start + _CHUNK < len(inside) else -1
+        end = len(inside) if end < 0 else end
+        text = pc.split_pattern(pa.array([inside[start:end]], pa.binary()), ",").flatten().cast(pa.string())
+        if not pc.all(pc.match_substring_regex(text, _NUMBER)).as_py():
+            return None
+        out[filled:filled + len(text)] = pc.cast(pc.utf8_trim_whitespace(text), pa.float64()).to_numpy()
+        filled, start = filled + len(text), end + 1
+    return out if filled == len(out) else None  # a trailing comma: no number after it
+
+
+def _packed(raw: bytes) -> tuple[bytes, dict]:
+    """`raw` with each long flat array of numbers outside strings replaced by a placeholder object
+    (a key no file can guess), and the arrays by placeholder key."""
+    spans = [m.span() for m in _NUMBERS.finditer(raw)]
+    if not spans:
+        return raw, {}
+    inside = _scan(raw, [start for start, _ in spans])[1]
+    pieces, arrays, done = [], {}, 0
+    for (start, end), in_string in zip(spans, inside):
+        values = None if in_string else _numbers(raw[start + 1:end - 1])
+        if values is None:
+            continue
+        key = f"\0{secrets.token_hex(8)}"
+        arrays[key] = values
+        pieces += [raw[done:start], json.dumps({key: 0}).encode()]
+        done = end
+    return b"".join(pieces + [raw[done:]]), arrays
+
+
+def loads(data: bytes | str, object_hook=None, packed: bool = False):
     """`json.loads` of JSON from a file: within the limits (`check`, before parsing), integers
     beyond 64 bits read as floats. Bad JSON raises ValueError (JSONLimit, json.JSONDecodeError,
-    UnicodeDecodeError) and nothing else."""
+    UnicodeDecodeError) and nothing else. `packed` (bytes only): flat arrays of numbers of 4 KiB
+    and more become float64 numpy arrays (`_PACKED_BYTES`), not lists."""
     check(data)
-    return json.loads(data, parse_int=_integer, object_hook=object_hook)
+    if not packed:
+        return json.loads(data, parse_int=_integer, object_hook=object_hook)
+    text, arrays = _packed(data)
+
+    def unpacked(obj: dict):
+        if len(obj) == 1 and next(iter(obj)) in arrays:
+            return arrays[next(iter(obj))]
+        return obj if object_hook is None else object_hook(obj)
+
+    return json.loads(text, parse_int=_integer, object_hook=unpacked)
