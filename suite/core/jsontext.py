@@ -76,9 +76,10 @@ def _scan(raw: bytes, probes: list[int] = ()) -> tuple[int, list[bool]]:
         toggles = quotes[~escaped]
         asked = probes[(probes >= start) & (probes < start + len(chunk))] - start
         inside += (((in_string + np.searchsorted(toggles, asked)) & 1) == 1).tolist()
-        marks = np.flatnonzero(np.isin(chunk, _OPEN + _CLOSE))
+        opens = (chunk == _OPEN[0]) | (chunk == _OPEN[1])
+        marks = np.flatnonzero(opens | (chunk == _CLOSE[0]) | (chunk == _CLOSE[1]))
         outside = ((in_string + np.searchsorted(toggles, marks)) & 1) == 0
-        steps = np.where(np.isin(chunk[marks[outside]], _OPEN), 1, -1)
+        steps = np.where(opens[marks[outside]], 1, -1)
         if len(steps):
             levels = level + np.cumsum(steps)
             deepest, level = max(deepest, int(levels.max())), int(levels[-1])
