@@ -337,13 +337,13 @@ def _bench_record(bench: dict, where: str, meta: dict) -> dict:
     q1 = _seconds(s.get("q1", s["median"]), f"{where}.stats.q1") * 1e3
     q3 = _seconds(s.get("q3", s["median"]), f"{where}.stats.q3") * 1e3
     rounds = s.get("rounds")
+    p10, p90 = _p10_p90(data) if len(data) else (q1, q3)  # q1/q3 stand in when there are no rounds
     record = {
         **meta, **identity,
         "status": "ok", "reason": None,
         "time_ms_median": median_ms,
-        # q1/q3 stand in for p10/p90 only when there are no rounds to take quantiles from
-        "time_ms_p10": _quantile(data, 0.1) if len(data) else q1,
-        "time_ms_p90": _quantile(data, 0.9) if len(data) else q3,
+        "time_ms_p10": p10,
+        "time_ms_p90": p90,
         "n_samples": len(data) or (rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else None),
         "samples_ms": data if len(data) else None,
         "pytest_benchmark_name": None if bench.get("fullname") is None else str(bench.get("fullname")),
@@ -366,10 +366,11 @@ def _samples_ms(value, where: str) -> list[float] | np.ndarray:
     return value
 
 
-def _quantile(xs: list[float] | np.ndarray, q: float) -> float:
+def _p10_p90(xs: list[float] | np.ndarray) -> tuple[float, float]:
     from suite.core.quantiles import quantile
 
-    return float(quantile(np.sort(xs) if isinstance(xs, np.ndarray) else sorted(xs), q))
+    ordered = np.sort(xs) if isinstance(xs, np.ndarray) else sorted(xs)  # one sorted copy for both
+    return float(quantile(ordered, 0.1)), float(quantile(ordered, 0.9))
 
 
 def import_file(path: str | Path, results_dir: str | Path = "results", *, scenario: str | None = None,

@@ -265,7 +265,11 @@ def write_run(records: list[dict], path: str | Path) -> Path:
 
 
 def _write(table: pa.Table, path: str | Path) -> Path:
-    return atomic_write(location.where(path), lambda tmp: pq.write_table(table, tmp))
+    # Dictionary encoding of floats (per-round times: values that rarely repeat) saves nothing and
+    # took 6x their size while the file was written; text and the rest keep it.
+    coded = [f.name for f in table.schema if not pa.types.is_floating(f.type) and not (
+        pa.types.is_list(f.type) and pa.types.is_floating(f.type.value_type))]
+    return atomic_write(location.where(path), lambda tmp: pq.write_table(table, tmp, use_dictionary=coded))
 
 
 def _warn_mirror(remote: location.Remote):
