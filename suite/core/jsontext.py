@@ -11,6 +11,10 @@ of the size), brackets inside strings not counted.
 Numbers: an integer literal longer than 20 characters (beyond 64 bits: no column holds one) is read as
 a float, so 1 followed by 400 zeros is inf, refused wherever a finite number is due, and 5,000 digits
 never reach int()'s 4,300-digit limit (a ValueError no reader expected).
+
+Memory: `loads(..., packed=True)` (an import) reads each flat array of numbers of 4 KiB or more straight
+into a float64 array, 8 bytes a number, rather than a list of float objects (32 bytes a number: 4x
+and more the text of a short one), so an import's rounds cost about their text's size.
 """
 
 from __future__ import annotations
@@ -144,12 +148,12 @@ def _packed(raw: bytes) -> tuple[bytes, dict]:
 def loads(data: bytes | str, object_hook=None, packed: bool = False):
     """`json.loads` of JSON from a file: within the limits (`check`, before parsing), integers
     beyond 64 bits read as floats. Bad JSON raises ValueError (JSONLimit, json.JSONDecodeError,
-    UnicodeDecodeError) and nothing else. `packed` (bytes only): flat arrays of numbers of 4 KiB
-    and more become float64 numpy arrays (`_PACKED_BYTES`), not lists."""
+    UnicodeDecodeError) and nothing else. `packed`: flat arrays of numbers of 4 KiB and more
+    become float64 numpy arrays (`_PACKED_BYTES`), not lists."""
     check(data)
     if not packed:
         return json.loads(data, parse_int=_integer, object_hook=object_hook)
-    text, arrays = _packed(data)
+    text, arrays = _packed(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
 
     def unpacked(obj: dict):
         if len(obj) == 1 and next(iter(obj)) in arrays:
