@@ -13,6 +13,8 @@ import tracemalloc
 from datetime import timedelta
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings, HealthCheck
@@ -614,3 +616,14 @@ def test_10_an_import_takes_memory_a_small_multiple_of_its_file(tmp_path):
     imported = store.read_file(stored)
     assert imported["n_samples"].tolist() == [100_000] * 3
     assert imported["samples_ms"][0][:3].tolist() == [x * 1e3 for x in benches[0]["stats"]["data"][:3]]
+
+
+def test_10_times_in_nanoseconds_are_checked_without_a_cast_that_fails(tiny_run, tmp_path):
+    table = pq.read_table(tiny_run)
+    i = table.column_names.index("started_at")
+    ns = pa.timestamp("ns", tz="UTC")
+    nanos = pc.add(pc.cast(pc.cast(table.column(i), ns), pa.int64()), 1).cast(ns)  # not whole microseconds
+    path = tmp_path / "results" / "tiny" / tiny_run.name
+    path.parent.mkdir(parents=True)
+    pq.write_table(table.set_column(i, pa.field("started_at", ns), nanos), path)
+    assert len(store.read_file(path)) == table.num_rows

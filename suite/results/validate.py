@@ -206,24 +206,30 @@ def _time_problems(table: pa.Table) -> list[str]:
     return out
 
 
-# The instants a timestamp column may hold: those Python's datetime (and so pandas' isoformat, export
-# and repro) can represent in UTC; 9999-12-31T23:59:59-05:00 is in year 10000 there.
-_INSTANTS = (datetime(1, 1, 1, tzinfo=timezone.utc), datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc))
+# The instants a timestamp column may hold, in seconds from 1970 in UTC: those Python's datetime (and
+# so pandas' isoformat, export and repro) can represent, years 1 to 9999; 9999-12-31T23:59:59-05:00
+# is in year 10000 in UTC.
+_INSTANTS = (int((datetime(1, 1, 1, tzinfo=timezone.utc) - datetime(1970, 1, 1, tzinfo=timezone.utc)).total_seconds()),
+             int((datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+                  - datetime(1970, 1, 1, tzinfo=timezone.utc)).total_seconds()) + 1)
+_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 
 
 def _instant_problems(table: pa.Table) -> list[str]:
-    """Timestamp columns (by now of a timestamp type: `type_problems`) within `_INSTANTS`."""
+    """Timestamp columns (by now of a timestamp type: `type_problems`) within `_INSTANTS`, in
+    whatever unit a file stores them (no cast that could fail on the way)."""
     out = []
     for name in (c.name for c in columns.COLUMNS if c.type == "timestamp"):
-        if name not in table.column_names or not pa.types.is_timestamp(table.schema.field(name).type):
+        kind = table.schema.field(name).type if name in table.column_names else None
+        if kind is None or not pa.types.is_timestamp(kind):
             continue
-        micros = pc.cast(pc.cast(table.column(name), pa.timestamp("us", tz="UTC")), pa.int64())
-        low, high = (pa.scalar(t, pa.timestamp("us", tz="UTC")).cast(pa.int64()) for t in _INSTANTS)
-        bad = pc.or_(pc.less(micros, low), pc.greater(micros, high))
+        ticks, per = pc.cast(table.column(name), pa.int64()), _PER_SECOND[kind.unit]
+        low, high = max(_INSTANTS[0] * per, -2**63), min(_INSTANTS[1] * per, 2**63 - 1)
+        bad = pc.or_(pc.less(ticks, low), pc.greater_equal(ticks, high))
         if _bad_count(bad):
             row = pc.indices_nonzero(pc.fill_null(bad, False))[0].as_py()
             out.append(f"{name} is a time outside years 1 to 9999 in UTC (case {table.column('case_id')[row].as_py()}, "
-                       f"{micros[row].as_py():,} µs from 1970 in UTC)")
+                       f"{ticks[row].as_py() / per:,.0f} s from 1970 in UTC)")
     return out
 
 
