@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
+import tracemalloc
 from datetime import timedelta
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings, HealthCheck
@@ -530,3 +534,96 @@ def test_hostile_files_give_one_line_errors_and_never_write_outside(tmp_path, ca
             one_error_line(err)
         statuses.append(status)
     assert files_outside(case, "in", "results", "reports") == []
+
+
+# --- 10. hostile values (issue #35): JSON limits, numbers no float holds, times no UTC holds -----------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_10_json_nested_deep_in_params_leaves_its_file_out_and_the_good_run_reports(tiny_run, tmp_path, capsys):
+    folder = tmp_path / "results" / "tiny"
+    write_records(records_of(tiny_run), folder, tiny_run.name)
+    bad = write_records([{**r, "params": DEEP} for r in measured_again(records_of(tiny_run), "20260101T000000Z-000002")],
+                        folder, "20260101T000000Z-000002.parquet")
+    assert cli.main(["report", str(tmp_path / "results"), "--out", str(tmp_path / "rep")]) == 0
+    assert f"left out {bad}: column params holds JSON nested too deeply" in capsys.readouterr().err
+    assert (tmp_path / "rep" / "index.html").exists()
+
+
+def test_10_a_deep_journal_line_is_refused_in_one_line_wherever_it_is(tiny_run, tmp_path, capsys):
+    results = tmp_path / "results"
+    write_records(records_of(tiny_run), results / "tiny", tiny_run.name)
+    run = store.start_run(results, "tiny", "20260101T000000Z-000003", {"plan": []})
+    run.close()
+    with open(run.path, "ab") as f:  # a whole line (a torn one would be cut off): no crash writes it
+        f.write(jsonl.encode({"kind": "case", "record": {**records_of(tiny_run)[0], "params": "{}"}})
+                .replace(b'"params":"{}"', b'"params":' + DEEP.encode()))
+    with pytest.raises(journal.JournalError, match="line 2 is refused: JSON nested too deeply"):
+        journal.read(run.path)
+    assert cli.main(["report", str(results), "--out", str(tmp_path / "rep")]) == 0
+    assert f"left out {run.path}: line 2 is refused" in capsys.readouterr().err
+    with pytest.raises(journal.JournalError, match="line 2 is refused"):  # nor resumed
+        store.continue_run(results, "tiny", "20260101T000000Z-000003")
+
+
+@pytest.mark.parametrize("number", ["1" + "0" * 400, "1" * 5000, "1e400"])
+@pytest.mark.parametrize("field", ["median", "data"])
+def test_10_a_time_no_float_holds_is_one_line_naming_it(tiny_run, tmp_path, capsys, number, field):
+    doc = exported_doc(tiny_run, tmp_path)
+    _first_bench(doc)["stats"][field] = "NUMBER" if field == "median" else [0.001, "NUMBER"]
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(doc).replace('"NUMBER"', number))
+    assert cli.main(["import", str(path), "--results", str(tmp_path / "results")]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert str(path) in line and f"benchmarks[0].stats.{field}" in line and "expected a time in seconds" in line
+
+
+def test_10_a_time_past_year_9999_in_utc_is_refused_naming_its_field(tiny_run, tmp_path, capsys):
+    doc = exported_doc(tiny_run, tmp_path)
+    doc["datetime"] = "9999-12-31T23:59:59-05:00"
+    path = tmp_path / "late.json"
+    path.write_text(json.dumps(doc))
+    assert cli.main(["import", str(path), "--results", str(tmp_path / "results")]) == 2
+    assert "datetime is '9999-12-31T23:59:59-05:00'" in one_error_line(capsys.readouterr().err)
+    folder = tmp_path / "results" / "tiny"
+    write_records(records_of(tiny_run), folder, tiny_run.name)
+    late = write_records([{**r, "started_at": "9999-12-31T23:59:59-05:00"} for r in
+                          measured_again(records_of(tiny_run), "20260101T000000Z-000004")], folder)
+    assert cli.main(["report", str(tmp_path / "results"), "--out", str(tmp_path / "rep")]) == 0
+    assert f"left out {late}: started_at is a time outside years 1 to 9999 in UTC" in capsys.readouterr().err
+    assert cli.main(["export", str(late), "-o", str(tmp_path / "x.json")]) == 2
+    one_error_line(capsys.readouterr().err)
+
+
+def test_10_an_import_takes_memory_a_small_multiple_of_its_file(tmp_path):
+    """Every round as a float object in a list was 32 bytes for 7 of text, twice over, and the file was
+    read into a buffer of the whole 1 GiB limit: 10x the file and 1 GiB. Rounds are read packed now."""
+    rng = random.Random(0)
+    benches = [{"name": f"test_{i}", "fullname": f"t.py::test_{i}", "stats": {
+        "median": 0.0015, "q1": 0.0012, "q3": 0.0018, "rounds": 100_000, "iterations": 1,
+        "data": [round(rng.uniform(0.001, 0.002), 4) for _ in range(100_000)]}} for i in range(3)]
+    path = tmp_path / "rounds.json"
+    path.write_text(json.dumps({"benchmarks": benches, "datetime": "2026-01-01T00:00:00+00:00"}))
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        stored = bench_json.import_file(path, tmp_path / "results")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * size + 4 * 2**20, f"{peak / size:.1f}x a file of {size:,} bytes"
+    imported = store.read_file(stored)
+    assert imported["n_samples"].tolist() == [100_000] * 3
+    assert imported["samples_ms"][0][:3].tolist() == [x * 1e3 for x in benches[0]["stats"]["data"][:3]]
+
+
+def test_10_times_in_nanoseconds_are_checked_without_a_cast_that_fails(tiny_run, tmp_path):
+    table = pq.read_table(tiny_run)
+    i = table.column_names.index("started_at")
+    ns = pa.timestamp("ns", tz="UTC")
+    nanos = pc.add(pc.cast(pc.cast(table.column(i), ns), pa.int64()), 1).cast(ns)  # not whole microseconds
+    path = tmp_path / "results" / "tiny" / tiny_run.name
+    path.parent.mkdir(parents=True)
+    pq.write_table(table.set_column(i, pa.field("started_at", ns), nanos), path)
+    assert len(store.read_file(path)) == table.num_rows

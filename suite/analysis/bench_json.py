@@ -27,9 +27,10 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from suite.core import files, names
+from suite.core import files, jsontext, names
 from suite.analysis import derived
 from suite.scenario import plan
 from suite.results import store
@@ -38,8 +39,9 @@ from suite.core.errors import UserError
 
 IMPORTED_WORKLOAD = "pytest-benchmark"
 # pytest-benchmark keeps every round's time: 10,000 benchmarks of 1,000 rounds make about 200 MB of
-# JSON. A file past this is refused by name rather than parsed into memory (or /dev/zero read forever).
-MAX_IMPORT_BYTES = 2**30
+# JSON. A file past the limit of every JSON the suite parses is refused by name rather than parsed into
+# memory (or /dev/zero read forever).
+MAX_IMPORT_BYTES = jsontext.MAX_BYTES
 IMPORTED_PRECISION = "default"
 # Record columns carried in extra_info so that an exported run imports back as the same cases.
 IDENTITY = ["case_id", "baseline_case_id", "workload", "precision", "baseline", "m", "k", "n", "params", "seed"]
@@ -260,12 +262,17 @@ def _remove(out: Path, earlier: set[str]) -> None:
 
 
 def _started(doc: dict) -> datetime:
+    """The run's start in UTC: `datetime` (else `commit_info.time`); now where there is no time."""
+    field = "datetime" if doc.get("datetime") else "commit_info.time"
     text = doc.get("datetime") or _obj(doc.get("commit_info"), "commit_info").get("time")
     try:
         when = datetime.fromisoformat(str(text))
     except ValueError:
         return datetime.now(timezone.utc)
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    try:
+        return when.astimezone(timezone.utc) if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    except OverflowError:  # 9999-12-31T23:59:59-05:00 is in year 10000 in UTC
+        raise _Malformed(f"{field} is {text!r}, a time that is not in years 1 to 9999 in UTC") from None
 
 
 class _Malformed(ValueError):
@@ -290,9 +297,13 @@ def _list(value, what: str) -> list:
 
 
 def _seconds(value, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
-        raise _Malformed(f"{what} is {value!r}, expected a time in seconds (a number >= 0)")
-    return float(value)
+    """A time in seconds: a finite number >= 0 (an integer too large for a float is refused too)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    seconds = float(value) if number and abs(value) < 1e300 else math.inf if number else None
+    if seconds is None or not 0 <= seconds < math.inf:
+        shown = f"{value!r}"[:40] if not number or isinstance(value, float) or abs(value) < 1e300 else "a huge integer"
+        raise _Malformed(f"{what} is {shown}, expected a time in seconds (a finite number >= 0)")
+    return seconds
 
 
 def _foreign_identity(bench: dict) -> dict:
@@ -374,22 +385,22 @@ def _bench_record(bench: dict, where: str, meta: dict) -> dict:
     s = _obj(bench.get("stats"), f"{where}.stats")
     carried = _obj(_obj(bench.get("extra_info"), f"{where}.extra_info").get("mpsuite"), f"{where}.extra_info.mpsuite")
     identity = {c: carried.get(c) for c in IDENTITY} if carried else _foreign_identity(bench)
-    data = [_seconds(x, f"{where}.stats.data[{j}]") * 1e3 for j, x in enumerate(_list(s.get("data"), f"{where}.stats.data"))]
+    data = _samples_ms(s.get("data"), f"{where}.stats.data")
     if s.get("median") is None:
         raise _Malformed(f"benchmark {bench.get('fullname')!r} has no median in its stats")
     median_ms = _seconds(s["median"], f"{where}.stats.median") * 1e3
     q1 = _seconds(s.get("q1", s["median"]), f"{where}.stats.q1") * 1e3
     q3 = _seconds(s.get("q3", s["median"]), f"{where}.stats.q3") * 1e3
     rounds = s.get("rounds")
+    p10, p90 = _p10_p90(data) if len(data) else (q1, q3)  # q1/q3 stand in when there are no rounds
     record = {
         **meta, **identity,
         "status": "ok", "reason": None,
         "time_ms_median": median_ms,
-        # q1/q3 stand in for p10/p90 only when there are no rounds to take quantiles from
-        "time_ms_p10": _quantile(data, 0.1) if data else q1,
-        "time_ms_p90": _quantile(data, 0.9) if data else q3,
+        "time_ms_p10": p10,
+        "time_ms_p90": p90,
         "n_samples": len(data) or (rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else None),
-        "samples_ms": data or None,
+        "samples_ms": data if len(data) else None,
         "pytest_benchmark_name": None if bench.get("fullname") is None else str(bench.get("fullname")),
         "pytest_benchmark_iterations": s.get("iterations") or 1,
     }
@@ -398,10 +409,23 @@ def _bench_record(bench: dict, where: str, meta: dict) -> dict:
     return record
 
 
-def _quantile(xs: list[float], q: float) -> float:
+def _samples_ms(value, where: str) -> list[float] | np.ndarray:
+    """Per-round times (seconds) in ms: a list checked number by number, or a long one read packed
+    (`jsontext.loads(packed=True)`: a float64 array, 8 bytes a round) checked and scaled in place."""
+    if not isinstance(value, np.ndarray):
+        return [_seconds(x, f"{where}[{j}]") * 1e3 for j, x in enumerate(_list(value, where))]
+    bad = np.flatnonzero(~(np.isfinite(value) & (value >= 0)))
+    if len(bad):
+        _seconds(float(value[bad[0]]), f"{where}[{bad[0]}]")  # raises, naming the first
+    value *= 1e3
+    return value
+
+
+def _p10_p90(xs: list[float] | np.ndarray) -> tuple[float, float]:
     from suite.core.quantiles import quantile
 
-    return quantile(sorted(xs), q)
+    ordered = np.sort(xs) if isinstance(xs, np.ndarray) else sorted(xs)  # one sorted copy for both
+    return float(quantile(ordered, 0.1)), float(quantile(ordered, 0.9))
 
 
 def import_file(path: str | Path, results_dir: str | Path = "results", *, scenario: str | None = None,
@@ -410,13 +434,12 @@ def import_file(path: str | Path, results_dir: str | Path = "results", *, scenar
     path = Path(path)
     try:
         content = files.read_bytes(path, MAX_IMPORT_BYTES, "pytest-benchmark JSON file")
-        doc = json.loads(content.decode("utf-8"))
+        content.decode("utf-8")  # UTF-8 or refused (json would also take UTF-16 and UTF-32)
+        doc = jsontext.loads(content, packed=True)  # rounds read packed: 8 bytes each
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (OSError, ValueError) as err:  # ValueError: bad JSON, bad UTF-8, over the JSON limits
         raise UserError(f"{path}: not readable as JSON: {err}") from None
-    except RecursionError:
-        raise UserError(f"{path}: not readable as JSON: nested too deeply") from None
     if scenario is not None:
         names.check_name("--scenario", scenario)
     records = from_pytest_benchmark(doc, scenario=scenario, label=label, source=str(path), content=content)

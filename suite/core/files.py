@@ -69,7 +69,10 @@ def reader(path: str | Path, limit: int | None = None, what: str = "file") -> Bi
 def read_bytes(path: str | Path, limit: int, what: str = "file") -> bytes:
     """The whole of a regular file of at most `limit` bytes (one that grew past it meanwhile too)."""
     with reader(path, limit, what) as f:
-        data = f.read(limit + 1)
+        size = os.fstat(f.fileno()).st_size
+        data = f.read(size + 1)  # not read(limit + 1): that allocates the whole limit up front
+        if len(data) > size:  # it grows while we read: read on, up to the limit
+            data += f.read(limit + 1 - len(data))
     if len(data) > limit:
         raise TooLarge(f"it grew past the {size_text(limit)} a {what} may be while it was read")
     return data

@@ -1,9 +1,12 @@
 """One record (or request) as one JSON line: the run journal's lines (`suite.results.journal`) and
-what a case's process sends back (`suite.measure.executors`) are written and read the same way."""
+what a case's process sends back (`suite.measure.executors`) are written and read the same way, and
+read within the limits of every JSON the suite parses (`suite.core.jsontext`)."""
 
 from __future__ import annotations
 
 import json
+
+from suite.core import jsontext
 
 
 def _plain(value):
@@ -24,7 +27,8 @@ def encode(obj: dict) -> bytes:
 
 
 def decode(line: bytes) -> dict:
-    obj = json.loads(line)
+    """One line back; over the suite's JSON limits (`suite.core.jsontext`) it is a ValueError too."""
+    obj = jsontext.loads(line)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     return obj

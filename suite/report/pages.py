@@ -18,7 +18,7 @@ from typing import Callable
 import jinja2
 from markupsafe import Markup, escape
 
-from suite.core import files, names, text
+from suite.core import files, jsontext, names, text
 from suite.core.errors import UserError
 from suite.results import location
 from suite.results.atomic import atomic_write_text, remove_stale, replace_dir
@@ -119,7 +119,7 @@ def _listed(folder) -> "set[str] | re.Pattern | None":
     except Exception:  # absent, a FIFO, too large, a storage error: no marker to trust
         return None
     try:
-        listed = json.loads(data)["files"]
+        listed = jsontext.loads(data)["files"]
         return {name for name in listed if isinstance(name, str)}
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         return LEGACY_FILE

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from suite.core import files
+from suite.core.jsontext import JSONLimit
 from suite.core.jsonl import decode, encode
 from suite.core.errors import JournalError
 from suite.results import location
@@ -61,6 +62,8 @@ def parse(data: bytes, path: Path | str = "<journal>") -> Contents:
     for number, line in enumerate(complete, start=1):
         try:
             obj = decode(line)
+        except JSONLimit as err:  # a whole line no crash writes: refused wherever it is, never cut off
+            raise JournalError(f"{path}: line {number} is refused: {err}") from None
         except (ValueError, UnicodeDecodeError) as err:
             if number == len(complete) and not tail:
                 out.torn = True  # the last line was written but is garbage: killed mid-write

@@ -30,7 +30,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from suite.core import files, names
+from suite.core import files, jsontext, names
 from suite.results import columns, groups, journal, lease, location, validate
 from suite.results.atomic import atomic_write
 from suite.core.errors import JournalError, UserError
@@ -73,7 +73,7 @@ def _reidentify(df: pd.DataFrame, rows) -> pd.DataFrame:
         if workload not in registry.WORKLOADS or precision not in registry.PRECISIONS:
             continue
         try:
-            raw = json.loads(row["params"]) if isinstance(row.get("params"), str) else {}
+            raw = jsontext.loads(row["params"]) if isinstance(row.get("params"), str) else {}
             own = plan.identity_params(workload, precision, raw)
             base = plan.identity_params(workload, baseline, raw) if baseline in registry.PRECISIONS else None
         except (UserError, ValueError, TypeError):
@@ -271,7 +271,11 @@ def write_run(records: list[dict], path: str | Path) -> Path:
 
 
 def _write(table: pa.Table, path: str | Path) -> Path:
-    return atomic_write(location.where(path), lambda tmp: pq.write_table(table, tmp))
+    # Dictionary encoding of floats (per-round times: values that rarely repeat) saves nothing and
+    # took 6x their size while the file was written; text and the rest keep it.
+    coded = [f.name for f in table.schema if not pa.types.is_floating(f.type) and not (
+        pa.types.is_list(f.type) and pa.types.is_floating(f.type.value_type))]
+    return atomic_write(location.where(path), lambda tmp: pq.write_table(table, tmp, use_dictionary=coded))
 
 
 def _uploader(remote: location.Remote, held: lease.Lease | None):

@@ -27,11 +27,12 @@ shard and run group) and name its paths.
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from suite.core import names
+from suite.core import jsontext, names
 from suite.core.errors import UserError
 from suite.results import columns
 
@@ -84,7 +85,10 @@ def type_problems(table: pa.Table) -> list[str]:
         elif column is not None and column.type == "json" and table.column(name).null_count < table.num_rows:
             for text in table.column(name).unique().drop_null().to_pylist():  # a few hundred distinct sets
                 try:
-                    value = json.loads(text)
+                    value = jsontext.loads(text)
+                except jsontext.JSONLimit as err:
+                    out.append(f"column {name} holds {err}")
+                    break
                 except ValueError:
                     value = None
                 if not isinstance(value, dict):
@@ -166,7 +170,7 @@ def problems(table: pa.Table) -> list[str]:
     if dup.num_rows:
         out.append(f"{dup.num_rows} case_id(s) appear more than once in one run "
                    f"(first: {dup.column('case')[0].as_py()} in run {dup.column('run')[0].as_py()})")
-    return out + _time_problems(table)
+    return out + _time_problems(table) + _instant_problems(table)
 
 
 def _time_problems(table: pa.Table) -> list[str]:
@@ -199,6 +203,33 @@ def _time_problems(table: pa.Table) -> list[str]:
         if _bad_count(no_time):
             out.append(f"{_bad_count(no_time)} ok case(s) have no median time "
                        f"(first: {_first(table, no_time, 'time_ms_median')})")
+    return out
+
+
+# The instants a timestamp column may hold, in seconds from 1970 in UTC: those Python's datetime (and
+# so pandas' isoformat, export and repro) can represent, years 1 to 9999; 9999-12-31T23:59:59-05:00
+# is in year 10000 in UTC.
+_INSTANTS = (int((datetime(1, 1, 1, tzinfo=timezone.utc) - datetime(1970, 1, 1, tzinfo=timezone.utc)).total_seconds()),
+             int((datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone.utc)
+                  - datetime(1970, 1, 1, tzinfo=timezone.utc)).total_seconds()) + 1)
+_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+
+
+def _instant_problems(table: pa.Table) -> list[str]:
+    """Timestamp columns (by now of a timestamp type: `type_problems`) within `_INSTANTS`, in
+    whatever unit a file stores them (no cast that could fail on the way)."""
+    out = []
+    for name in (c.name for c in columns.COLUMNS if c.type == "timestamp"):
+        kind = table.schema.field(name).type if name in table.column_names else None
+        if kind is None or not pa.types.is_timestamp(kind):
+            continue
+        ticks, per = pc.cast(table.column(name), pa.int64()), _PER_SECOND[kind.unit]
+        low, high = max(_INSTANTS[0] * per, -2**63), min(_INSTANTS[1] * per, 2**63 - 1)
+        bad = pc.or_(pc.less(ticks, low), pc.greater_equal(ticks, high))
+        if _bad_count(bad):
+            row = pc.indices_nonzero(pc.fill_null(bad, False))[0].as_py()
+            out.append(f"{name} is a time outside years 1 to 9999 in UTC (case {table.column('case_id')[row].as_py()}, "
+                       f"{ticks[row].as_py() / per:,.0f} s from 1970 in UTC)")
     return out
 
 
