@@ -2,7 +2,8 @@
 
 Only this module writes `results/`. Files are written to a unique temporary name in the same folder,
 fsynced, then renamed into place, so a reader never sees half a file and two runs never collide.
-The schema version lives in the parquet key-value metadata; `read` migrates older files.
+The schema version lives in the parquet key-value metadata; `read` checks a file against its own
+version's contract, migrates an older one, and checks it again.
 
 While a run is going, its finished cases live in a journal next to where its parquet will be,
 `results/<scenario>/_journals/<run_id>.journal.jsonl` (format: `suite.results.journal`). `finish_run` turns the
@@ -125,6 +126,14 @@ def _timestamps(df: pd.DataFrame) -> pd.DataFrame:
 # reads without them, and a rewrite (`rewrite`) gives it every defined column, null.
 MIGRATIONS: dict[int, callable] = {1: _typed_params, 2: lambda df: df, 3: _timestamps, 4: lambda df: df,
                                    5: _renamed}
+# Declared types that differ in older schemas: column -> (the last version with it, its type then).
+# An older file is checked against its own version's contract before a migration reads it.
+FORMER_TYPES: dict[str, tuple[int, str]] = {"started_at": (3, "string")}
+
+
+def former_types(version: int) -> dict[str, str]:
+    """The declared types of a file of schema `version`, by name, where they differ from this one's."""
+    return {name: kind for name, (last, kind) in FORMER_TYPES.items() if version <= last}
 
 
 # Creating the journal with O_EXCL catches the collisions a run id's random bits leave.
@@ -490,29 +499,19 @@ def _arrow_list(kind: pa.DataType):
 
 
 def read_file(path: str | Path, lean: bool = False) -> pd.DataFrame:
-    """A results file's records (migrated to this schema version, checked against the record
-    contract). `lean`, for reading a million records into a report: list columns (per-sample
-    times, loss curves) stay Arrow arrays, null where a record has none, rather than a numpy array
-    per cell (`suite.analysis.derived.stalls` reads them columnar), and columns no record fills are
-    left out (the contract's stay); made into pandas, they would cost seconds."""
+    """A results file's records (checked against the record contract of its own schema version,
+    migrated to this one, checked again). `lean`, for reading a million records into a report: list
+    columns (per-sample times, loss curves) stay Arrow arrays, null where a record has none, rather
+    than a numpy array per cell (`suite.analysis.derived.stalls` reads them columnar), and columns no
+    record fills are left out (the contract's stay); made into pandas, they would cost seconds."""
     path = location.where(path)
-    try:
-        with _source(path) as source:
-            parquet = pq.ParquetFile(source)
-            version = _version(path, parquet.schema_arrow.metadata)
-            table = parquet.read()
-    except (OSError, pa.ArrowException) as err:
-        raise UserError(f"{path}: cannot read results file: {err}") from None
-    if version > SCHEMA_VERSION:
-        raise UserError(
-            f"{path}: written with results schema version {version}, newer than this mpsuite's "
-            f"{SCHEMA_VERSION}; upgrade mpsuite to read it"
-        )
-    # A file from elsewhere is data, not trusted: its records are checked against the contract
-    # (suite.results.validate) as this version defines it, so an older file after its migration.
+    version, table = _read_table(path)
+    # A file from elsewhere is data, not trusted: its records are checked against the contract as
+    # its own version defines it (types, then every number's range), so a migration only ever
+    # reads valid rows, and again as this version defines it once migrated.
+    types = former_types(version)
+    validate.check(table, path, types)
     current = version == SCHEMA_VERSION
-    if current:
-        validate.check(table, path)
     try:
         df = _frame(table, lean=lean and current)
     except (pa.ArrowException, ValueError, TypeError) as err:
@@ -525,6 +524,20 @@ def read_file(path: str | Path, lean: bool = False) -> pd.DataFrame:
     if not current:
         check_records(records_of(df), path)
     return df
+
+
+def _read_table(path) -> tuple[int, pa.Table]:
+    """A results file's schema version and its table, as stored; a newer version is refused."""
+    try:
+        with _source(path) as source:
+            parquet = pq.ParquetFile(source)
+            version = _version(path, parquet.schema_arrow.metadata)
+            if version > SCHEMA_VERSION:
+                raise UserError(f"{path}: written with results schema version {version}, newer than this "
+                                f"mpsuite's {SCHEMA_VERSION}; upgrade mpsuite to read it")
+            return version, parquet.read()
+    except (OSError, pa.ArrowException) as err:
+        raise UserError(f"{path}: cannot read results file: {err}") from None
 
 
 def _frame(table: pa.Table, lean: bool = False) -> pd.DataFrame:
