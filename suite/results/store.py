@@ -2,8 +2,9 @@
 
 Only this module writes `results/`. Files are written to a unique temporary name in the same folder,
 fsynced, then renamed into place, so a reader never sees half a file and two runs never collide.
-The schema version lives in the parquet key-value metadata; `read` checks a file against its own
-version's contract, migrates an older one, and checks it again.
+The schema version lives in the parquet key-value metadata and in every row's `schema_version`
+column (what is left of it after pandas, polars or DuckDB write a read of the file back); `read`
+checks a file against its own version's contract, migrates an older one, and checks it again.
 
 While a run is going, its finished cases live in a journal next to where its parquet will be,
 `results/<scenario>/_journals/<run_id>.journal.jsonl` (format: `suite.results.journal`). `finish_run` turns the
@@ -475,20 +476,50 @@ def _source(path):
         yield f
 
 
-def _version(path, meta: dict | None) -> int:
+def _version(path, meta: dict | None, column=None) -> int:
+    """A file's schema version: its metadata's, else its `schema_version` column's (`column()` reads
+    it: pandas, polars and DuckDB drop the metadata when they write a read of the file back)."""
     meta = meta or {}
     if META_KEY not in meta:
-        raise UserError(f"{path}: not an mpsuite results file (no {META_KEY.decode()} metadata)")
+        values = column() if column is not None else None
+        if values is None:
+            raise UserError(f"{path}: not an mpsuite results file (no {META_KEY.decode()} metadata and no "
+                            "schema_version column)")
+        return _column_version(path, values)
     try:
         return int(meta[META_KEY])
     except ValueError:
         raise UserError(f"{path}: results schema version {meta[META_KEY]!r} is not a number") from None
 
 
+def _column_version(path, values: pa.ChunkedArray) -> int:
+    """The one version a `schema_version` column holds, a whole number in every row."""
+    try:
+        values = values.cast(pa.int64(), safe=True) if pa.types.is_floating(values.type) else values
+    except pa.ArrowInvalid:
+        pass
+    found = values.unique().to_pylist()
+    if not pa.types.is_integer(values.type) or None in found or len(found) != 1:
+        shown = ", ".join(map(repr, found[:4]))
+        raise UserError(f"{path}: column schema_version holds {shown}, expected one schema version (a whole number) "
+                        "in every row")
+    return found[0]
+
+
+def _file_version(path, parquet: pq.ParquetFile) -> int:
+    """The schema version of an opened results file (reading one column at most)."""
+    def column():
+        if "schema_version" not in parquet.schema_arrow.names:
+            return None
+        return parquet.read(columns=["schema_version"]).column(0)
+
+    return _version(path, parquet.schema_arrow.metadata, column)
+
+
 def schema_version_of(path: Path) -> int:
     try:
         with _source(location.where(path)) as source:
-            return _version(path, pq.read_schema(source).metadata)
+            return _file_version(path, pq.ParquetFile(source))
     except (OSError, pa.ArrowException) as err:
         raise UserError(f"{path}: cannot read results file: {err}") from None
 
@@ -510,6 +541,7 @@ def read_file(path: str | Path, lean: bool = False) -> pd.DataFrame:
     # its own version defines it (types, then every number's range), so a migration only ever
     # reads valid rows, and again as this version defines it once migrated.
     types = former_types(version)
+    table = validate.conform(table, types)
     validate.check(table, path, types)
     current = version == SCHEMA_VERSION
     try:
@@ -531,7 +563,7 @@ def _read_table(path) -> tuple[int, pa.Table]:
     try:
         with _source(path) as source:
             parquet = pq.ParquetFile(source)
-            version = _version(path, parquet.schema_arrow.metadata)
+            version = _file_version(path, parquet)
             if version > SCHEMA_VERSION:
                 raise UserError(f"{path}: written with results schema version {version}, newer than this "
                                 f"mpsuite's {SCHEMA_VERSION}; upgrade mpsuite to read it")

@@ -24,6 +24,9 @@ What a record must hold, and why each check exists (each was a crash or a silent
   a median time. A file of an older schema is checked against its own version's declared types
   (`types`) before its migration reads it.
 
+`conform` first gives a column that another writer (pandas, polars, DuckDB) stored in another type
+of the same kind its declared type, where no value changes.
+
 A journal's header is checked too (`header_problems`): its fields steer a resumed run (its plan,
 shard and run group) and name its paths.
 """
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -74,6 +78,42 @@ def _fits(kind: pa.DataType, declared: str) -> bool:
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):  # list<float>, list<bool>
         return _fits(kind.value_type, declared[5:-1])
     return False
+
+
+def _same_kind(kind: pa.DataType, declared: str) -> bool:
+    """Whether a column stored as `kind` may hold the declared type's values in another Arrow type:
+    what pandas, polars and DuckDB write back from a read of a results file."""
+    if declared.startswith("list<"):
+        listed = pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+        return listed and _same_kind(kind.value_type, declared[5:-1])
+    text = pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+    number = pa.types.is_integer(kind) or pa.types.is_floating(kind)
+    return {"string": text, "json": text, "int": number, "float": number, "bool": pa.types.is_boolean(kind),
+            "timestamp": pa.types.is_timestamp(kind)}.get(declared, False)
+
+
+def conform(table: pa.Table, types: dict[str, str] | None = None) -> pa.Table:
+    """Defined columns in their declared type (`types`: a file of an older schema's own, by name)
+    where another writer stored the same values in another Arrow type: large_string or string_view
+    for text, large lists, a timestamp in ns or without its zone (UTC, as every producer writes),
+    an int column with nulls widened to float64 by pandas (cast back when every value is whole), a
+    column of nulls. A cast that would change a value is not made: `type_problems` then names the column."""
+    by_name, types = columns.BY_NAME, types or {}
+    for i, name in enumerate(table.column_names):
+        column = by_name.get(name)
+        if column is None:
+            continue
+        declared = types.get(name, column.type)
+        target = columns.arrow_type(replace(column, type=declared))
+        kind = table.schema.field(i).type
+        if kind == target or not (pa.types.is_null(kind) or _same_kind(kind, declared)):
+            continue
+        try:
+            cast = table.column(i).cast(target, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        table = table.set_column(i, table.schema.field(i).with_type(target), cast)
+    return table
 
 
 def type_problems(table: pa.Table, types: dict[str, str] | None = None) -> list[str]:
