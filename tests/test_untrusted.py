@@ -12,6 +12,7 @@ import signal
 from datetime import timedelta
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -551,6 +552,44 @@ def test_10_a_number_out_of_range_is_named_and_the_good_run_beside_it_reports(tm
         assert cli.main(argv) == 2, argv
         line = one_error_line(capsys.readouterr().err)
         assert str(bad) in line and f"column {column} holds " in line, line
+
+
+def _runs(df, column: str | None, values: list[float], first: int = 1) -> pd.DataFrame:
+    """Copies of a run under run ids ending in first, first + 1, ..., `column` of the non-baseline
+    (speedups) or the baseline (times) ok cases set to each value in turn; the medians a little
+    apart, as runs are."""
+    out = []
+    for i, value in enumerate(values, first):
+        d = df.assign(run_id=df["run_id"].str[:-1] + str(i), time_ms_median=df["time_ms_median"] * (1 + 0.01 * i))
+        if column:
+            baseline = d["precision"] == d["baseline"]
+            d.loc[(d["status"] == "ok") & (baseline if column == "time_ms_median" else ~baseline), column] = value
+        out.append(d)
+    return pd.concat(out, ignore_index=True)
+
+
+@pytest.mark.parametrize("column, value", [("speedup_paired", 1e308), ("speedup_paired", 0.0),
+                                           ("time_ms_median", 5e-324), ("time_ms_median", 0.0)])
+def test_10_compare_and_the_headline_take_numbers_a_reader_refuses_without_crashing(column, value):
+    """Defence in depth: frames handed in directly (a notebook) never reach the reader's checks."""
+    from suite.analysis import compare, derived, summary
+
+    df = store.read_file(REFERENCE)
+    base = compare.Side("baseline", "b", _runs(df, "speedup_paired", [1.0, 1.1, 1.2]))
+    cand = compare.Side("candidate", "c", _runs(df, column, [value, value, 1.1], first=4))
+    assert len(compare.compare(base, cand, compare.Options(fail_on=())).cases)
+    assert summary.headline(derived.prepare(_runs(df, column, [value])))
+
+
+def test_10_a_baseline_median_of_0_is_never_read_as_not_measured():
+    from suite.analysis import compare
+
+    df = store.read_file(REFERENCE)
+    cand = compare.Side("candidate", "c", _runs(df, "time_ms_median", [0.0], first=2))
+    cases = compare.compare(compare.Side("baseline", "b", _runs(df, None, [0])), cand, compare.Options(fail_on=())).cases
+    details = {d.split(";")[0] for d in cases.loc[cases["precision"] == "bf16", "detail"]}
+    assert details == {"its baseline-precision case's median time in run 20261201T091332Z-cb2502 is 0.0, not a "
+                       "positive time"}
 
 
 FUZZ = settings(max_examples=60, deadline=None,
