@@ -128,7 +128,8 @@ def _timestamps(df: pd.DataFrame) -> pd.DataFrame:
 MIGRATIONS: dict[int, callable] = {1: _typed_params, 2: lambda df: df, 3: _timestamps, 4: lambda df: df,
                                    5: _renamed}
 # Declared types that differ in older schemas: column -> (the last version with it, its type then).
-# An older file is checked against its own version's contract before a migration reads it.
+# An older file is checked against its own version's contract before a migration reads it (a
+# column in either type passes: the migration converts the old one and keeps the new).
 FORMER_TYPES: dict[str, tuple[int, str]] = {"started_at": (3, "string")}
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -93,8 +92,9 @@ def _same_kind(kind: pa.DataType, declared: str) -> bool:
 
 
 def conform(table: pa.Table, types: dict[str, str] | None = None) -> pa.Table:
-    """Defined columns in their declared type (`types`: a file of an older schema's own, by name)
-    where another writer stored the same values in another Arrow type: large_string or string_view
+    """Defined columns in their declared type (a column in the type `types` gives it, a file of an
+    older schema's own, is left so) where another writer stored the same values in another Arrow
+    type: large_string or string_view
     for text, large lists, a timestamp in ns or without its zone (UTC, as every producer writes),
     an int column with nulls widened to float64 by pandas (cast back when every value is whole), a
     column of nulls. A cast that would change a value is not made: `type_problems` then names the column."""
@@ -103,10 +103,11 @@ def conform(table: pa.Table, types: dict[str, str] | None = None) -> pa.Table:
         column = by_name.get(name)
         if column is None:
             continue
-        declared = types.get(name, column.type)
-        target = columns.arrow_type(replace(column, type=declared))
         kind = table.schema.field(i).type
-        if kind == target or not (pa.types.is_null(kind) or _same_kind(kind, declared)):
+        if name in types and _fits(kind, types[name]):
+            continue  # as its own schema stored it: the migration converts it
+        target = columns.arrow_type(column)
+        if kind == target or not (pa.types.is_null(kind) or _same_kind(kind, column.type)):
             continue
         try:
             cast = table.column(i).cast(target, safe=True)
@@ -117,17 +118,17 @@ def conform(table: pa.Table, types: dict[str, str] | None = None) -> pa.Table:
 
 
 def type_problems(table: pa.Table, types: dict[str, str] | None = None) -> list[str]:
-    """Every defined column not in its declared type (`types`: a file of an older schema's own, by
-    name), and JSON columns that do not parse."""
+    """Every defined column not in its declared type (nor in the one `types` gives it: a file of an
+    older schema's own, by name), and JSON columns that do not parse."""
     out = []
     by_name, types = columns.BY_NAME, types or {}
     for name in table.column_names:
-        column = by_name.get(name)
-        declared = None if column is None else types.get(name, column.type)
-        if column is not None and not _fits(table.schema.field(name).type, declared):
-            out.append(f"column {name} holds {table.schema.field(name).type} values, expected {declared} "
+        column, kind = by_name.get(name), table.schema.field(name).type
+        accepted = [] if column is None else [column.type] + ([types[name]] if name in types else [])
+        if accepted and not any(_fits(kind, declared) for declared in accepted):
+            out.append(f"column {name} holds {kind} values, expected {' or '.join(accepted)} "
                        "(suite/results/columns.py)")
-        elif declared == "json" and table.column(name).null_count < table.num_rows:
+        elif column is not None and column.type == "json" and table.column(name).null_count < table.num_rows:
             for text in table.column(name).unique().drop_null().to_pylist():  # a few hundred distinct sets
                 try:
                     value = json.loads(text)
