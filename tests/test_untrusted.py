@@ -6,6 +6,7 @@ started with. Each test names the finding of issue #13 it covers."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import signal
@@ -13,6 +14,7 @@ import tracemalloc
 from datetime import timedelta
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -495,6 +497,103 @@ def test_9_a_scenario_name_must_name_a_folder(write_scenario, name):
 
 
 # --- property: hostile files through import, report and compare --------------------------------------
+
+# --- 10. numbers out of the range the arithmetic needs (issue #35) ------------------------------------
+
+REFERENCE = Path(__file__).resolve().parent.parent / "results/reference/cpu_amx/cpu/20261201T091332Z-cb2509.parquet"
+BAD_RUN = "20261201T091332Z-bad000"
+
+
+def _spoiled(column: str, value: float, baseline: bool) -> list[dict]:
+    """The reference run's records under another run id, `column` = `value` in every ok case of the
+    baseline precision (`baseline`) or of the others."""
+    records = [{**r, "run_id": BAD_RUN} for r in store.records_of(store.read_file(REFERENCE))]
+    for r in records:
+        if r["status"] == "ok" and (r["precision"] == r["baseline"]) == baseline:
+            r[column] = value
+    return records
+
+
+def _old_schema_file(path: Path, m: pa.Array) -> Path:
+    """The reference run as a schema-1 file (started_at as ISO text, as then), `m` as given: its
+    migration recomputes case ids from m, k and n."""
+    table = pq.read_table(REFERENCE)
+    table = table.set_column(table.schema.get_field_index("started_at"), "started_at",
+                             pa.array([t.isoformat() for t in table.column("started_at").to_pylist()]))
+    table = table.set_column(table.schema.get_field_index("m"), "m", m)
+    pq.write_table(table.replace_schema_metadata({store.META_KEY: b"1"}), path)
+    return path
+
+
+def _hostile(kind: str, path: Path) -> Path:
+    rows = pq.read_metadata(REFERENCE).num_rows
+    if kind == "old m abc":
+        return _old_schema_file(path, pa.array(["abc"] + ["64"] * (rows - 1)))
+    if kind == "old m inf":
+        return _old_schema_file(path, pa.array([math.inf] + [64.0] * (rows - 1)))
+    column, value, baseline = {"speedup 0": ("speedup_paired", 0.0, False),
+                               "speedup 1e308": ("speedup_paired", 1e308, False),
+                               "median 5e-324": ("time_ms_median", 5e-324, True),
+                               "median 0": ("time_ms_median", 0.0, True)}[kind]
+    return store.write_run(_spoiled(column, value, baseline), path)
+
+
+@pytest.mark.parametrize("kind, column", [("old m abc", "m"), ("old m inf", "m"), ("speedup 0", "speedup_paired"),
+                                          ("speedup 1e308", "speedup_paired"), ("median 5e-324", "time_ms_median"),
+                                          ("median 0", "time_ms_median")])
+def test_10_a_number_out_of_range_is_named_and_the_good_run_beside_it_reports(tmp_path, capsys, kind, column):
+    folder = tmp_path / "results" / "cpu"
+    folder.mkdir(parents=True)
+    good = folder / REFERENCE.name
+    good.write_bytes(REFERENCE.read_bytes())
+    bad = _hostile(kind, folder / f"{BAD_RUN}.parquet")
+    assert cli.main(["report", str(folder), "--out", str(tmp_path / "rep")]) == 0
+    assert f"left out {bad}: column {column} holds " in capsys.readouterr().err
+    assert "bf16 is 3.74x faster than fp32" in (tmp_path / "rep" / "report.md").read_text()
+    for argv in (["report", str(bad), "--out", str(tmp_path / "one")],
+                 ["compare", str(good), str(bad), "--out", str(tmp_path / "cmp"), "--fail-on", "none"]):
+        assert cli.main(argv) == 2, argv
+        line = one_error_line(capsys.readouterr().err)
+        assert str(bad) in line and f"column {column} holds " in line, line
+
+
+def _runs(df, column: str | None, values: list[float], first: int = 1) -> pd.DataFrame:
+    """Copies of a run under run ids ending in first, first + 1, ..., `column` of the non-baseline
+    (speedups) or the baseline (times) ok cases set to each value in turn; the medians a little
+    apart, as runs are."""
+    out = []
+    for i, value in enumerate(values, first):
+        d = df.assign(run_id=df["run_id"].str[:-1] + str(i), time_ms_median=df["time_ms_median"] * (1 + 0.01 * i))
+        if column:
+            baseline = d["precision"] == d["baseline"]
+            d.loc[(d["status"] == "ok") & (baseline if column == "time_ms_median" else ~baseline), column] = value
+        out.append(d)
+    return pd.concat(out, ignore_index=True)
+
+
+@pytest.mark.parametrize("column, value", [("speedup_paired", 1e308), ("speedup_paired", 0.0),
+                                           ("time_ms_median", 5e-324), ("time_ms_median", 0.0)])
+def test_10_compare_and_the_headline_take_numbers_a_reader_refuses_without_crashing(column, value):
+    """Defence in depth: frames handed in directly (a notebook) never reach the reader's checks."""
+    from suite.analysis import compare, derived, summary
+
+    df = store.read_file(REFERENCE)
+    base = compare.Side("baseline", "b", _runs(df, "speedup_paired", [1.0, 1.1, 1.2]))
+    cand = compare.Side("candidate", "c", _runs(df, column, [value, value, 1.1], first=4))
+    assert len(compare.compare(base, cand, compare.Options(fail_on=())).cases)
+    assert summary.headline(derived.prepare(_runs(df, column, [value])))
+
+
+def test_10_a_baseline_median_of_0_is_never_read_as_not_measured():
+    from suite.analysis import compare
+
+    df = store.read_file(REFERENCE)
+    cand = compare.Side("candidate", "c", _runs(df, "time_ms_median", [0.0], first=2))
+    cases = compare.compare(compare.Side("baseline", "b", _runs(df, None, [0])), cand, compare.Options(fail_on=())).cases
+    details = {d.split(";")[0] for d in cases.loc[cases["precision"] == "bf16", "detail"]}
+    assert details == {"its baseline-precision case's median time in run 20261201T091332Z-cb2502 is 0.0, not a "
+                       "positive time"}
+
 
 FUZZ = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

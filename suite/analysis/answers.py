@@ -158,7 +158,9 @@ def _answer(workload: str, g: pd.DataFrame, label: str) -> list[str]:
     baseline = str(baseline.iloc[0]) if len(baseline) else None
     ok = g[g["status"] == "ok"]
     emulated = derived.is_emulated(ok)
-    timed = ok[~emulated & ok["speedup"].notna() & (ok["precision"] != baseline)]
+    speedup = pd.to_numeric(ok["speedup"], errors="coerce")
+    # a speedup that is no positive number (a reader refuses the times it would come from) says nothing
+    timed = ok[~emulated & np.isfinite(speedup) & (speedup > 0) & (ok["precision"] != baseline)]
     # fastest first, but a training step whose loss left the margin after every one within it: the
     # first recipe named is never one that did not train (as "which precision" ranks them)
     outside = pd.to_numeric(timed["loss_gap_nats"], errors="coerce").abs() > LOSS_MARGIN_NATS

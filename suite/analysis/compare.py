@@ -393,12 +393,13 @@ class SideRecords:
     by_case: dict[str, list[dict]]
     times: dict[tuple[str, str], float]  # (run_id, case_id) -> median time of a measured record
     paired: dict[tuple[str, str], float] = field(default_factory=dict)  # (run_id, case_id) -> speedup_paired
+    unusable: dict[tuple[str, str], object] = field(default_factory=dict)  # measured, its median no positive number
 
     @classmethod
     def of(cls, records: pd.DataFrame) -> "SideRecords":
         rows = records[[c for c in USED_COLUMNS if c in records]].to_dict("records")
         by_case: dict[str, list[dict]] = {}
-        times, paired = {}, {}
+        times, paired, unusable = {}, {}, {}
         for r in rows:
             by_case.setdefault(r["case_id"], []).append(r)
             if r["status"] != "ok":
@@ -406,7 +407,9 @@ class SideRecords:
             for value, into in ((r["time_ms_median"], times), (r.get("speedup_paired"), paired)):
                 if _positive(value):
                     into[(r["run_id"], r["case_id"])] = float(value)
-        return cls(by_case, times, paired)
+            if not _positive(r["time_ms_median"]):
+                unusable[(r["run_id"], r["case_id"])] = r["time_ms_median"]
+        return cls(by_case, times, paired, unusable)
 
 
 def _positive(value) -> bool:
@@ -429,11 +432,22 @@ def measure(rows: list[dict], side: SideRecords) -> Measured:
     elif m.emulated:
         m.speedup_why = "timing is emulated on this device (numerics only, not speed)"
     else:
-        m.speedups = {r: side.times[(r, base_id)] / t for r, t in m.times.items() if (r, base_id) in side.times}
+        speedups = {r: side.times[(r, base_id)] / t for r, t in m.times.items() if (r, base_id) in side.times}
+        m.speedups = {r: s for r, s in speedups.items() if _positive(s)}  # a ratio of extremes under/overflows
         m.paired = {r: side.paired[(r, case_id)] for r in m.speedups if (r, case_id) in side.paired}
         if not m.speedups:
-            m.speedup_why = "its baseline-precision case was not measured in the same run"
+            m.speedup_why = _no_speedup(side, case_id, base_id, [r["run_id"] for r in ok])
     return m
+
+
+def _no_speedup(side: SideRecords, case_id: str, base_id: str, runs: list[str]) -> str:
+    """Why a measured case has no speedup: a median that is no positive time (a reader refuses
+    one; a frame handed in directly may hold it) is named as such, never as "not measured"."""
+    for r in runs:
+        for case, whose in ((case_id, "its"), (base_id, "its baseline-precision case's")):
+            if (r, case) in side.unusable:
+                return f"{whose} median time in run {r} is {side.unusable[(r, case)]!r}, not a positive time"
+    return "its baseline-precision case was not measured in the same run"
 
 
 @dataclass
@@ -606,16 +620,16 @@ def _finish(c: _Case, changes: dict[str, dict[str, stats.Change]], spread: dict[
                    cand_speedup=derived.geomean(k.speedups_of(kind).values()))
         row.update(speedup_ratio=ch.ratio, speedup_ratio_low=ch.ratio_low, speedup_ratio_high=ch.ratio_high,
                    speedup_p=ch.p, effect=abs(ch.estimate))
-        row.update(base_speedup_low=math.exp(ch.base.low), base_speedup_high=math.exp(ch.base.high),
-                   cand_speedup_low=math.exp(ch.cand.low), cand_speedup_high=math.exp(ch.cand.high))
+        row.update(base_speedup_low=stats.exp(ch.base.low), base_speedup_high=stats.exp(ch.base.high),
+                   cand_speedup_low=stats.exp(ch.cand.low), cand_speedup_high=stats.exp(ch.cand.high))
         row["speedup_verdict"] = stats.verdict(ch, opts.min_effect, opts.min_runs)
         if row["speedup_verdict"] == INSUFFICIENT_RUNS:
             notes["speedup"] = _too_few_runs(ch, opts, spread[c.key])
     ch = changes["time"].get(row["case_id"])
     if ch is not None:
         # time_ratio is candidate / baseline time: the inverse of the (faster = positive) change
-        row.update(time_ratio=1 / ch.ratio, time_ratio_low=1 / ch.ratio_high, time_ratio_high=1 / ch.ratio_low,
-                   time_p=ch.p)
+        row.update(time_ratio=stats.exp(-ch.estimate), time_ratio_low=stats.exp(-ch.high),
+                   time_ratio_high=stats.exp(-ch.low), time_p=ch.p)
         row["time_verdict"] = stats.verdict(ch, opts.min_effect, opts.min_runs)
         if row["time_verdict"] == INSUFFICIENT_RUNS:
             notes["time"] = _too_few_runs(ch, opts, spread["time"])
@@ -625,7 +639,7 @@ def _finish(c: _Case, changes: dict[str, dict[str, stats.Change]], spread: dict[
     else:
         row["verdict"] = NOT_APPLICABLE
         row["detail"] = b.speedup_why or k.speedup_why
-        if math.isfinite(row["time_ratio"]):
+        if math.isfinite(row["time_ratio"]) and row["time_ratio"] > 0:
             row["effect"] = abs(math.log(row["time_ratio"]))
         if "time" in notes:
             row["detail"] += f"; time: {notes['time']}"

@@ -60,7 +60,7 @@ def with_speedups(df: pd.DataFrame) -> pd.DataFrame:
     paired = (pd.to_numeric(df["speedup_paired"], errors="coerce").to_numpy(float) if "speedup_paired" in df
               else np.full(n, np.nan))
     # only where the baseline is here too: a subset without it has no speedup of either kind
-    df["speedup"] = np.where(np.isfinite(medians) & np.isfinite(paired), paired, medians)
+    df["speedup"] = np.where(np.isfinite(medians) & np.isfinite(paired) & (paired > 0), paired, medians)
     peak = pd.to_numeric(df["peak_tflops"], errors="coerce")
     df["pct_of_peak"] = 100.0 * pd.to_numeric(df["tflops"], errors="coerce") / peak
     return df

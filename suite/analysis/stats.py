@@ -266,7 +266,7 @@ class Spread:
 
     @property
     def relative(self) -> float:
-        return math.expm1(self.sd)
+        return expm1(self.sd)
 
     @property
     def source(self) -> str:
@@ -351,15 +351,32 @@ class Change:
     @property
     def ratio(self) -> float:
         """Candidate over baseline speedup (or baseline over candidate time): > 1 is better."""
-        return math.exp(self.estimate)
+        return exp(self.estimate)
 
     @property
     def ratio_low(self) -> float:
-        return math.exp(self.low)
+        return exp(self.low)
 
     @property
     def ratio_high(self) -> float:
-        return math.exp(self.high)
+        return exp(self.high)
+
+
+def exp(x: float) -> float:
+    """math.exp, inf where it would overflow: an interval from a wide spread of extreme values is
+    wide, never an OverflowError."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def expm1(x: float) -> float:
+    """math.expm1, inf where it would overflow (as `exp`)."""
+    try:
+        return math.expm1(x)
+    except OverflowError:
+        return math.inf
 
 
 @dataclass(frozen=True)
@@ -443,4 +460,4 @@ def detectable(spread: Spread, kb: int, kc: int, confidence: float = DEFAULT_CON
     if not spread.observable or kb < 1 or kc < 1:
         return math.nan
     var, df = spread.change_variance(math.nan, math.nan, kb, kc)
-    return math.expm1(t_quantile(1.0 - confidence, df) * math.sqrt(var))
+    return expm1(t_quantile(1.0 - confidence, df) * math.sqrt(var))

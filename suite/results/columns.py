@@ -17,17 +17,24 @@ has no NVML telemetry).
 from __future__ import annotations
 
 from suite.scenario import registry
-from suite.scenario.declare import Column
+from suite.scenario.declare import ANY, CALL_MS, RATIO, Column, Range
+
+# Ranges beyond each type's default (`suite.scenario.declare.Column.accepts`): what the arithmetic
+# on a column needs, checked before any of it (`suite.results.validate`).
+SHAPE = Range(1.0)  # a GEMM dimension: FLOPs, bytes and the shape's label
+AT_LEAST_0 = Range(0.0)  # finite, not negative
+PEAK = Range(0.0, above=True)  # a peak rate: what a measured rate is divided by
+ERROR = Range(0.0, infinite=True)  # an error norm: inf where the reference is all zeros
 
 
-def _group(group: str, contract: bool, *rows: tuple[str, str, str, str]) -> list[Column]:
-    return [Column(name, type_, unit, text, group, contract) for name, type_, unit, text in rows]
+def _group(group: str, contract: bool, *rows: tuple) -> list[Column]:
+    return [Column(*row[:4], group, contract, row[4] if len(row) > 4 else None) for row in rows]
 
 
 CORE: list[Column] = [
     *_group(
         "identity", True,
-        ("schema_version", "int", "", "results schema version of the row (the file's metadata holds it too)"),
+        ("schema_version", "int", "", "results schema version of the row (the file's metadata holds it too)", Range(1.0)),
         ("run_id", "string", "", "the run: UTC start time and 24 random bits, e.g. 20261201T091554Z-cbddc1"),
         ("scenario", "string", "", "scenario name: results/<scenario>/, reports/<scenario>/"),
         ("case_id", "string", "", "hash of workload, precision, shape and normalised params: joins across runs"),
@@ -37,9 +44,9 @@ CORE: list[Column] = [
         ("baseline", "string", "", "the precision speedups are taken against, in the same run"),
         ("status", "string", "", "ok, skipped (cannot run here) or failed (the error is the reason)"),
         ("reason", "string", "", "why a case was skipped or failed"),
-        ("m", "int", "", "GEMM rows of A and C (shaped workloads)"),
-        ("k", "int", "", "GEMM inner dimension"),
-        ("n", "int", "", "GEMM columns of B and C"),
+        ("m", "int", "", "GEMM rows of A and C (shaped workloads)", SHAPE),
+        ("k", "int", "", "GEMM inner dimension", SHAPE),
+        ("n", "int", "", "GEMM columns of B and C", SHAPE),
         ("params", "json", "", "the case's parameters, validated, defaults left out"),
         ("started_at", "timestamp", "µs, UTC", "when the case began"),
     ),
@@ -52,13 +59,13 @@ CORE: list[Column] = [
     ),
     *_group(
         "timing", True,
-        ("time_ms_median", "float", "ms", "median time of one call (one training step, one layer step)"),
-        ("time_ms_p10", "float", "ms", "10th percentile of the samples"),
-        ("time_ms_p90", "float", "ms", "90th percentile of the samples"),
+        ("time_ms_median", "float", "ms", "median time of one call (one training step, one layer step)", CALL_MS),
+        ("time_ms_p10", "float", "ms", "10th percentile of the samples", CALL_MS),
+        ("time_ms_p90", "float", "ms", "90th percentile of the samples", CALL_MS),
         ("n_samples", "int", "", "timed repetitions kept"),
         ("samples_ms", "list<float>", "ms", "every timed repetition"),
-        ("tflops", "float", "TFLOP/s", "flops / median time"),
-        ("peak_tflops", "float", "TFLOP/s", "the vendor's dense peak of this precision on this GPU (null on CPUs)"),
+        ("tflops", "float", "TFLOP/s", "flops / median time", AT_LEAST_0),
+        ("peak_tflops", "float", "TFLOP/s", "the vendor's dense peak of this precision on this GPU (null on CPUs)", PEAK),
     ),
     *_group(
         "timing", False,
@@ -87,9 +94,9 @@ CORE: list[Column] = [
         ("timer", "string", "", "perf_counter (CPU) or cuda_event"),
         ("timing_mode", "string", "", "eager or cuda_graph"),
         ("cache", "string", "", "cold (flushed before each call) or warm"),
-        ("flops", "float", "FLOP", "floating-point operations of one call"),
-        ("bytes_moved", "float", "B", "bytes one call reads and writes at least"),
-        ("gbps", "float", "GB/s", "bytes_moved / median time"),
+        ("flops", "float", "FLOP", "floating-point operations of one call", AT_LEAST_0),
+        ("bytes_moved", "float", "B", "bytes one call reads and writes at least", AT_LEAST_0),
+        ("gbps", "float", "GB/s", "bytes_moved / median time", AT_LEAST_0),
         ("emulated", "bool", "", "numerics real, speed not (FP8 on a CPU): never shown as speed"),
         ("gemm_path", "string", "", "how a block-scaled recipe's GEMMs ran: torchao-emulated (torchao quantizes, "
                                     "dequantizes to bf16 and multiplies in bf16), qdq-fp32 (torchao's quantize-"
@@ -108,14 +115,14 @@ CORE: list[Column] = [
                                   "case after another (pairing_note says why); null: nothing to pair it with"),
         ("pairing_note", "string", "", "why its setting was timed sequentially, or why it has no speedup_paired"),
         ("pairing_group", "string", "", "its setting: the smallest case_id of the cases timed together"),
-        ("pairing_seed", "int", "", "the seed of the rounds' random order"),
+        ("pairing_seed", "int", "", "the seed of the rounds' random order", ANY),
         ("paired_rounds", "int", "", "rounds with a batch of both it and its baseline"),
         ("speedup_paired", "float", "x", "its speedup over its baseline from the paired rounds: the median over the "
-                                         "rounds of the baseline's batch median / its own in the same round"),
+                                         "rounds of the baseline's batch median / its own in the same round", RATIO),
         ("speedup_paired_low", "float", "x", "lower end of the 95% interval of speedup_paired, from the rounds "
-                                             "(distribution-free: order statistics of the per-round ratios)"),
-        ("speedup_paired_high", "float", "x", "upper end of that interval"),
-        ("paired_ratios", "list<float>", "x", "the per-round speedups speedup_paired is the median of"),
+                                             "(distribution-free: order statistics of the per-round ratios)", RATIO),
+        ("speedup_paired_high", "float", "x", "upper end of that interval", RATIO),
+        ("paired_ratios", "list<float>", "x", "the per-round speedups speedup_paired is the median of", RATIO),
     ),
     *_group(
         "kernels (suite/measure/kernels.py)", False,
@@ -133,8 +140,8 @@ CORE: list[Column] = [
     ),
     *_group(
         "accuracy", True,
-        ("rel_err", "float", "", "||out - ref|| / ||ref|| against a higher-precision reference, same inputs"),
-        ("max_abs_err", "float", "", "largest |out - ref|"),
+        ("rel_err", "float", "", "||out - ref|| / ||ref|| against a higher-precision reference, same inputs", ERROR),
+        ("max_abs_err", "float", "", "largest |out - ref|", ERROR),
         ("sqnr_db", "float", "dB", "signal-to-quantization-noise ratio, 10 log10(||ref||^2 / ||out - ref||^2)"),
     ),
     *_group(
@@ -177,7 +184,7 @@ CORE: list[Column] = [
                                     "scenario, precisions, models, workloads, fleet, measure; "
                                     "suite.measure.env.MEASURING): runs measured by different code differ"),
         ("scenario_description", "string", "", "the scenario's description"),
-        ("seed", "int", "", "seed of the case's random inputs"),
+        ("seed", "int", "", "seed of the case's random inputs", ANY),
         ("label", "string", "", "a label given on import (`import --label`)"),
         ("isolated", "bool", "", "the case ran in its own subprocess (--isolate)"),
         ("isolate_log", "string", "", "start and end of a failed subprocess's log; for a failed case in a CUDA "
@@ -233,14 +240,14 @@ CORE: list[Column] = [
         "roofline model (suite/analysis/model.py, docs/model.md)", False,
         ("predicted_ms", "float", "ms", "the model's time of one call: each kernel at the device's achievable compute "
                                         "or bandwidth, waves and launch floor"),
-        ("predicted_speedup", "float", "", "the model's speedup over the baseline precision for this case"),
+        ("predicted_speedup", "float", "", "the model's speedup over the baseline precision for this case", RATIO),
         ("roofline_ms", "float", "ms", "the least physically possible time: FLOPs at the peak, bytes at full "
                                        "bandwidth (cold cache only), no floor"),
         ("roofline_fraction", "float", "fraction", "roofline_ms / time_ms_median: 1 is the physical limit; above "
-                                                   "it the measurement is flagged implausible"),
+                                                   "it the measurement is flagged implausible", AT_LEAST_0),
         ("roofline_tflops", "float", "TFLOP/s", "the compute peak the roofline uses: the GPU's vendor peak, or the "
                                                 "CPU's FMA peak of the format (threads x clock x FLOPs/cycle; the "
-                                                "fp32 rate where the format has no native kernels)"),
+                                                "fp32 rate where the format has no native kernels)", PEAK),
         ("bound", "string", "", "what sets most of the predicted time: compute, memory or overhead (CPUs: compute; "
                                 "their memory bandwidth is not in the records)"),
         ("implausible", "string", "", "why the timing cannot be right (faster than physically possible, or a large "
@@ -330,14 +337,17 @@ def schema_markdown() -> str:
         "row. **Bold** columns are on every record (the contract); the groups named after a workload are",
         "the columns its folder declares. `json`: a string holding JSON. `timestamp`: an Arrow",
         f"timestamp, unit `{TIMESTAMP_UNIT}`, zone UTC (pandas `datetime64[{TIMESTAMP_UNIT}, UTC]`, DuckDB `TIMESTAMPTZ`).",
+        "`values`: what a number may be, checked on every read and import before any arithmetic (NaN",
+        "never, null always; `finite`: not infinite; an int column holds whole numbers; a list column's",
+        "elements each); blank: not checked.",
         "",
     ]
     every = all_columns()
     for group in dict.fromkeys(c.group for c in every):
-        lines += [f"## {group}", "", "| column | type | unit | meaning |", "|---|---|---|---|"]
+        lines += [f"## {group}", "", "| column | type | unit | values | meaning |", "|---|---|---|---|---|"]
         for c in (c for c in every if c.group == group):
             name = f"**`{c.name}`**" if c.contract else f"`{c.name}`"
-            lines.append(f"| {name} | {c.type} | {c.unit} | {c.description.replace('|', '/')} |")
+            lines.append(f"| {name} | {c.type} | {c.unit} | {c.accepts_text} | {c.description.replace('|', '/')} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -2,7 +2,9 @@
 
 Only this module writes `results/`. Files are written to a unique temporary name in the same folder,
 fsynced, then renamed into place, so a reader never sees half a file and two runs never collide.
-The schema version lives in the parquet key-value metadata; `read` migrates older files.
+The schema version lives in the parquet key-value metadata and in every row's `schema_version`
+column (what is left of it after pandas, polars or DuckDB write a read of the file back); `read`
+checks a file against its own version's contract, migrates an older one, and checks it again.
 
 While a run is going, its finished cases live in a journal next to where its parquet will be,
 `results/<scenario>/_journals/<run_id>.journal.jsonl` (format: `suite.results.journal`). `finish_run` turns the
@@ -126,6 +128,15 @@ def _timestamps(df: pd.DataFrame) -> pd.DataFrame:
 # reads without them, and a rewrite (`rewrite`) gives it every defined column, null.
 MIGRATIONS: dict[int, callable] = {1: _typed_params, 2: lambda df: df, 3: _timestamps, 4: lambda df: df,
                                    5: _renamed}
+# Declared types that differ in older schemas: column -> (the last version with it, its type then).
+# An older file is checked against its own version's contract before a migration reads it (a
+# column in either type passes: the migration converts the old one and keeps the new).
+FORMER_TYPES: dict[str, tuple[int, str]] = {"started_at": (3, "string")}
+
+
+def former_types(version: int) -> dict[str, str]:
+    """The declared types of a file of schema `version`, by name, where they differ from this one's."""
+    return {name: kind for name, (last, kind) in FORMER_TYPES.items() if version <= last}
 
 
 # Creating the journal with O_EXCL catches the collisions a run id's random bits leave.
@@ -522,20 +533,50 @@ def _source(path):
         yield f
 
 
-def _version(path, meta: dict | None) -> int:
+def _version(path, meta: dict | None, column=None) -> int:
+    """A file's schema version: its metadata's, else its `schema_version` column's (`column()` reads
+    it: pandas, polars and DuckDB drop the metadata when they write a read of the file back)."""
     meta = meta or {}
     if META_KEY not in meta:
-        raise UserError(f"{path}: not an mpsuite results file (no {META_KEY.decode()} metadata)")
+        values = column() if column is not None else None
+        if values is None:
+            raise UserError(f"{path}: not an mpsuite results file (no {META_KEY.decode()} metadata and no "
+                            "schema_version column)")
+        return _column_version(path, values)
     try:
         return int(meta[META_KEY])
     except ValueError:
         raise UserError(f"{path}: results schema version {meta[META_KEY]!r} is not a number") from None
 
 
+def _column_version(path, values: pa.ChunkedArray) -> int:
+    """The one version a `schema_version` column holds, a whole number in every row."""
+    try:
+        values = values.cast(pa.int64(), safe=True) if pa.types.is_floating(values.type) else values
+    except pa.ArrowInvalid:
+        pass
+    found = values.unique().to_pylist()
+    if not pa.types.is_integer(values.type) or None in found or len(found) != 1:
+        shown = ", ".join(map(repr, found[:4]))
+        raise UserError(f"{path}: column schema_version holds {shown}, expected one schema version (a whole number) "
+                        "in every row")
+    return found[0]
+
+
+def _file_version(path, parquet: pq.ParquetFile) -> int:
+    """The schema version of an opened results file (reading one column at most)."""
+    def column():
+        if "schema_version" not in parquet.schema_arrow.names:
+            return None
+        return parquet.read(columns=["schema_version"]).column(0)
+
+    return _version(path, parquet.schema_arrow.metadata, column)
+
+
 def schema_version_of(path: Path) -> int:
     try:
         with _source(location.where(path)) as source:
-            return _version(path, pq.read_schema(source).metadata)
+            return _file_version(path, pq.ParquetFile(source))
     except (OSError, pa.ArrowException) as err:
         raise UserError(f"{path}: cannot read results file: {err}") from None
 
@@ -546,29 +587,20 @@ def _arrow_list(kind: pa.DataType):
 
 
 def read_file(path: str | Path, lean: bool = False) -> pd.DataFrame:
-    """A results file's records (migrated to this schema version, checked against the record
-    contract). `lean`, for reading a million records into a report: list columns (per-sample
-    times, loss curves) stay Arrow arrays, null where a record has none, rather than a numpy array
-    per cell (`suite.analysis.derived.stalls` reads them columnar), and columns no record fills are
-    left out (the contract's stay); made into pandas, they would cost seconds."""
+    """A results file's records (checked against the record contract of its own schema version,
+    migrated to this one, checked again). `lean`, for reading a million records into a report: list
+    columns (per-sample times, loss curves) stay Arrow arrays, null where a record has none, rather
+    than a numpy array per cell (`suite.analysis.derived.stalls` reads them columnar), and columns no
+    record fills are left out (the contract's stay); made into pandas, they would cost seconds."""
     path = location.where(path)
-    try:
-        with _source(path) as source:
-            parquet = pq.ParquetFile(source)
-            version = _version(path, parquet.schema_arrow.metadata)
-            table = parquet.read()
-    except (OSError, pa.ArrowException) as err:
-        raise UserError(f"{path}: cannot read results file: {err}") from None
-    if version > SCHEMA_VERSION:
-        raise UserError(
-            f"{path}: written with results schema version {version}, newer than this mpsuite's "
-            f"{SCHEMA_VERSION}; upgrade mpsuite to read it"
-        )
-    # A file from elsewhere is data, not trusted: its records are checked against the contract
-    # (suite.results.validate) as this version defines it, so an older file after its migration.
+    version, table = _read_table(path)
+    # A file from elsewhere is data, not trusted: its records are checked against the contract as
+    # its own version defines it (types, then every number's range), so a migration only ever
+    # reads valid rows, and again as this version defines it once migrated.
+    types = former_types(version)
+    table = validate.conform(table, types)
+    validate.check(table, path, types)
     current = version == SCHEMA_VERSION
-    if current:
-        validate.check(table, path)
     try:
         df = _frame(table, lean=lean and current)
     except (pa.ArrowException, ValueError, TypeError) as err:
@@ -581,6 +613,20 @@ def read_file(path: str | Path, lean: bool = False) -> pd.DataFrame:
     if not current:
         check_records(records_of(df), path)
     return df
+
+
+def _read_table(path) -> tuple[int, pa.Table]:
+    """A results file's schema version and its table, as stored; a newer version is refused."""
+    try:
+        with _source(path) as source:
+            parquet = pq.ParquetFile(source)
+            version = _file_version(path, parquet)
+            if version > SCHEMA_VERSION:
+                raise UserError(f"{path}: written with results schema version {version}, newer than this "
+                                f"mpsuite's {SCHEMA_VERSION}; upgrade mpsuite to read it")
+            return version, parquet.read()
+    except (OSError, pa.ArrowException) as err:
+        raise UserError(f"{path}: cannot read results file: {err}") from None
 
 
 def _frame(table: pa.Table, lean: bool = False) -> pd.DataFrame:

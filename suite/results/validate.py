@@ -17,8 +17,15 @@ What a record must hold, and why each check exists (each was a crash or a silent
 - `run_group` a folder name and `shard_run_id` a run id (a group's run id is built from them and
   becomes a path and a printed `--resume` command), a shard within its count, at most
   `suite.fleet.shard.MAX_SHARDS` shards;
-- times (every column in ms or s): finite and not negative where present; an `ok` case has a
-  median time.
+- every number in its column's range (`suite.scenario.declare.Column.accepts`, declared with the
+  column: a speedup of 0 divided by zero in the headline, one of 1e308 or a median of 5e-324 ms
+  overflowed in compare, a median of 0 read as "not measured"; times finite and not negative, a
+  call's from 1 ns; speedups from 1e-12 to 1e12; sizes and counts not negative); an `ok` case has
+  a median time. A file of an older schema is checked against its own version's declared types
+  (`types`) before its migration reads it.
+
+`conform` first gives a column that another writer (pandas, polars, DuckDB) stored in another type
+of the same kind its declared type, where no value changes.
 
 A journal's header is checked too (`header_problems`): its fields steer a resumed run (its plan,
 shard and run group) and name its paths.
@@ -27,6 +34,7 @@ shard and run group) and name its paths.
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timezone
 
 import pyarrow as pa
@@ -38,7 +46,6 @@ from suite.results import columns
 
 STATUSES = ("ok", "skipped", "failed")
 REQUIRED = ("run_id", "scenario", "case_id", "workload", "precision", "status")
-TIME_COLUMNS = [c.name for c in columns.COLUMNS if c.unit in ("ms", "s")]
 
 
 def _first(table: pa.Table, mask: pa.ChunkedArray, column: str) -> str:
@@ -73,14 +80,54 @@ def _fits(kind: pa.DataType, declared: str) -> bool:
     return False
 
 
-def type_problems(table: pa.Table) -> list[str]:
-    """Every defined column not in its declared type, and JSON columns that do not parse."""
-    out = []
-    by_name = columns.BY_NAME
-    for name in table.column_names:
+def _same_kind(kind: pa.DataType, declared: str) -> bool:
+    """Whether a column stored as `kind` may hold the declared type's values in another Arrow type:
+    what pandas, polars and DuckDB write back from a read of a results file."""
+    if declared.startswith("list<"):
+        listed = pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+        return listed and _same_kind(kind.value_type, declared[5:-1])
+    text = pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+    number = pa.types.is_integer(kind) or pa.types.is_floating(kind)
+    return {"string": text, "json": text, "int": number, "float": number, "bool": pa.types.is_boolean(kind),
+            "timestamp": pa.types.is_timestamp(kind)}.get(declared, False)
+
+
+def conform(table: pa.Table, types: dict[str, str] | None = None) -> pa.Table:
+    """Defined columns in their declared type (a column in the type `types` gives it, a file of an
+    older schema's own, is left so) where another writer stored the same values in another Arrow
+    type: large_string or string_view
+    for text, large lists, a timestamp in ns or without its zone (UTC, as every producer writes),
+    an int column with nulls widened to float64 by pandas (cast back when every value is whole), a
+    column of nulls. A cast that would change a value is not made: `type_problems` then names the column."""
+    by_name, types = columns.BY_NAME, types or {}
+    for i, name in enumerate(table.column_names):
         column = by_name.get(name)
-        if column is not None and not _fits(table.schema.field(name).type, column.type):
-            out.append(f"column {name} holds {table.schema.field(name).type} values, expected {column.type} "
+        if column is None:
+            continue
+        kind = table.schema.field(i).type
+        if name in types and _fits(kind, types[name]):
+            continue  # as its own schema stored it: the migration converts it
+        target = columns.arrow_type(column)
+        if kind == target or not (pa.types.is_null(kind) or _same_kind(kind, column.type)):
+            continue
+        try:
+            cast = table.column(i).cast(target, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        table = table.set_column(i, table.schema.field(i).with_type(target), cast)
+    return table
+
+
+def type_problems(table: pa.Table, types: dict[str, str] | None = None) -> list[str]:
+    """Every defined column not in its declared type (nor in the one `types` gives it: a file of an
+    older schema's own, by name), and JSON columns that do not parse."""
+    out = []
+    by_name, types = columns.BY_NAME, types or {}
+    for name in table.column_names:
+        column, kind = by_name.get(name), table.schema.field(name).type
+        accepted = [] if column is None else [column.type] + ([types[name]] if name in types else [])
+        if accepted and not any(_fits(kind, declared) for declared in accepted):
+            out.append(f"column {name} holds {kind} values, expected {' or '.join(accepted)} "
                        "(suite/results/columns.py)")
         elif column is not None and column.type == "json" and table.column(name).null_count < table.num_rows:
             for text in table.column(name).unique().drop_null().to_pylist():  # a few hundred distinct sets
@@ -134,8 +181,9 @@ def _shape_problems(table: pa.Table) -> list[str]:
     return [f"m, k and n must be given together or not at all ({_first(table, bad, 'm')})"]
 
 
-def problems(table: pa.Table) -> list[str]:
-    """Every way the records break the contract, one phrase each (empty: they keep it)."""
+def problems(table: pa.Table, types: dict[str, str] | None = None) -> list[str]:
+    """Every way the records break the contract, one phrase each (empty: they keep it); `types`: the
+    declared types a file of an older schema had where they differ from this one's, by name."""
     out: list[str] = []
     missing = [c for c in REQUIRED if c not in table.column_names]
     if missing:
@@ -150,7 +198,7 @@ def problems(table: pa.Table) -> list[str]:
             out.append(f"{col.null_count} record(s) have no {name} (first: {_first(table, pc.is_null(col), name)})")
     if out:
         return out
-    typed = type_problems(table)
+    typed = type_problems(table, types)
     if typed:
         return typed  # the checks below assume the declared types
     bad = pc.invert(pc.match_substring_regex(table.column("run_id"), f"^{names.RUN_ID.pattern}$"))
@@ -170,34 +218,45 @@ def problems(table: pa.Table) -> list[str]:
     if dup.num_rows:
         out.append(f"{dup.num_rows} case_id(s) appear more than once in one run "
                    f"(first: {dup.column('case')[0].as_py()} in run {dup.column('run')[0].as_py()})")
-    return out + _time_problems(table) + _instant_problems(table)
+    return out + _range_problems(table) + _instant_problems(table)
 
 
-def _time_problems(table: pa.Table) -> list[str]:
-    """Times (ms or s columns, numbers by now: `type_problems`) finite and not negative; a median
-    time on every ok case."""
+def _out_of_range(values: pa.Array, accepts) -> pa.Array:
+    """Where numbers break their column's range (null where the value is null)."""
+    if pa.types.is_floating(values.type):
+        bad = pc.is_nan(values) if accepts.infinite else pc.invert(pc.is_finite(values))
+    else:
+        bad = pc.not_equal(values, values)  # all false: whole numbers are finite
+    if accepts.low != -math.inf:
+        bad = pc.or_(bad, (pc.less_equal if accepts.above else pc.less)(values, accepts.low))
+    if accepts.high != math.inf:
+        bad = pc.or_(bad, pc.greater(values, accepts.high))
+    return bad
+
+
+def _range_problems(table: pa.Table) -> list[str]:
+    """Every number in its column's range (`suite.scenario.declare.Column.accepts`: a speedup from
+    1e-12 to 1e12, a call's time at least 1 ns, a size or count not negative), numbers by now
+    (`type_problems`), before any arithmetic reads them; a median time on every ok case."""
     out = []
-    for name in TIME_COLUMNS:
-        if name not in table.column_names:
+    for column in columns.COLUMNS:
+        accepts = column.accepts
+        if accepts is None or column.name not in table.column_names:
             continue
-        col = table.column(name)
-        if pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
-            values = pc.list_flatten(col)
-            if not len(values) or pa.types.is_null(values.type):
-                continue
-            bad = pc.or_(pc.invert(pc.is_finite(values)), pc.less(values, 0))
-            if _bad_count(bad):
-                row = pc.list_parent_indices(col)[pc.indices_nonzero(pc.fill_null(bad, True))[0].as_py()].as_py()
-                out.append(f"{name} holds NaN, infinite or negative times (first: case "
-                           f"{table.column('case_id')[row].as_py()})")
+        col = table.column(column.name)
+        listed = pa.types.is_list(col.type) or pa.types.is_large_list(col.type)
+        values = pc.list_flatten(col) if listed else col
+        if pa.types.is_null(values.type) or not len(values) or values.null_count == len(values):
             continue
-        if pa.types.is_null(col.type):
+        bad = _out_of_range(values, accepts)
+        if not _bad_count(bad):
             continue
-        bad = pc.or_(pc.invert(pc.is_finite(col)) if pa.types.is_floating(col.type) else pc.is_null(col),
-                     pc.less(col, 0))
-        bad = pc.and_(bad, pc.is_valid(col))
-        if _bad_count(bad):
-            out.append(f"{name} must be a finite, non-negative time ({_first(table, bad, name)})")
+        first = pc.indices_nonzero(pc.fill_null(bad, False))[0].as_py()
+        row = pc.list_parent_indices(col)[first].as_py() if listed else first
+        case = table.column("case_id")[row].as_py()
+        shown = values[first].as_py()
+        out.append(f"column {column.name} holds {shown!r} (case {case}), expected {column.accepts_text} "
+                   "(suite/results/columns.py)")
     if "time_ms_median" in table.column_names:
         no_time = pc.and_(pc.equal(table.column("status"), "ok"), pc.is_null(table.column("time_ms_median")))
         if _bad_count(no_time):
@@ -233,9 +292,9 @@ def _instant_problems(table: pa.Table) -> list[str]:
     return out
 
 
-def check(table: pa.Table, source) -> None:
-    """Raise one line naming `source` and the first broken rule, if any."""
-    found = problems(table)
+def check(table: pa.Table, source, types: dict[str, str] | None = None) -> None:
+    """Raise one line naming `source` and the first broken rule, if any (`types` as for `problems`)."""
+    found = problems(table, types)
     if found:
         more = f" (and {len(found) - 1} more problem{'s' if len(found) > 2 else ''})" if len(found) > 1 else ""
         raise UserError(f"{source}: {found[0]}{more}")

@@ -9,6 +9,7 @@ know about one precision or workload is a field here, so no stage after the regi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -19,9 +20,34 @@ COLUMN_TYPES = ("string", "json", "int", "float", "bool", "list<float>", "list<b
 
 
 @dataclass(frozen=True)
+class Range:
+    """The values a number column (or a list column's elements) may hold: what the arithmetic on
+    it needs (a speedup is inverted and logged, a time divides FLOPs), checked on every read, import
+    and migration before any of it (`suite.results.validate`). Null is always in range, NaN never."""
+
+    low: float = -math.inf
+    above: bool = False  # low itself is out of range
+    high: float = math.inf  # the most (itself in range)
+    infinite: bool = False  # +inf is in range (rel_ci of a single sample)
+
+    def __str__(self) -> str:
+        bounds = [f"{'> ' if self.above else '>= '}{self.low:g}"] if self.low != -math.inf else []
+        bounds += [f"<= {self.high:g}"] if self.high != math.inf else []
+        bounds += [] if self.infinite or self.high != math.inf else ["finite"]
+        return ", ".join(bounds) or "any"
+
+
+ANY = Range(infinite=True)  # any number but NaN (a signed seed)
+COUNT = Range(0.0)  # sizes and counts (whole numbers by their type)
+RATIO = Range(1e-12, high=1e12)  # speedups and ratios: inverted, logged, one over another in compare
+DURATION = Range(0.0)  # ms or s that may be zero (a warm-up skipped): the default of those units
+CALL_MS = Range(1e-6, high=1e12)  # one call's time in ms: 1 ns (a kernel launch takes microseconds) to 30 years
+
+
+@dataclass(frozen=True)
 class Column:
     """A record column: its type as the file stores it, its unit ("" where it has none), what it
-    means, and the group the schema page lists it under."""
+    means, the group the schema page lists it under, and the values it may hold (`accepts`)."""
 
     name: str
     type: str
@@ -29,11 +55,27 @@ class Column:
     description: str
     group: str
     contract: bool = False  # every record has it (only core columns: suite/results/columns.py)
+    values: Range | None = None  # None: the default for its type and unit (`accepts`)
+
+    @property
+    def accepts(self) -> Range | None:
+        """Its declared range, else: ms and s columns `DURATION`, ints `COUNT`; None (unchecked)
+        for other floats (a diverged loss is NaN) and for columns that hold no numbers."""
+        if self.values is not None or self.type not in ("int", "float", "list<float>"):
+            return self.values
+        return DURATION if self.unit in ("ms", "s") else COUNT if self.type == "int" else None
+
+    @property
+    def accepts_text(self) -> str:
+        """Its range in words ("" where unchecked); a whole number is finite by its type."""
+        text = "" if self.accepts is None else str(self.accepts)
+        return text.replace(", finite", "") if self.type == "int" else text
 
 
-def columns(group: str, *rows: tuple[str, str, str, str]) -> tuple[Column, ...]:
-    """A group of columns from (name, type, unit, description) rows."""
-    return tuple(Column(name, type_, unit, text, group) for name, type_, unit, text in rows)
+def columns(group: str, *rows: tuple) -> tuple[Column, ...]:
+    """A group of columns from (name, type, unit, description) rows, a `Range` fifth where the
+    column's values are narrower or wider than its type's default (`Column.accepts`)."""
+    return tuple(Column(*row[:4], group, values=row[4] if len(row) > 4 else None) for row in rows)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from suite.scenario.declare import WorkloadRecord, columns
+from suite.scenario.declare import CALL_MS, RATIO, WorkloadRecord, columns
 from suite.scenario.params import Params
 
 
@@ -20,15 +20,15 @@ COLUMNS = columns(
     ("ref_harness", "string", "", "the peer: torch.utils.benchmark Timer, triton do_bench(_cudagraph)"),
     ("ref_cache", "string", "", "the peer's cache mode"),
     ("ref_mode", "string", "", "the peer's timing mode"),
-    ("ref_time_ms_median", "float", "ms", "the peer's median"),
+    ("ref_time_ms_median", "float", "ms", "the peer's median", CALL_MS),
     ("ref_n_samples", "int", "", "the peer's samples"),
     ("ref_calls_per_sample", "int", "", "calls the peer times per sample"),
     ("fidelity_ratio", "float", "", "the suite's time over the peer's: the median over paired rounds of the suite's "
                                     "batch median / the peer's block median in the same round (the ratio of "
-                                    "medians where the two were not interleaved)"),
-    ("fidelity_ratio_low", "float", "", "lower end of the 95% interval of fidelity_ratio, from the rounds"),
-    ("fidelity_ratio_high", "float", "", "upper end of that interval"),
-    ("fidelity_ratio_medians", "float", "", "suite median / peer median over all their samples"),
+                                    "medians where the two were not interleaved)", RATIO),
+    ("fidelity_ratio_low", "float", "", "lower end of the 95% interval of fidelity_ratio, from the rounds", RATIO),
+    ("fidelity_ratio_high", "float", "", "upper end of that interval", RATIO),
+    ("fidelity_ratio_medians", "float", "", "suite median / peer median over all their samples", RATIO),
     ("fidelity_rounds", "int", "", "paired rounds fidelity_ratio was taken from (0: timed one after the other)"),
 )
 WORKLOADS = {
