@@ -456,6 +456,19 @@ def test_8_unfinished_runs_are_named_by_run_and_report(write_scenario, tmp_path,
     assert f"--resume {run.header['run_id']}" in capsys.readouterr().err
 
 
+def test_8_a_journal_without_a_plan_reports_as_a_partial_run(tiny_run, tmp_path, capsys):
+    """A journal header need not carry a plan (an older or a hand-made one): its run is reported
+    as partial without the planned count (it raised KeyError: 'run_planned_cases')."""
+    results = tmp_path / "results"
+    run = store.start_run(results, "tiny", "20260101T000000Z-000004", {})
+    run.close()
+    with open(run.path, "ab") as f:
+        f.write(jsonl.encode({"kind": "case", "record": {**records_of(tiny_run)[0], "run_id": "20260101T000000Z-000004"}}))
+    assert cli.main(["report", str(results), "--out", str(tmp_path / "rep")]) == 0
+    assert "Partial report: run 20260101T000000Z-000004 stopped after 1 cases;" in \
+        (tmp_path / "rep" / "report.md").read_text()
+
+
 def test_8_an_unwritable_reports_folder_is_found_before_any_case_runs(write_scenario, tmp_path, capsys):
     path = write_scenario(TWO, "two.toml")
     (tmp_path / "reports").write_text("a file, not a folder")

@@ -70,7 +70,8 @@ def _partial_lines(df: pd.DataFrame) -> list[str]:
         if "run_group" in partial:  # a shard's is said by `groups.shard_lines`, with the shard's own run id
             partial = partial[partial["run_group"].isna()]
         for (scenario, run), g in partial.groupby(["scenario", "run_id"], sort=True):
-            planned = g["run_planned_cases"].dropna()
+            # a journal whose header has no plan leaves the column out of a lean read
+            planned = g["run_planned_cases"].dropna() if "run_planned_cases" in g else ()
             of = f" of {int(planned.iloc[0])}" if len(planned) else ""
             lines.append(f"Partial report: run {run} stopped after {len(g)}{of} cases; "
                          f"`python -m suite run {scenario} --resume {run}` finishes it.")
