@@ -57,15 +57,22 @@ def child_env(gpu: FakeGpu, shim_dir: Path) -> dict[str, str]:
     return env
 
 
+CHILD = "suite.measure.dryrun.child"
+
+
 def outcomes(scenario: str, folder: str | None, gpu: FakeGpu, only: list[str] | None,
-             case_timeout: int = 300) -> Iterator[Outcome]:
+             case_timeout: int = 300, child_module: str = CHILD) -> Iterator[Outcome]:
     """Each case's outcome as a child finishes it. A case that kills its child (a crash in native
-    code) is failed with the exit status and the log's last lines, and a new child goes on after it."""
+    code) is failed with the exit status and the log's last lines, and a new child goes on after it.
+    `child_module`: the module the child runs (the mutation tests' runs the child with a mutant)."""
     check_torch(*torch_build())
     shim_dir, after = shim.build(), None
     while True:
         started, status, last = None, 0, []
-        for line in _child(scenario, folder, gpu, only, case_timeout, shim_dir, after):
+        for line in _child(child_module, [scenario, *(["--scenarios", folder] if folder else []),
+                                          *(f"--only={terms}" for terms in only or []),
+                                          *([f"--after={after}"] if after else [])],
+                           gpu, case_timeout, shim_dir):
             if isinstance(line, dict):
                 started = line
             elif isinstance(line, Outcome):
@@ -83,13 +90,10 @@ def outcomes(scenario: str, folder: str | None, gpu: FakeGpu, only: list[str] | 
         after = started["start"]
 
 
-def _child(scenario, folder, gpu, only, case_timeout, shim_dir, after):
+def _child(module: str, argv: list[str], gpu: FakeGpu, case_timeout: int, shim_dir: Path):
     """Run one child: yield each case's start (a dict) and outcome, then (exit status, last log lines)."""
     read_fd, write_fd = os.pipe()
-    cmd = [sys.executable, "-m", "suite.measure.dryrun.child", scenario, "--case-timeout", str(case_timeout),
-           "--out-fd", str(write_fd)] + (["--scenarios", folder] if folder else []) + (["--after", after] if after else [])
-    for terms in only or []:
-        cmd += ["--only", terms]
+    cmd = [sys.executable, "-m", module, *argv, "--case-timeout", str(case_timeout), "--out-fd", str(write_fd)]
     with tempfile.TemporaryFile("w+") as log:
         with subprocess.Popen(cmd, env=child_env(gpu, shim_dir), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                               pass_fds=(write_fd,)) as child:
