@@ -44,14 +44,10 @@ MUTANTS = {
     "row_major_b": Mutant(
         FP8, "ScaledFloat8._matmul_fn", "a, b = qa.data, qw.data.t()", "a, b = qa.data, qw.data.t().contiguous()",
         "mat2 must be col_major", "gpu_check_h100_fp8", "h100", "workload=gemm,precision=fp8_*"),
-    "grouped_row_major_b": Mutant(
-        "suite.precisions.grouped", "column_major", "return w.transpose(1, 2).contiguous().transpose(1, 2)",
-        "return w.contiguous()", "mat2 to be transposed", "gpu_check_h100_fp8", "h100",
-        "workload=grouped_gemm,precision=bf16"),
     "grouped_scale_shape": Mutant(
         FP8, "ScaledFloat8.grouped_gemm", "qw.inv_scale.view(experts, n)", "qw.inv_scale.view(-1)",
-        "scale", "gpu_check_h100_fp8", "h100", "workload=grouped_gemm,precision=fp8_rowwise"),
+        "Expected scale_b batch dimension", "gpu_check_h100_fp8", "h100", "workload=grouped_gemm,precision=fp8_rowwise"),
     "offsets_int64": Mutant(
         "suite.workloads.grouped_gemm.workload", "offsets", "dtype=torch.int32", "dtype=torch.int64",
-        "int32", "gpu_check_h100_fp8", "h100", "workload=grouped_gemm"),
+        "must be integer (int32)", "gpu_check_h100_fp8", "h100", "workload=grouped_gemm"),
 }
