@@ -26,6 +26,10 @@ COMPILED = ("traced with the aot_eager backend (dynamo, AOTAutograd and every op
             "inductor's code generation (triton kernels) is beyond a fake run")
 
 
+RANK_ZERO = ("rank 0 of {ranks} ran on a fake process group (FSDP2's sharding and the step's ops checked on fake "
+             "tensors); the collectives' communication and the other ranks are beyond a fake run")
+
+
 class CaseTimeout(Exception):
     pass
 
@@ -98,23 +102,25 @@ class Runner:
         from suite.core.errors import Unsupported
         from suite.scenario import registry
 
-        record = registry.WORKLOADS[case.workload]
-        if record.launched:
-            return "beyond", ("a launched workload: its ranks start under torchrun, each a process of its own; "
-                              "a fake run covers one process")
+        launched = registry.WORKLOADS[case.workload].launched
         try:
             precision = registry.precision(case.precision).configured(case.params)
+            workload = registry.workload(case.workload)
             reason = precision.unsupported(self.device)
             disagree = gate_disagreement(case.precision, reason, self.gpu.capability)
             if disagree:
                 return "failed", disagree
+            reason = reason or (launched and _launch_reason(workload, case, precision, self.device))
             if reason:
                 return skip_outcome(reason)
-            with FakeTensorMode(allow_non_fake_inputs=True), precision.active():
-                prepared = registry.workload(case.workload).prepare(case, precision, self.device)
-                return "ok", describe(prepared.fn())  # one call of what would be timed
+            with FakeTensorMode(allow_non_fake_inputs=True), precision.active(), _rank_zero(workload, case, launched):
+                prepared = workload.prepare(case, precision, self.device)
+                out = describe(prepared.fn())  # one call of what would be timed
         except Unsupported as err:
             return skip_outcome(str(err))
+        if launched:
+            return "beyond", f"{RANK_ZERO.format(ranks=workload.launch_size(case)[0])}; output {out}"
+        return "ok", out
 
 
 def gate_disagreement(precision: str, reason: str | None, device_capability: tuple[int, int]) -> str | None:
@@ -130,6 +136,35 @@ def gate_disagreement(precision: str, reason: str | None, device_capability: tup
         return (f"the recipe skips a GPU of {cc} ({reason}), but the capability table "
                 f"(suite/precisions/gates.py) says {precision} needs {need:.1f}")
     return None
+
+
+def _launch_reason(workload, case, precision, device) -> str | None:
+    """The launched workload's own check, on a node of as many of this GPU as the case has ranks."""
+    import torch
+
+    count, ranks = torch.cuda.device_count, workload.launch_size(case)[0]
+    torch.cuda.device_count = lambda: ranks
+    try:
+        return workload.launch_unsupported(case, precision, device)
+    finally:
+        torch.cuda.device_count = count
+
+
+@contextlib.contextmanager
+def _rank_zero(workload, case, launched: bool):
+    """For a launched workload: this process as rank 0 of a fake process group (torch's "fake"
+    backend: collectives return at once, moving nothing) of the case's ranks."""
+    if not launched:
+        yield
+        return
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=workload.launch_size(case)[0])
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
 
 
 def describe(out) -> str:
