@@ -47,7 +47,7 @@ MUTANTS = {
     "grouped_scale_shape": Mutant(
         FP8, "ScaledFloat8.grouped_gemm", "qw.inv_scale.view(experts, n)", "qw.inv_scale.view(-1)",
         "Expected scale_b batch dimension", "gpu_check_h100_fp8", "h100", "workload=grouped_gemm,precision=fp8_rowwise"),
-    "offsets_int64": Mutant(
-        "suite.workloads.grouped_gemm.workload", "offsets", "dtype=torch.int32", "dtype=torch.int64",
-        "must be integer (int32)", "gpu_check_h100_fp8", "h100", "workload=grouped_gemm"),
+    "padding_dropped": Mutant(
+        FP8, "ScaledFloat8.gemm", "(q.round_up(k, 16), q.round_up(n, 16)) if opts.pad", "(k, n) if opts.pad",
+        "divisible by 16", "h100_fp8", "h100", "workload=gemm,k=4104,pad=True"),
 }
