@@ -1,13 +1,14 @@
 """`run SCENARIO --dry-run GPU`: every case on fake CUDA tensors, as on that GPU (suite/measure/dryrun).
 
-A line per case as it finishes (progress on stderr), then the table of cases that did not pass as
-ok and the counts; `--json` prints one document instead (docs/schemas/dry-run.schema.json). Exit
+A line per case as it finishes (progress on stderr), then the cases that failed or were beyond a
+fake run, the skipped ones by reason, and the counts; `--json` prints one document instead (docs/schemas/dry-run.schema.json). Exit
 status 1 when a case failed. Nothing is timed or written to results/."""
 
 from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 
 from suite.cli.output import info, note, print_json, table
 
@@ -60,11 +61,15 @@ def _short(text: str, limit: int = 160) -> str:
 
 
 def _table(found) -> None:
-    """Every case that did not pass as plain ok, failed first; ok ones are only counted."""
-    order = {"failed": 0, "beyond": 1, "skipped": 2}
+    """The cases that failed or were beyond a fake run, one row each (failed first), then the
+    skipped ones, one row per reason with their count; ok ones are only counted."""
     rows = [{**o.row(), "params": ",".join(f"{k}={v}" for k, v in sorted(o.params.items())),
              "reason": o.reason if o.status == "failed" else _short(o.reason)}
-            for o in sorted(found, key=lambda o: order.get(o.status, 3)) if o.status != "ok"]
+            for o in sorted(found, key=lambda o: o.status != "failed") if o.status in ("failed", "beyond")]
     if rows:
-        table(rows, COLUMNS, "Cases that did not pass as ok")
+        table(rows, COLUMNS, "Cases that failed or were beyond a fake run")
+    skipped = Counter((o.precision, o.reason) for o in found if o.status == "skipped")
+    if skipped:
+        table([{"cases": n, "precision": p, "reason": r} for (p, r), n in skipped.most_common()],
+              [("cases", "cases"), ("precision", "precision"), ("reason", "reason")], "Skipped, by reason")
     sys.stdout.flush()
