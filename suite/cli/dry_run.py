@@ -63,8 +63,8 @@ def _short(text: str, limit: int = 160) -> str:
 def _table(found) -> None:
     """The cases that failed or were beyond a fake run, one row each (failed first), then the
     skipped ones, one row per reason with their count; ok ones are only counted."""
-    rows = [{**o.row(), "params": ",".join(f"{k}={v}" for k, v in sorted(o.params.items())),
-             "reason": o.reason if o.status == "failed" else _short(o.reason)}
+    rows = [{**o.row(), "params": ",".join(f"{k}={v}" for k, v in sorted(o.params.items())), "shape": o.shape or "",
+             "reason": o.reason if o.status == "failed" else _short(o.reason, 260)}
             for o in sorted(found, key=lambda o: o.status != "failed") if o.status in ("failed", "beyond")]
     if rows:
         table(rows, COLUMNS, "Cases that failed or were beyond a fake run")

@@ -88,6 +88,7 @@ class Runner:
             status, reason = self._run(case)
         except Exception as err:  # noqa: BLE001  (the case's outcome: every error is named whole)
             status, reason = error_outcome(type(err).__name__, str(err), _causes(err))
+            reason += _where(err)
         finally:
             signal.alarm(0)
             _clear_caches()
@@ -176,6 +177,18 @@ def describe(out) -> str:
     if isinstance(out, (list, tuple)):
         return ", ".join(describe(o) for o in out[:3]) + (", ..." if len(out) > 3 else "") if out else "()"
     return type(out).__name__
+
+
+def _where(err: BaseException) -> str:
+    """' (at suite/...py:LINE in FUNCTION)': the suite's innermost frame the error passed through."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if f"{os.sep}suite{os.sep}" in f.filename]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    path = frame.filename[frame.filename.rindex(f"{os.sep}suite{os.sep}") + 1:]
+    return f" (at {path}:{frame.lineno} in {frame.name})"
 
 
 def _causes(err: BaseException) -> tuple[str, ...]:
