@@ -271,6 +271,41 @@ def bench(session: nox.Session) -> None:
 
 
 # Most tests wait on a process of their own (a run, torchrun, Ray, a pty), so one worker per CPU
+# The GPU dry run (`run SCENARIO --dry-run GPU`, suite/measure/dryrun): each GPU scenario of
+# scenarios/ and the GPU it is written for. The torch it needs is its own pin (a test compares).
+GPU_DRYRUN = {
+    "h100_fp8": "h100", "h100": "h100", "vocab": "h100", "h100x8_fp8": "h100", "gpu_check_h100": "h100",
+    "gpu_check_h100_fp8": "h100", "gpu_check_compiled": "h100", "gpu_check_tf32_compiled": "h100",
+    "gpu_check_update": "h100", "gpu_check_fidelity": "h100", "a100": "a100", "b200_mx": "b200",
+}
+DRYRUN_TORCH = "2.14.1"
+
+
+@nox.session
+def gpu_dryrun(session: nox.Session) -> None:
+    """Every GPU scenario on fake CUDA tensors as on its GPU (GPU_DRYRUN), on any machine, then the
+    mutation tests that show what it catches (tests/gpu_dryrun/). Installs torch's CUDA build (about
+    3 GB) whatever the machine has. Posargs: the scenarios to dry-run (default: all of GPU_DRYRUN)."""
+    session.log(f"torch: torch=={DRYRUN_TORCH}, the CUDA build (the GPU dry run needs it on any machine)")
+    held = _installed(session).get("torch", "")
+    if held.endswith("+cpu"):
+        session.run("python", "-m", "pip", "uninstall", "-y", "-q", "torch")
+    session.install("--no-compile", f"torch=={DRYRUN_TORCH}", TORCH_MATRIX[DRYRUN_TORCH] or "torchao")
+    session.install("--no-compile", "-e", ".[update]", "pytest", "jsonschema")
+    session.run("python", "-m", "suite", "env")
+    failed = []
+    for scenario in session.posargs or GPU_DRYRUN:
+        try:
+            session.run("python", "-m", "suite", "run", scenario, "--dry-run", GPU_DRYRUN.get(scenario, "h100"))
+        except nox.command.CommandFailed:
+            failed.append(scenario)
+    if not session.posargs:
+        session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=-ra",
+                    "tests/gpu_dryrun/")
+    if failed:
+        session.error(f"the dry run failed cases of {', '.join(failed)}")
+
+
 # (pytest-xdist) halves the suite's time on 2 cores; a file's tests stay on one worker, sharing its
 # fixtures. More than 4 workers would each import torch and record the shared runs for little gain.
 PYTEST_WORKERS = ("-n", "logical", "--maxprocesses", "4", "--dist", "loadfile")

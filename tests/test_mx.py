@@ -184,6 +184,18 @@ def test_a_hopper_gpu_skips_with_the_capability(monkeypatch):
     assert "32-value blocks" in MXFP8.configured({"block_size": 64}).unsupported(cuda)
 
 
+@pytest.mark.parametrize("tensor_scale", [True, False])
+def test_nvfp4_runs_on_blackwell_and_a_hopper_gpu_skips_naming_the_capability(monkeypatch, tensor_scale):
+    """NVFP4's blocks are 16 values by design: the 32-value rule of MX kernels is not its gate (it
+    once was, and every NVFP4 case skipped on a B200)."""
+    monkeypatch.setattr(torch.version, "hip", None)
+    cuda, recipe = torch.device("cuda"), NVFP4.configured({"tensor_scale": tensor_scale})
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
+    assert recipe.unsupported(cuda) is None and recipe.scale_block() == 16
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert recipe.unsupported(cuda) == "needs compute capability 10.0; this GPU is 9.0"
+
+
 def test_a_hopper_run_records_the_skip(monkeypatch):
     """Through the runner, as an H100 run would record it (the capability faked)."""
     from suite.measure import inprocess

@@ -105,3 +105,18 @@ def test_the_cpu_build_falls_back_to_pytorchs_cpu_index(noxfile, monkeypatch):
     session = FakeSession({}, fail_first_install=True)  # e.g. public PyPI: no +cpu wheels there
     noxfile.install_torch(session)
     assert session.calls[-1] == ("install", f"torch=={noxfile.DEFAULT_TORCH}+cpu", "--index-url", noxfile.CPU_INDEX)
+
+
+def test_gpu_dryrun_covers_every_gpu_scenario_on_its_gpu(noxfile):
+    """Every scenario of scenarios/ written for a CUDA device is dry-run, on a GPU the dry run knows,
+    with the torch it supports."""
+    from suite.measure import dryrun
+    from suite.scenario import spec
+
+    scenarios = spec.load_dir(ROOT / "scenarios")
+    cuda = {name for name, (_, s) in scenarios.items()
+            if "cuda" in {s.defaults.device, *(getattr(w, "device", None) for w in s.sweep)}}
+    assert cuda and set(noxfile.GPU_DRYRUN) == cuda
+    assert all(dryrun.resolve_gpu(gpu) for gpu in noxfile.GPU_DRYRUN.values())
+    assert noxfile.DRYRUN_TORCH == dryrun.TORCH_PIN and noxfile.DRYRUN_TORCH in noxfile.TORCH_MATRIX
+    assert noxfile.GPU_DRYRUN["b200_mx"] == "b200" and noxfile.GPU_DRYRUN["a100"] == "a100"

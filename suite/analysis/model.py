@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 
 from suite.core import peaks
+from suite.precisions import gates
 from suite.scenario import registry
 
 # --- constants, each from a published source (docs/model.md) -----------------------------------
@@ -61,8 +62,8 @@ LARGE_GEMM_FLOPS = 2.0 * 4096**3
 OPERAND_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5}
 OUTPUT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp4": 2}
 # What a format needs of a GPU (compute capability), beyond having a peak in the table; a recipe
-# may need more (its declared `min_cc`).
-MIN_CC = {"tf32": 8.0, "bf16": 8.0, "fp8": 8.9}
+# may need more (its declared `min_cc`): the one table, suite/precisions/gates.py.
+MIN_CC = gates.FORMAT_MIN_CC
 # The scalings `fused_cast` counts kernels for (a recipe declares one of them as its `scaling`).
 SCALINGS = ("tensorwise", "current", "rowwise", "rowwise_with_gw_hp", "delayed", "block", "microscaled")
 
@@ -333,7 +334,7 @@ def unsupported(precision: str, device: Device) -> str | None:
     fmt = recipe.peak
     if fmt not in device.peaks:
         return f"{device.label} has no {fmt} peak in the table"
-    need = max(MIN_CC.get(fmt, 0.0), recipe.min_cc)
+    need = gates.min_cc(precision)
     if device.kind == "cuda" and device.cc is not None and device.cc < need:
         return f"{precision} needs compute capability >= {need:g}; {device.label} is {device.cc:g}"
     return None

@@ -108,6 +108,9 @@ RUN = [
         help="ray: run the cases on a Ray cluster, one worker per GPU (else per node), records "
         "journaled here (needs the fleet extra)"),
     arg("--address", metavar="ADDR", help="with --executor ray: the cluster (default: $RAY_ADDRESS, else a local one)"),
+    arg("--dry-run", metavar="GPU", help="run no case: each case's support check, prepare and one call on fake CUDA "
+        "tensors as on GPU (h100, h200, a100, b200, ... of the peak table), on any machine with torch's CUDA build "
+        "(docs/gpu-check.md); nothing is timed or stored, exit 1 when a case fails"),
 ]
 REPORT = [
     *QUIET,

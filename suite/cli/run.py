@@ -14,6 +14,10 @@ abandoned = False
 
 
 def main(args) -> int:
+    if args.dry_run:
+        from suite.cli import dry_run
+
+        return dry_run.main(args)
     from suite import pipeline
 
     request = _request(args)

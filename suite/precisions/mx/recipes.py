@@ -121,9 +121,11 @@ class BlockScaled(Precision):
         return _torchao()[1] or capability_reason(device) or self._block_reason(device)
 
     def _block_reason(self, device) -> str | None:
-        if device.type == "cuda" and self.block_size != KERNEL_BLOCK:
-            return (f"block_size = {self.block_size}: MX kernels use {KERNEL_BLOCK}-value blocks; other sizes run "
-                    "emulated on a CPU only")
+        # NVFP4's blocks are 16 values by design (its kernels' own size); MX kernels use 32
+        kernel_block = NVFP4_BLOCK if self.nv else KERNEL_BLOCK
+        if device.type == "cuda" and self.block_size != kernel_block:
+            return (f"block_size = {self.block_size}: {self.name} kernels use {kernel_block}-value blocks; other "
+                    "sizes run emulated on a CPU only")
         return None
 
     def emulated(self, device):
