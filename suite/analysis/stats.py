@@ -166,14 +166,17 @@ def gammainc_lower(s: float, x: float) -> float:
 
 @functools.lru_cache(maxsize=None)
 def chi2_median(df: int) -> float:
-    """The median of the chi-square distribution with df degrees of freedom (bisection on its CDF)."""
+    """The median of the chi-square distribution with df degrees of freedom (bisection on its CDF).
+    The bracket is a function of itself alone, so once a step leaves it unchanged (it has shrunk to
+    one or two floats, after about 60 of the 200 steps) every later step would too: stopping there
+    returns the same float, at a third of the cost."""
     lo, hi = 0.0, df + 10.0 * math.sqrt(df) + 10.0
     for _ in range(200):
         mid = (lo + hi) / 2.0
-        if gammainc_lower(df / 2.0, mid / 2.0) < 0.5:
-            lo = mid
-        else:
-            hi = mid
+        bracket = (mid, hi) if gammainc_lower(df / 2.0, mid / 2.0) < 0.5 else (lo, mid)
+        if bracket == (lo, hi):
+            break
+        lo, hi = bracket
     return (lo + hi) / 2.0
 
 
