@@ -183,7 +183,7 @@ def _judge(tester: _Tester, case: str, runs: list[str], lo: int, k: int, hi: int
 # Splits whose ranking p is within this of the smallest are refitted exactly before one is picked:
 # the ranking is exact to rounding (about 1e-12 relative), so the split picked is the one the exact
 # fit of every split would pick, ties going to the first, as they always did.
-TIE, TINY = 1e-6, 1e-290
+TIE, TINY = 1e-6, 1e-300
 
 
 def _best_split(tester: _Tester, case: str, runs: list[str], lo: int, hi: int, m: int) -> int | None:
@@ -200,6 +200,8 @@ def _best_split(tester: _Tester, case: str, runs: list[str], lo: int, hi: int, m
         p = tester.fit(tuple(runs[lo:k]), tuple(runs[k:hi])).test(case)[3]
         if math.isfinite(p) and p < best_p:
             best, best_p = k, p
+        if best_p == 0.0:  # nothing later beats it (a large step: a run of splits whose p underflows)
+            break
     return best
 
 
