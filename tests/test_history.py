@@ -209,3 +209,119 @@ def test_cli_defaults_are_the_library_defaults():
 def test_split_confidence_is_bonferroni_over_the_splits_a_segment_allows():
     assert history.split_confidence(0.99, 6, 3) == pytest.approx(0.99)  # one split: compare's own level
     assert history.split_confidence(0.99, 30, 3) == pytest.approx(1 - 0.01 / 25)
+
+
+# --- issue #35: every split scored at once, the same change points as refitting each split ---------
+
+def refit_every_split(tester, case, runs, lo, hi, m):
+    """The split search as it was: compare's fit refitted from scratch for every split."""
+    best, best_p = None, math.inf
+    for k in range(lo + m, hi - m + 1):
+        p = tester.fit(tuple(runs[lo:k]), tuple(runs[k:hi])).test(case)[3]
+        if math.isfinite(p) and p < best_p:
+            best, best_p = k, p
+    return best
+
+
+def outcome(h: history.History) -> list:
+    return [(s.case_id, s.metric, s.device, [(cp.index, cp.p, cp.ratio, cp.low, cp.high, cp.verdict, cp.cause,
+                                              cp.explanation) for cp in s.change_points]) for s in h.series]
+
+
+def reference_histories():
+    """Every committed reference folder holding a scenario with 2 or more runs."""
+    folders = sorted({p.parent for p in (ROOT / "results" / "reference").rglob("*.parquet")})
+    for folder in folders:
+        df = store.read([folder])
+        for scenario, records in df.groupby("scenario"):
+            if records["run_id"].nunique() >= 2:
+                yield f"{folder.relative_to(ROOT)}:{scenario}", records, scenario
+
+
+def test_history_of_the_reference_runs_is_what_refitting_every_split_gives(monkeypatch):
+    """Verdicts, p-values, intervals of every change point on results/reference/**, bit for bit,
+    against the split search refitting every split (at --min-runs 1, 2 and 3, so that the short
+    reference histories have splits to find)."""
+    seen = 0
+    for name, records, scenario in reference_histories():
+        for m in (1, 2, 3):
+            opts = history.Options(min_runs=m)
+            fast = outcome(history.analyse(records, scenario, opts))
+            with monkeypatch.context() as patch:
+                patch.setattr(history, "_best_split", refit_every_split)
+                assert fast == outcome(history.analyse(records, scenario, opts)), (name, m)
+            seen += sum(len(s[3]) for s in fast)
+    assert seen  # some change points among them (min_runs 1 on bursts of load)
+
+
+@pytest.mark.parametrize("noise", [None, 0.02])
+def test_history_with_steps_and_gaps_is_what_refitting_every_split_gives(tmpl, monkeypatch, noise):
+    """40 runs, two steps, a case missing from some runs (its series and the fits of the others
+    differ), the noise floor on and off: the same change points, bit for bit."""
+    rng = np.random.default_rng(35)
+    planted = calibrate.planted_cases(tmpl)
+    df = pd.concat([calibrate.synthetic_history(tmpl, calibrate.HISTORY_BY_NAME["run shifts 3%"], 20, rng,
+                                                {c: 1.25 for c in planted}, 8),
+                    calibrate.synthetic_history(tmpl, calibrate.HISTORY_BY_NAME["bursts 10%"], 20, rng,
+                                                {c: 0.8 for c in planted[:2]}, 12).assign(
+                        run_id=lambda d: d["run_id"].str.replace("20000101", "20000102"))])
+    runs = sorted(df["run_id"].unique())
+    df = df[~((df["case_id"] == planted[1]) & df["run_id"].isin(runs[5:9]))]
+    opts = history.Options(noise=noise)
+    fast = history.analyse(df, "cpu", opts)
+    with monkeypatch.context() as patch:
+        patch.setattr(history, "_best_split", refit_every_split)
+        assert outcome(fast) == outcome(history.analyse(df, "cpu", opts))
+    assert len(fast.change_points()) >= 4
+
+
+def test_split_statistics_from_prefix_sums_equal_the_ones_refitted_from_scratch():
+    """stats.prefix_sides / split_pvalues against _fit_side / Fit.test of each split, to 1e-12
+    (p to 1e-9 relative: it is a tail probability of those), with missing values and one case
+    holding a single run on some sides."""
+    rng = np.random.default_rng(7)
+    y = rng.normal(0, 0.05, (30, 6)) + rng.normal(0, 0.03, (30, 1)) + np.linspace(-1, 2, 6)
+    y[3:9, 2] = np.nan
+    y[:, 5] = np.nan
+    y[[4, 20], 5] = [0.3, 0.35]
+    as_values = lambda rows: {f"c{c}": {f"r{r}": y[r, c] for r in rows if np.isfinite(y[r, c])} for c in range(6)}
+    for noise in (None, 0.05):
+        d, p = stats.split_pvalues(y, 3, noise)
+        sides = stats.prefix_sides(y, range(1, 31))
+        for j in range(1, 31):
+            side = stats._fit_side(as_values(range(j)))
+            for c, mean in side.means.items():
+                i = int(c[1:])
+                assert sides.means[j - 1, i] == pytest.approx(mean, abs=1e-12)
+                assert sides.runs[j - 1, i] == side.runs[c]
+                assert (math.isnan(side.own_var[c]) and math.isnan(sides.own_var[j - 1, i])
+                        or sides.own_var[j - 1, i] == pytest.approx(side.own_var[c], abs=1e-12))
+            assert np.nan_to_num(sides.run_var[j - 1], nan=-1) == pytest.approx(np.nan_to_num(side.run_var, nan=-1), abs=1e-12)
+            assert sides.run_df[j - 1] == side.run_df
+        for k in range(3, 28):
+            fit = stats.fit(as_values(range(k)), as_values(range(k, 30)), noise)
+            for c in sorted(fit.cases):
+                estimate, _, _, exact = fit.test(c)
+                i = int(c[1:])
+                assert d[k - 3, i] == pytest.approx(estimate, abs=1e-12)
+                assert p[k - 3, i] == pytest.approx(exact, rel=1e-9, abs=1e-300)
+
+
+def test_the_exact_fits_do_not_grow_with_the_runs(tmpl, monkeypatch):
+    """Splits are scored by one scan per segment; compare's fit is refitted only for the split a
+    series picks (and the change points' causes): on histories without a step the number of fits
+    and of scans stays the same from 20 to 80 runs (it grew with the runs, one fit per split)."""
+    counts = []
+    for runs in (20, 40, 80):
+        df = calibrate.synthetic_history(tmpl, calibrate.HISTORY_BY_NAME["iid 1%"], runs, np.random.default_rng(runs))
+        fits, scans = [], []
+        with monkeypatch.context() as patch:
+            patch.setattr(stats, "fit", lambda *a, real=stats.fit, **k: fits.append(1) or real(*a, **k))
+            patch.setattr(stats, "split_pvalues", lambda *a, real=stats.split_pvalues, **k: scans.append(1) or real(*a, **k))
+            h = history.analyse(df, "cpu")
+        if h.change_points():
+            continue
+        counts.append((len(fits), len(scans)))
+    assert len(counts) >= 2
+    series = len(h.series)
+    assert all(scans == 2 and fits <= series + 3 for fits, scans in counts), counts  # 2 testers: speedup, time

@@ -52,6 +52,23 @@ def test_incomplete_beta_and_gamma():
     assert stats.gammainc_lower(3, 2.0) == pytest.approx(1 - math.exp(-2) * (1 + 2 + 2), rel=1e-12)
 
 
+def test_chi2_median_stops_bisecting_where_the_bracket_stops_moving_and_returns_the_same_float():
+    """The 200 steps it used to take, against the early stop (issue #35: history needs a median per
+    run count, up to the number of runs)."""
+    def all_steps(df):
+        lo, hi = 0.0, df + 10.0 * math.sqrt(df) + 10.0
+        for _ in range(200):
+            mid = (lo + hi) / 2.0
+            if stats.gammainc_lower(df / 2.0, mid / 2.0) < 0.5:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2.0
+
+    for df in [*range(1, 41), 97, 250]:
+        assert stats.chi2_median.__wrapped__(df) == all_steps(df), df
+
+
 def test_holm_adjusts_step_down_and_skips_missing_tests():
     adjusted = stats.holm([0.01, 0.04, 0.03, math.nan, 0.005])
     # sorted 0.005, 0.01, 0.03, 0.04 with m = 4: x4, x3, x2, x1, each at least the one before

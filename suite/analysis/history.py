@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from suite.analysis import compare, derived, envdiff, stats
@@ -135,11 +136,15 @@ class History:
 
 class _Tester:
     """compare's test between two sets of runs of one metric, with the fit of each pair of run sets
-    kept: every case holding the same runs shares it (the spread is pooled over all of them)."""
+    kept: every case holding the same runs shares it (the spread is pooled over all of them). Every
+    split of a segment is scored at once (`stats.split_pvalues`, to rounding); `fit` refits one
+    split exactly, as compare does."""
 
     def __init__(self, values: dict[str, dict[str, float]], noise: float | None):
         self.values, self.noise = values, noise
         self.fits: dict[tuple[tuple[str, ...], tuple[str, ...]], stats.Fit] = {}
+        self.column = {c: i for i, c in enumerate(values)}
+        self.scans: dict[tuple, np.ndarray] = {}  # (runs, lo, hi, min_runs) -> p [split, case]
 
     def fit(self, before: tuple[str, ...], after: tuple[str, ...]) -> stats.Fit:
         key = (before, after)
@@ -149,6 +154,15 @@ class _Tester:
                                        {c: {r: v for r, v in runs.items() if r in a} for c, runs in self.values.items()},
                                        self.noise)
         return self.fits[key]
+
+    def split_p(self, runs: tuple[str, ...], lo: int, hi: int, m: int, case: str) -> np.ndarray:
+        """p of no change of `case` at each split k = lo + m .. hi - m of runs[lo:hi] (to rounding)."""
+        key = (runs, lo, hi, m)
+        if key not in self.scans:
+            rows = [[self.values[c].get(r, math.nan) for c in self.column] for r in runs[lo:hi]]
+            self.scans[key] = stats.split_pvalues(np.array(rows, dtype=float).reshape(hi - lo, len(self.column)),
+                                                  m, self.noise)[1]
+        return self.scans[key][:, self.column[case]]
 
 
 def split_confidence(confidence: float, runs: int, min_runs: int) -> float:
@@ -166,13 +180,28 @@ def _judge(tester: _Tester, case: str, runs: list[str], lo: int, k: int, hi: int
     return change, stats.verdict(change, opts.min_effect, opts.min_runs), level
 
 
+# Splits whose ranking p is within this of the smallest are refitted exactly before one is picked:
+# the ranking is exact to rounding (about 1e-12 relative), so the split picked is the one the exact
+# fit of every split would pick, ties going to the first, as they always did.
+TIE, TINY = 1e-6, 1e-300
+
+
 def _best_split(tester: _Tester, case: str, runs: list[str], lo: int, hi: int, m: int) -> int | None:
     """The split of runs[lo:hi] (at least m runs each side) whose change has the smallest p-value."""
+    if hi - lo < 2 * m:
+        return None
+    ranked = tester.split_p(tuple(runs), lo, hi, m, case)
+    finite = np.isfinite(ranked)
+    if not finite.any():
+        return None
+    near = np.flatnonzero(finite & (ranked <= ranked[finite].min() * (1.0 + TIE) + TINY))
     best, best_p = None, math.inf
-    for k in range(lo + m, hi - m + 1):
+    for k in (lo + m + int(i) for i in near):
         p = tester.fit(tuple(runs[lo:k]), tuple(runs[k:hi])).test(case)[3]
         if math.isfinite(p) and p < best_p:
             best, best_p = k, p
+        if best_p == 0.0:  # nothing later beats it (a large step: a run of splits whose p underflows)
+            break
     return best
 
 

@@ -51,7 +51,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
+from statistics import NormalDist, median
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -166,14 +166,17 @@ def gammainc_lower(s: float, x: float) -> float:
 
 @functools.lru_cache(maxsize=None)
 def chi2_median(df: int) -> float:
-    """The median of the chi-square distribution with df degrees of freedom (bisection on its CDF)."""
+    """The median of the chi-square distribution with df degrees of freedom (bisection on its CDF).
+    The bracket is a function of itself alone, so once a step leaves it unchanged (it has shrunk to
+    one or two floats, after about 60 of the 200 steps) every later step would too: stopping there
+    returns the same float, at a third of the cost."""
     lo, hi = 0.0, df + 10.0 * math.sqrt(df) + 10.0
     for _ in range(200):
         mid = (lo + hi) / 2.0
-        if gammainc_lower(df / 2.0, mid / 2.0) < 0.5:
-            lo = mid
-        else:
-            hi = mid
+        bracket = (mid, hi) if gammainc_lower(df / 2.0, mid / 2.0) < 0.5 else (lo, mid)
+        if bracket == (lo, hi):
+            break
+        lo, hi = bracket
     return (lo + hi) / 2.0
 
 
@@ -219,7 +222,9 @@ def _fit_side(values: RunValues) -> _SideFit:
         if len(runs) >= 2:
             for r, v in runs.items():
                 deviations.setdefault(r, []).append(v - means[c])
-    shift = {r: float(np.median(d)) for r, d in deviations.items()}
+    # statistics.median: np.median's value (the middle one, or the two middle ones' sum / 2), without
+    # its per-call cost, which was most of a fit's on many runs (history refits one per change point)
+    shift = {r: float(median(d)) for r, d in deviations.items()}
     own_var = {}
     for c, runs in cases.items():
         k = len(runs)
@@ -461,3 +466,222 @@ def detectable(spread: Spread, kb: int, kc: int, confidence: float = DEFAULT_CON
         return math.nan
     var, df = spread.change_variance(math.nan, math.nan, kb, kc)
     return expm1(t_quantile(1.0 - confidence, df) * math.sqrt(var))
+
+
+# --- every split of a segment at once (history) -----------------------------------------------------
+#
+# `suite.analysis.history` scores every split of a segment of runs by `fit(before, after).test(case)`.
+# Refitting each split from scratch costs O(runs x cases) per split in Python, O(runs^2 x cases) per
+# segment. Here a segment is a matrix (rows: its runs in order, columns: cases, NaN: no value) and
+# the side fits of all its prefixes (and, reversed, suffixes) come at once: each case's mean from
+# prefix sums (O(1) a side), the run shifts (a median over cases of each run's deviations from
+# those means, which no running sum gives) and the residual variances from one vectorised pass per
+# block of prefixes. The numbers are `_fit_side`'s and `Fit.test`'s to rounding (summation order;
+# tests/test_history.py holds them to 1e-12), so history ranks splits by them and refits exactly
+# only the split it picks (and any within rounding of it).
+
+@dataclass(frozen=True)
+class Sides:
+    """`_fit_side` of the first j rows of a matrix, for each j of `lengths`: arrays [j] or [j, case]."""
+
+    lengths: np.ndarray
+    means: np.ndarray  # NaN where the case has no value in the rows
+    runs: np.ndarray  # values per case (int)
+    own_var: np.ndarray  # NaN with fewer than 2 values
+    run_var: np.ndarray  # NaN with fewer than 2 runs holding a case with 2 values
+    run_df: np.ndarray  # max(runs with a shift - 1, 0)
+
+
+def _nanmedian_last(a: np.ndarray) -> np.ndarray:
+    """np.median over the last axis of the finite values only (NaN where none): the middle value,
+    or the mean of the two middle ones, as np.median computes them."""
+    count = np.isfinite(a).sum(axis=-1)
+    ordered = np.sort(a, axis=-1)  # NaN last
+    low = np.take_along_axis(ordered, np.maximum(count - 1, 0)[..., None] // 2, axis=-1)[..., 0]
+    high = np.take_along_axis(ordered, (count // 2)[..., None], axis=-1)[..., 0]
+    return np.where(count > 0, (low + high) / 2.0, np.nan)
+
+
+def _residuals(y: np.ndarray, valid: np.ndarray, lengths: np.ndarray, means: np.ndarray,
+               runs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """own_var, run_var, run_df of the prefixes `lengths` (one block: every array is [block, ...])."""
+    top = int(lengths.max())
+    inside = np.arange(top)[None, :] < lengths[:, None]
+    used = valid[None, :top, :] & inside[:, :, None] & (runs >= 2)[:, None, :]  # [prefix, run, case]
+    dev = np.where(used, y[None, :top, :] - means[:, None, :], np.nan)
+    shift = _nanmedian_last(dev)  # [prefix, run]: the run's level
+    has = used.any(axis=2)
+    n = has.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        centred = np.where(has, shift - np.where(has, shift, 0.0).sum(axis=1, keepdims=True) / n[:, None], 0.0)
+        run_var = np.where(n >= 2, (centred * centred).sum(axis=1) / (n - 1), np.nan)
+        shift_mean = np.where(used, shift[:, :, None], 0.0).sum(axis=1) / runs  # over each case's runs
+        resid = np.where(used, dev - (shift[:, :, None] - shift_mean[:, None, :]), 0.0)
+        own_var = np.where(runs >= 2, (resid * resid).sum(axis=1) / (runs - 1), np.nan)
+    return own_var, run_var, np.maximum(n - 1, 0)
+
+
+def prefix_sides(y: np.ndarray, lengths: Sequence[int], block: int = 1 << 19) -> Sides:
+    """The side fits of y[:j] for each j of `lengths` (y: rows are runs, columns cases, NaN: none).
+    Means from prefix sums; the shifts and residual variances in blocks of about `block` values."""
+    y = np.asarray(y, dtype=float)
+    valid = np.isfinite(y)
+    lengths = np.asarray(lengths, dtype=int)
+    first = np.argmax(valid, axis=0)
+    centre = np.where(valid.any(axis=0), y[first, np.arange(y.shape[1])], 0.0)  # cancels most of the sum
+    zero = np.zeros((1, y.shape[1]))
+    runs = np.vstack([zero, np.cumsum(valid, axis=0)]).astype(int)[lengths]
+    total = np.vstack([zero, np.cumsum(np.where(valid, y - centre, 0.0), axis=0)])[lengths]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(runs > 0, centre + total / runs, np.nan)
+    own_var = np.full(means.shape, np.nan)
+    run_var, run_df = np.full(len(lengths), np.nan), np.zeros(len(lengths), dtype=int)
+    step = max(1, block // max(1, y.size))
+    for i in range(0, len(lengths), step):
+        part = slice(i, i + step)
+        own_var[part], run_var[part], run_df[part] = _residuals(y, valid, lengths[part], means[part], runs[part])
+    return Sides(lengths, means, runs, own_var, run_var, run_df)
+
+
+@functools.lru_cache(maxsize=None)
+def _chi2_factors(size: int) -> np.ndarray:
+    """chi2_median(nu) / nu for nu = 0 .. size - 1 (NaN at 0), to about 1e-15 relative: the same
+    bisection as chi2_median, all nu at once, for ranking splits (chi2_median, exact, judges them)."""
+    nu = np.arange(1, size, dtype=float)
+    s = nu / 2.0
+    log_gamma = np.array([math.lgamma(v) for v in s])
+    lo, hi = np.zeros_like(nu), nu + 10.0 * np.sqrt(nu) + 10.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        below = _gammainc_lower_array(s, mid / 2.0, log_gamma) < 0.5
+        new_lo, new_hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        if np.array_equal(new_lo, lo) and np.array_equal(new_hi, hi):
+            break
+        lo, hi = new_lo, new_hi
+    return np.concatenate([[np.nan], (lo + hi) / 2.0 / nu])
+
+
+def _gammainc_lower_array(s: np.ndarray, x: np.ndarray, log_gamma: np.ndarray) -> np.ndarray:
+    """gammainc_lower elementwise (x > 0), its series summed until every term is negligible."""
+    term = 1.0 / s
+    total = term.copy()
+    for k in range(1, 100000):
+        term = term * x / (s + k)
+        total += term
+        if not (np.abs(term) > 1e-17 * np.abs(total)).any():
+            break
+    with np.errstate(divide="ignore"):
+        return np.minimum(1.0, np.exp(s * np.log(x) - x - log_gamma) * total)
+
+
+def _betainc_array(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """betainc elementwise (0 < x < 1), its continued fraction run until every element converged."""
+    swap = x > (a + 1.0) / (a + b + 2.0)
+    a, b, x = np.where(swap, b, a), np.where(swap, a, b), np.where(swap, 1.0 - x, x)
+    lgamma = np.frompyfunc(math.lgamma, 1, 1)
+    log_front = (lgamma(a + b) - lgamma(a) - lgamma(b)).astype(float) + a * np.log(x) + b * np.log1p(-x)
+    tiny = 1e-300
+    f, c, d = np.full(x.shape, tiny), np.full(x.shape, tiny), np.zeros(x.shape)
+    going = np.ones(x.shape, dtype=bool)
+    for j in range(1, 20000):
+        n, m = j - 1, (j - 1) // 2
+        if j == 1:
+            num = np.ones(x.shape)
+        elif n % 2:
+            num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        else:
+            num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        d_new = 1.0 + num * d
+        d_new = 1.0 / np.where(np.abs(d_new) > tiny, d_new, tiny)
+        c_new = 1.0 + num / c
+        c_new = np.where(np.abs(c_new) > tiny, c_new, tiny)
+        d, c, f = np.where(going, d_new, d), np.where(going, c_new, c), np.where(going, f * c_new * d_new, f)
+        going &= ~(np.abs(c_new * d_new - 1.0) < 1e-15)
+        if not going.any():
+            break
+    out = np.exp(log_front) * f / a
+    return np.where(swap, 1.0 - out, out)
+
+
+def t_two_sided_p_array(t: np.ndarray, df: np.ndarray) -> np.ndarray:
+    """t_two_sided_p elementwise, to rounding (for ranking many tests at once)."""
+    t, df = np.abs(np.asarray(t, dtype=float)), np.asarray(df, dtype=float)
+    out = np.full(np.broadcast(t, df).shape, np.nan)
+    t, df = np.broadcast_to(t, out.shape), np.broadcast_to(df, out.shape)
+    normal = np.isfinite(t) & (df >= NORMAL_DF)
+    out[normal] = [math.erfc(v / math.sqrt(2.0)) for v in t[normal]]
+    out[np.isinf(t)] = 0.0
+    beta = np.isfinite(t) & (df < NORMAL_DF) & (df >= 0)
+    x = df[beta] / (df[beta] + t[beta] * t[beta])
+    inner = (x > 0) & (x < 1)
+    values = np.where(x >= 1, 1.0, 0.0)
+    if inner.any():
+        values[inner] = _betainc_array(df[beta][inner] / 2.0, np.full(inner.sum(), 0.5), x[inner])
+    out[beta] = values
+    return out
+
+
+@dataclass(frozen=True)
+class SplitSpreads:
+    """`_pool` of each split's two sides: arrays [split] of Spread's fields."""
+
+    run_var: np.ndarray
+    run_df: np.ndarray
+    case_var: np.ndarray
+    case_df: np.ndarray
+    case_sides: np.ndarray
+    floor: float
+
+    def spread(self, i: int) -> Spread:
+        return Spread(float(self.run_var[i]), int(self.run_df[i]), float(self.case_var[i]), int(self.case_df[i]),
+                      int(self.case_sides[i]), self.floor)
+
+
+def split_spreads(base: Sides, cand: Sides, noise_sd: float | None) -> SplitSpreads:
+    """The pooled spread of each split (base.lengths[i] runs before it, cand.lengths[i] after)."""
+    sides = (base, cand)
+    finite = [np.isfinite(s.run_var) for s in sides]
+    run_df = sum(np.where(ok, s.run_df, 0) for s, ok in zip(sides, finite))
+    terms = sum(np.where(ok, s.run_var * s.run_df, 0.0) for s, ok in zip(sides, finite))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        run_var = np.where(run_df > 0, terms / run_df, 0.0)
+    factors = _chi2_factors(1 << max(4, int(max(base.runs.max(), cand.runs.max())).bit_length()))
+    scaled = np.concatenate([np.where(np.isfinite(s.own_var), s.own_var / factors[np.maximum(s.runs - 1, 0)], np.nan)
+                             for s in sides], axis=1)
+    has = np.isfinite(scaled)
+    case_df = sum(np.where(np.isfinite(s.own_var), s.runs - 1, 0).sum(axis=1) for s in sides)
+    floor = math.log1p(noise_sd) ** 2 if noise_sd else 0.0
+    return SplitSpreads(run_var, run_df, _nanmedian_last(scaled), case_df, has.sum(axis=1), floor)
+
+
+def split_tests(base: Sides, cand: Sides, noise_sd: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """(estimate, p) of every split and case, [split, case]: `Fit.test`'s, to rounding (NaN p where
+    the spread is not observable or a case is missing on a side)."""
+    pooled = split_spreads(base, cand, noise_sd)
+    case_var, floor = pooled.case_var[:, None], pooled.floor
+    kb, kc = base.runs.astype(float), cand.runs.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = cand.means - base.means
+        inv = 1.0 / kb + 1.0 / kc
+        vb = np.where(np.isfinite(base.own_var), np.maximum(base.own_var, case_var), case_var)
+        vc = np.where(np.isfinite(cand.own_var), np.maximum(cand.own_var, case_var), case_var)
+        a, b = pooled.run_var[:, None] * inv, vb / kb + vc / kc
+        df_a, df_b = pooled.run_df[:, None].astype(float), pooled.case_df[:, None] / 2.0
+        denom = np.where((a > 0) & (df_a > 0), a * a / df_a, 0.0) + np.where(b > 0, b * b / df_b, 0.0)
+        var = a + b
+        df = np.where(denom > 0, var * var / denom, np.inf)
+        floored = ~np.isfinite(case_var) | (floor * inv > a + b)
+        var, df = np.where(floored, floor * inv, var), np.where(floored, np.inf, df)
+        se = np.sqrt(var)
+        p = np.where(se > 0, t_two_sided_p_array(d / se, df), np.where(d == 0, 1.0, 0.0))
+    observable = np.isfinite(case_var) | (floor > 0)
+    return d, np.where(observable & (kb > 0) & (kc > 0), p, np.nan)
+
+
+def split_pvalues(y: np.ndarray, min_runs: int, noise_sd: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """(estimate, p) [split, case] of every split k = min_runs .. len(y) - min_runs of the rows of y
+    (runs in order; columns cases; NaN: no value) into y[:k] and y[k:]: what
+    `fit(y[:k], y[k:], noise_sd).test(case)` gives, to rounding, for every k at once."""
+    lengths = np.arange(min_runs, len(y) - min_runs + 1)
+    y = np.asarray(y, dtype=float)
+    return split_tests(prefix_sides(y, lengths), prefix_sides(y[::-1], len(y) - lengths), noise_sd)
