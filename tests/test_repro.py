@@ -141,7 +141,7 @@ HOSTILE = {"torch_version": f"2.13.0+cpu {PAYLOAD}", "numpy_version": f"2.4.6';{
            "git_sha": f"abc1234 {PAYLOAD}", "torch_git_version": "\ntouch pwned",
            "device_name": "Intel Xeon\ntouch pwned", "cpu_isa_env": f"ATEN_CPU_CAPABILITY=avx2;{PAYLOAD}",
            "env_threads": f"2 {PAYLOAD}", "code_hash": f"634d465d\n{PAYLOAD}", "device": f"cpu;{PAYLOAD}",
-           "driver_version": f"570\n{PAYLOAD}", "scenario_hash": f"\n{PAYLOAD}", "threads_setting": -3}
+           "driver_version": f"570\n{PAYLOAD}", "scenario_hash": f"\n{PAYLOAD}", "threads_setting": 1_000_000}
 
 
 def test_hostile_fields_are_named_and_left_out_of_every_line(tiny_run, tmp_path, monkeypatch, capsys):
@@ -205,7 +205,7 @@ def test_a_commit_from_a_results_file_never_reaches_git_as_an_option(tiny_run, t
     ("keep:only=newline", "scenario_spec: only[0]: must be printable text on one line"),
     ("keep:device=meta", "scenario_spec: device: Input should be 'auto', 'cpu' or 'cuda'"),
     ("keep:threads=0", "scenario_spec: scenario.defaults.threads: Input should be greater than or equal to 1"),
-    ("threads_setting=-3", "its threads_setting is not a whole number of threads from 1 to 4096"),
+    ("threads_setting=-3", "column threads_setting holds -3"),  # refused on read: a negative count
     ("threads_setting=1000000", "its threads_setting is not a whole number of threads from 1 to 4096"),
     ("cpu_isa_env", "its cpu_isa_env is not NAME=value overrides"),
 ])
