@@ -105,18 +105,7 @@ def test_runs_written_read_reported_and_compared_under_an_s3_url(bucket, url, sm
 def test_an_interrupted_run_resumes_from_the_uploaded_journal_on_another_machine(bucket, url, small, monkeypatch):
     scenario = spec.load(small)
     order = [c.case_id for c in plan.expand(scenario)]
-    append = journal.Journal.append
-
-    def killed_after_one(self, record):
-        if len(self):
-            raise KeyboardInterrupt
-        append(self, record)
-
-    monkeypatch.setattr(journal.Journal, "append", killed_after_one)
-    with pytest.raises(pipeline.RunInterrupted) as stopped:
-        pipeline.run(pipeline.RunRequest(scenario, url, None, "cpu", progress=False))
-    monkeypatch.setattr(journal.Journal, "append", append)
-    run_id = stopped.value.run_id
+    run_id = interrupted_run(scenario, url, monkeypatch)
     remote = store.journal_path(url, "small", run_id)
     assert len(journal.read(remote).records) == 1  # the uploaded copy holds the finished case
     assert not store.lease_path(remote).exists()  # released as the run stopped: another machine may go on

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from suite.precisions import gates
 from suite.precisions.base import Precision
 from suite.precisions.flags import float32_matmul
 from suite.precisions.grouped import column_major, grouped_mm
@@ -30,9 +31,9 @@ class Float32(Native):
             return None
         if device.type != "cuda":
             return f"TF32 is a CUDA tensor-core mode; device is {device.type}"
-        major, _ = torch.cuda.get_device_capability(device)
-        if major < 8:
-            return f"TF32 needs compute capability >= 8.0 (Ampere); this GPU is {major}.x"
+        cc = torch.cuda.get_device_capability(device)
+        if gates.below("tf32", cc):
+            return f"TF32 needs compute capability >= {gates.min_cc('tf32'):.1f} (Ampere); this GPU is {cc[0]}.{cc[1]}"
         return None
 
     @contextmanager

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from suite.precisions.fp8 import numerics as q
 from suite.core.errors import Unsupported
 from suite.precisions.fp8 import FP8GemmParams, FP8TensorwiseParams
+from suite.precisions import gates
 from suite.precisions.base import Precision, cuda_reason
 from suite.precisions.grouped import grouped_mm
 
@@ -49,8 +50,10 @@ from suite.precisions.grouped import grouped_mm
 
 def fp8_device_reason(device: torch.device) -> str | None:
     """Why `device` cannot run FP8 GEMMs, or None. CPUs can (emulation: real numerics)."""
+    need = gates.FORMAT_MIN_CC["fp8"]
     return q.missing_fp8_support() or cuda_reason(
-        device, "FP8 recipes", (8, 9), "FP8 tensor cores need compute capability >= 8.9 (Ada, Hopper); this GPU is {cc}",
+        device, "FP8 recipes", gates.capability(need),
+        f"FP8 tensor cores need compute capability >= {need:.1f} (Ada, Hopper); this GPU is {{cc}}",
         "FP8 recipes here use NVIDIA's float8_e4m3fn; ROCm GPUs use the e4m3fnuz variant")
 
 
