@@ -52,6 +52,18 @@ def test_an_error_is_beyond_a_fake_run_only_where_fake_tensors_cannot_go():
         Outcome("id", "gemm", "bf16", {}, "limit", "")
 
 
+def test_without_mslk_an_nvfp4_cast_kernel_is_asked_for_and_heard_of(monkeypatch):
+    """The NVFP4 recipe skips its inline fast cast where mslk is missing; the dry run lets it ask
+    anyway (torchao's fake of mslk's op answers) and hears of it, so the case is said beyond."""
+    from suite.precisions.mx import recipes
+
+    monkeypatch.setattr(recipes.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(recipes, "mslk_importable", recipes.mslk_importable)  # put back after the test
+    heard = []
+    child._stand_in_mslk(heard.append)
+    assert heard == [] and recipes.mslk_importable() and heard == ["mslk"]
+
+
 def test_a_recipe_that_disagrees_with_the_capability_table_fails_the_case():
     assert child.gate_disagreement("mxfp8", "needs compute capability 10.0; this GPU is 9.0", (9, 0)) is None
     assert child.gate_disagreement("mxfp8", None, (10, 0)) is None

@@ -92,6 +92,12 @@ def capability_reason(device: torch.device) -> str | None:
                        "block-scaled formats here use NVIDIA's kernels through torchao; ROCm is not wired")
 
 
+def mslk_importable() -> bool:
+    """Whether torchao's NVFP4 cast kernel can run: it is mslk's (torchao's own check, kernels.py).
+    The GPU dry run stands in for it (suite/measure/dryrun/child.py)."""
+    return importlib.util.find_spec("mslk") is not None
+
+
 @dataclass(frozen=True)
 class BlockScaled(Precision):
     """One block-scaled format; `element` is the value format (e4m3 or e2m1)."""
@@ -226,7 +232,7 @@ class BlockScaled(Precision):
             qa, qw = self.quantize(a_hp), self.quantize(w_hp, weight=True)
             return lambda: torch.mm(qa, qw.t())
         fast = self.fast_cast(a.device, opts.cast)
-        if fast and self.nv and importlib.util.find_spec("mslk") is None:  # torchao's own check (kernels.py)
+        if fast and self.nv and not mslk_importable():
             raise Unsupported("torchao's NVFP4 cast kernel (to_nvfp4's use_triton_kernel) needs mslk, not "
                               "importable here; cast = 'eager' times torchao's PyTorch quantizer instead")
         return lambda: torch.mm(self.quantize(a_hp, fast=fast), self.quantize(w_hp, weight=True, fast=fast).t())
