@@ -46,7 +46,7 @@ from suite.fleet import shard as sharding
 from suite.measure import env, executors
 from suite.measure.executors.base import units
 from suite.measure.progress import progress_for
-from suite.results import location, store
+from suite.results import lease, location, store
 from suite.results.atomic import remove_stale
 from suite.scenario import plan
 from suite.scenario.plan import Case
@@ -443,6 +443,9 @@ def _measure(request: RunRequest, planned: Planned, journal, executor, meta: dic
             raise  # the run was complete and stored before the signal came
         raise RunInterrupted(request.scenario.name, meta["run_id"], len(journal), len(planned.cases), journal.path,
                              int(stop.signal), abandoned=executor.busy) from None
+    except lease.Held:
+        journal.close()
+        raise  # another process writes the run now: resuming it here would take it back mid-run
     except UserError as err:
         journal.close()
         raise UserError(f"{err} (finished cases are kept: `--resume {meta['run_id']}` continues the run)") from None

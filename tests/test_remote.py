@@ -391,3 +391,15 @@ def test_resume_is_refused_up_front_where_the_store_cannot_keep_one_writer(bucke
     store.start_run(memory, "small", RUN, {"plan": ["c1"]}).close()  # a new run still goes there
     with pytest.raises(UserError, match=r"cannot resume run .* memory:// has no conditional write"):
         store.continue_run(memory, "small", RUN)
+
+
+def test_a_run_that_loses_its_lease_mid_run_does_not_offer_to_resume_it(bucket, url, small, monkeypatch, capsys):
+    """The writer that lost the run to another process stops with the lease's own message: the
+    usual "--resume continues the run" would send it back to take the run mid-write."""
+    def lost(self, record):
+        raise lease.Held(f"{url}: this process lost the run's lease, now held by another machine")
+
+    monkeypatch.setattr(journal.Journal, "append", lost)
+    assert cli.main(["run", str(small), "--results", url, "--no-report", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "lost the run's lease" in err and "--resume" not in err
