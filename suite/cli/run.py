@@ -2,10 +2,49 @@
 
 from __future__ import annotations
 
+import argparse
 import shlex
 import sys
 
+from suite.cli import arguments
+from suite.cli.arguments import Command, arg
 from suite.cli.output import note, print_json, table
+from suite.measure.executors.process import DEFAULT_TIMEOUT_S
+
+# run's arguments, each declared once: its parser, and the resume command printed after Ctrl-C repeats
+# every one `resumed` as it was given (`resume_command`). A resumed shard takes its shard and run
+# group from its journal; a dry run stores nothing to resume.
+RESUME = arg("--resume", metavar="RUN_ID", type=arguments.run_id, resumed=False,  # the command gives it anew
+             help="finish an interrupted run: run only the cases missing from its journal")
+ARGUMENTS = [
+    *arguments.SCENARIO, *arguments.QUIET, *arguments.JSON, arguments.RESULTS, arguments.REPORTS,
+    arg("--device", choices=["auto", "cpu", "cuda"], help="override the scenario's device"),
+    arg("--no-report", action="store_true", help="store records only"),
+    arg("--require-measured", action="store_true",
+        help="exit 1 when no case was measured (every one skipped or failed), e.g. a GPU runner "
+        "whose CUDA is broken; the records are stored either way"),
+    RESUME,
+    arg("--isolate", action="store_true", help="run each setting (a baseline and the precisions against it, timed "
+        "together) in its own subprocess, so a crash costs one case and a hang one setting"),
+    arg("--case-timeout", metavar="SECONDS", type=arguments.seconds,
+        help=f"fail a case that runs longer (a setting: this times its cases), with --isolate (default: "
+        f"{DEFAULT_TIMEOUT_S:g}) or in a CUDA run's worker (default: 10 case caps, at least 300)"),
+    arg("--threads", metavar="N", type=arguments.threads,
+        help="torch's intra-op CPU threads for the run (default: the scenario's `threads`, else "
+        "torch's default of one per core); recorded as cpu_threads"),
+    arg("--group", metavar="NAME", resumed=False,
+        help="with --shard: the run group every shard of the fleet run shares (default: "
+        "$MPSUITE_RUN_GROUP, else slurm-$SLURM_ARRAY_JOB_ID or gha-$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT); "
+        "a shard started again under it resumes its own run"),
+    arg("--executor", choices=["local", "ray"], default="local",
+        help="ray: run the cases on a Ray cluster, one worker per GPU (else per node), records "
+        "journaled here (needs the fleet extra)"),
+    arg("--address", metavar="ADDR", help="with --executor ray: the cluster (default: $RAY_ADDRESS, else a local one)"),
+    arg("--dry-run", metavar="GPU", resumed=False,
+        help="run no case: each case's support check, prepare and one call on fake CUDA "
+        "tensors as on GPU (h100, h200, a100, b200, ... of the peak table), on any machine with torch's CUDA build "
+        "(docs/gpu-check.md); nothing is timed or stored, exit 1 when a case fails"),
+]
 
 # Set when a run was interrupted while a case was still inside a call Python cannot stop (a
 # minute-long GEMM on the worker thread): the process entry (`suite.cli.entry`) then exits without
@@ -89,18 +128,11 @@ def _interrupted(args, stop) -> int:
 
 
 def resume_command(args, run_id: str) -> str:
-    """The command line that continues this run: the same options, plus --resume."""
-    parts = ["python", "-m", "suite", "run", args.scenario, "--resume", run_id]
-    for flag, value, default in (("--scenarios", args.scenarios, None), ("--results", args.results, "results"),
-                                 ("--reports", args.reports, "reports"), ("--device", args.device, None),
-                                 ("--case-timeout", args.case_timeout, None), ("--threads", args.threads, None),
-                                 ("--max-cases", args.max_cases, None), ("--executor", args.executor, "local"),
-                                 ("--address", args.address, None)):
-        if value != default:
-            parts += [flag, str(value)]
-    for terms in args.only or []:
-        parts += ["--only", terms]
-    parts += [flag for flag, on in (("--isolate", args.isolate), ("--no-report", args.no_report),
-                                    ("--require-measured", args.require_measured),
-                                    ("--quiet", args.quiet)) if on]
-    return shlex.join(parts)
+    """The command line that continues this run: its scenario, --resume RUN_ID, then the same options
+    (every argument declared `resumed`, as it was given)."""
+    given = argparse.Namespace(**{**vars(args), RESUME.dest: run_id})
+    ordered = [a for a in ARGUMENTS if a.positional] + [RESUME] + [a for a in ARGUMENTS if a.resumed and not a.positional]
+    return shlex.join(["python", "-m", "suite", "run", *(word for a in ordered for word in a.words(given))])
+
+
+COMMAND = Command("run", main, "run a scenario, store its records, render its report", ARGUMENTS)
