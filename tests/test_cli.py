@@ -155,7 +155,8 @@ def test_the_resume_command_repeats_every_resumed_run_argument_as_given():
     from suite.cli import run
 
     given, unsaid = cli.parser().parse_args(EVERY_RUN_FLAG), cli.parser().parse_args(EVERY_RUN_FLAG[:2])
-    assert {a.dest for a in run.ARGUMENTS} <= {word.lstrip("-").replace("-", "_") for word in EVERY_RUN_FLAG} | {"scenario"}
+    named = {word.lstrip("-").replace("-", "_") for word in EVERY_RUN_FLAG}
+    assert {a.dest for a in run.ARGUMENTS} <= named | {"scenario"}  # every run argument is given here
     words = shlex.split(run.resume_command(given, RUN_ID))
     assert words[:7] == ["python", "-m", "suite", "run", "a b.toml", "--resume", RUN_ID]
     again = cli.parser().parse_args(words[3:])

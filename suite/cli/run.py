@@ -131,7 +131,8 @@ def resume_command(args, run_id: str) -> str:
     """The command line that continues this run: its scenario, --resume RUN_ID, then the same options
     (every argument declared `resumed`, as it was given)."""
     given = argparse.Namespace(**{**vars(args), RESUME.dest: run_id})
-    ordered = [a for a in ARGUMENTS if a.positional] + [RESUME] + [a for a in ARGUMENTS if a.resumed and not a.positional]
+    repeated = [a for a in ARGUMENTS if a.resumed and not a.positional]
+    ordered = [a for a in ARGUMENTS if a.positional] + [RESUME] + repeated
     return shlex.join(["python", "-m", "suite", "run", *(word for a in ordered for word in a.words(given))])
 
 
