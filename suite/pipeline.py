@@ -71,7 +71,8 @@ class RunRequest:
     (filters, `plan.only`) runs the matching cases alone. `shard` runs that slice of them
     (`suite.fleet.shard`) as one shard of the run group `group`; `executor` says how the cases run
     (`suite.measure.executors.Options`: a Ray cluster at `address`, default $RAY_ADDRESS, else a
-    local one)."""
+    local one). `options` are the caller's words for them (the CLI's), kept in the run's journal:
+    every command printed to resume the run repeats them (`suite.results.resume.command`)."""
 
     scenario: Scenario
     results: str | Path = "results"
@@ -85,6 +86,7 @@ class RunRequest:
     shard: sharding.Shard | None = None
     group: str | None = None
     executor: executors.Options = field(default_factory=executors.Options)
+    options: tuple[str, ...] = ()
 
     def __post_init__(self):
         plan.check_size(self.scenario, self.max_cases)
@@ -255,7 +257,7 @@ def _run(request: RunRequest, threads: int | None) -> RunResult:
     executor = executors.choose(request.executor, device, request.device_choice, threads)
     try:
         asked = resume.Asked(planned.order, planned.spec, planned.shard, planned.run_group,
-                             ray=request.executor.kind == "ray")
+                             ray=request.executor.kind == "ray", options=request.options)
         journal = resume.open_journal(request.results, name, planned.resume, asked, meta, IDENTITY)
         run_id = journal.header["run_id"]
         meta = {"run_id": run_id, **meta, **({"shard_run_id": run_id} if planned.shard is not None else {})}
@@ -348,7 +350,8 @@ def _measure(request: RunRequest, planned: Planned, journal, executor, meta: dic
                              int(stop.signal), abandoned=executor.busy) from None
     except UserError as err:
         journal.close()
-        raise UserError(f"{err} (finished cases are kept: `--resume {meta['run_id']}` continues the run)") from None
+        finish = resume.command(request.scenario.name, meta["run_id"], request.options)
+        raise UserError(f"{err} (finished cases are kept: `{finish}` continues the run)") from None
     except BaseException:
         journal.close()
         raise

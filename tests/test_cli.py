@@ -162,7 +162,7 @@ def test_the_resume_command_repeats_every_resumed_run_argument_as_given():
     again = cli.parser().parse_args(words[3:])
     for argument in run.ARGUMENTS:
         expected = getattr(given if argument.resumed else unsaid, argument.dest)
-        assert getattr(again, argument.dest) == (RUN_ID if argument is run.RESUME else expected), argument.flag
+        assert getattr(again, argument.dest) == (RUN_ID if argument.dest == "resume" else expected), argument.flag
     assert run.resume_command(unsaid, RUN_ID) == f"python -m suite run 'a b.toml' --resume {RUN_ID}"  # defaults unsaid
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import shlex
 import sys
 
 from suite.cli import arguments
@@ -11,11 +9,9 @@ from suite.cli.arguments import Command, arg
 from suite.cli.output import note, print_json, table
 from suite.measure.executors.process import DEFAULT_TIMEOUT_S
 
-# run's arguments, each declared once: its parser, and the resume command printed after Ctrl-C repeats
-# every one `resumed` as it was given (`resume_command`). A resumed shard takes its shard and run
-# group from its journal; a dry run stores nothing to resume.
-RESUME = arg("--resume", metavar="RUN_ID", type=arguments.run_id, resumed=False,  # the command gives it anew
-             help="finish an interrupted run: run only the cases missing from its journal")
+# run's arguments, each declared once: its parser, and every printed command that resumes the run
+# repeats each one `resumed` as it was given (`resumed_words`, kept in the run's journal). A resumed
+# shard takes its shard and run group from its journal; a dry run stores nothing to resume.
 ARGUMENTS = [
     *arguments.SCENARIO, *arguments.QUIET, *arguments.JSON, arguments.RESULTS, arguments.REPORTS,
     arg("--device", choices=["auto", "cpu", "cuda"], help="override the scenario's device"),
@@ -23,7 +19,8 @@ ARGUMENTS = [
     arg("--require-measured", action="store_true",
         help="exit 1 when no case was measured (every one skipped or failed), e.g. a GPU runner "
         "whose CUDA is broken; the records are stored either way"),
-    RESUME,
+    arg("--resume", metavar="RUN_ID", type=arguments.run_id, resumed=False,  # a resume names the run anew
+        help="finish an interrupted run: run only the cases missing from its journal"),
     arg("--isolate", action="store_true", help="run each setting (a baseline and the precisions against it, timed "
         "together) in its own subprocess, so a crash costs one case and a hang one setting"),
     arg("--case-timeout", metavar="SECONDS", type=arguments.seconds,
@@ -93,7 +90,8 @@ def _request(args):
                                 address=args.address)
     return pipeline.RunRequest(scenario, args.results, None if args.no_report else args.reports, args.device,
                                not args.quiet, resume=args.resume, threads=args.threads, max_cases=args.max_cases,
-                               only=args.only, shard=part, group=group, executor=options)
+                               only=args.only, shard=part, group=group, executor=options,
+                               options=tuple(resumed_words(args)))
 
 
 def _summary(args, result) -> None:
@@ -127,13 +125,17 @@ def _interrupted(args, stop) -> int:
     return 128 + stop.signal  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
 
 
+def resumed_words(args) -> list[str]:
+    """The words of every option of run declared `resumed`, as given: what a resume repeats."""
+    return [word for argument in ARGUMENTS if argument.resumed and not argument.positional
+            for word in argument.words(args)]
+
+
 def resume_command(args, run_id: str) -> str:
-    """The command line that continues this run: its scenario, --resume RUN_ID, then the same options
-    (every argument declared `resumed`, as it was given)."""
-    given = argparse.Namespace(**{**vars(args), RESUME.dest: run_id})
-    repeated = [a for a in ARGUMENTS if a.resumed and not a.positional]
-    ordered = [a for a in ARGUMENTS if a.positional] + [RESUME] + repeated
-    return shlex.join(["python", "-m", "suite", "run", *(word for a in ordered for word in a.words(given))])
+    """The command line that continues this run: its scenario as given, --resume RUN_ID, the same options."""
+    from suite.results import resume
+
+    return resume.command(args.scenario, run_id, resumed_words(args))
 
 
 COMMAND = Command("run", main, "run a scenario, store its records, render its report", ARGUMENTS)

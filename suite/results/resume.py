@@ -2,11 +2,14 @@
 started again (it finds its own earlier run, `which_run`), or a new run; a journal reopened only when
 the run is asked what it was asked when it started, on the same kind of machine (`check_resumable`,
 its reason a one-line `UserError`); the journal opened or created with what a later resume checks
-in its header (`open_journal`). The store's side of `suite.pipeline`'s `resume` and `shard`."""
+in its header (`open_journal`), the run's options among it; and the command line that finishes a run
+with those options (`command`: after Ctrl-C, in a run's error, in the note on an unfinished run). The
+store's side of `suite.pipeline`'s `resume` and `shard`."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -21,14 +24,16 @@ from suite.results import journal, store
 class Asked:
     """What a run is asked, as its journal's header keeps it for a resume to check: the plan (its case
     ids, in order), the scenario as asked and its hash (`suite.pipeline.scenario_spec`: "spec",
-    "spec_hash"), the shard and run group it is, and whether Ray runs it (then its records carry each
-    node's facts, not the driver's)."""
+    "spec_hash"), the shard and run group it is, whether Ray runs it (then its records carry each
+    node's facts, not the driver's), and the options a command that resumes it repeats (`command`;
+    the CLI's words for them, `suite.cli.run.resumed_words`)."""
 
     order: list[str]
     spec: dict
     shard: Shard | None = None
     run_group: str | None = None
     ray: bool = False
+    options: tuple[str, ...] = ()
 
     def header(self) -> dict:
         shard = self.shard
@@ -37,7 +42,22 @@ class Asked:
             **self.spec,
             **({"run_group": self.run_group, "shard": [shard.index, shard.count]} if shard is not None else {}),
             **({"executor": "ray"} if self.ray else {}),
+            **({"options": list(self.options)} if self.options else {}),
         }
+
+
+def command(scenario: str, run_id: str, options=()) -> str:
+    """The command line that finishes run `run_id` of `scenario`, with the options it was run with."""
+    return shlex.join(["python", "-m", "suite", "run", scenario, "--resume", run_id, *options])
+
+
+def stored_options(results: str | Path, scenario: str, run_id: str) -> list[str]:
+    """The options run `run_id` was started with, as its journal keeps them ([] where it keeps none,
+    or cannot be read)."""
+    try:
+        return store.journal_header(results, scenario, run_id).get("options") or []
+    except UserError:
+        return []
 
 
 def which_run(results: str | Path, scenario: str, spec_hash: str, shard: Shard | None, group: str | None,
@@ -71,8 +91,8 @@ def which_run(results: str | Path, scenario: str, spec_hash: str, shard: Shard |
 def note_unfinished(results: str | Path, scenario: str) -> None:
     """A note per unfinished run of the scenario, with the command that finishes it."""
     for other in store.incomplete_runs(results, scenario):
-        print(f"mpsuite: note: run {other} of {scenario} is unfinished; "
-              f"`python -m suite run {scenario} --resume {other}` finishes it", file=sys.stderr)
+        finish = command(scenario, other, stored_options(results, scenario, other))
+        print(f"mpsuite: note: run {other} of {scenario} is unfinished; `{finish}` finishes it", file=sys.stderr)
 
 
 def open_journal(results: str | Path, scenario: str, resume: str | None, asked: Asked, meta: dict,

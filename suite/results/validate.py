@@ -319,6 +319,7 @@ HEADER_FIELDS = {
     "identity": ("an object", lambda v: v is None or isinstance(v, dict)),
     "code_hash": ("text", lambda v: v is None or isinstance(v, str)),
     "executor": ("ray or absent", lambda v: v in (None, "ray")),
+    "options": ("a list of command-line words", lambda v: v is None or (isinstance(v, list) and all(map(_is_text, v)))),
 }
 
 
