@@ -53,7 +53,7 @@ class Argument:
 
 
 def arg(*flags: str, resumed: bool = True, **options) -> Argument:
-    """One argument: its flags (or name) and argparse's keywords for it."""
+    """One argument: its flags (or name), argparse's keywords for it, and whether `run`'s resume repeats it."""
     return Argument(flags, options, resumed)
 
 
