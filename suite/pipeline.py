@@ -13,7 +13,8 @@ How a run survives trouble:
   finished before it is already in the journal (no results file yet: a parquet is only written
   for a complete run);
 - `resume=RUN_ID` reopens that run's journal and runs only the cases missing from it, on the same
-  kind of machine and software (`IDENTITY`), then writes the one complete parquet;
+  kind of machine and software (`IDENTITY`), then writes the one complete parquet (which journal a
+  run writes, and whether it may go on, is the store's: `suite.results.resume`);
 - how each case runs is `suite.measure.executors.choose`'s: `isolate` a subprocess per case with a
   time limit; on a GPU one worker process, replaced after a case that leaves CUDA unusable or runs
   past its time limit (`case_timeout`, else ten case caps and at least five minutes), so one sticky
@@ -35,7 +36,6 @@ import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -46,7 +46,7 @@ from suite.fleet import shard as sharding
 from suite.measure import env, executors
 from suite.measure.executors.base import units
 from suite.measure.progress import progress_for
-from suite.results import lease, location, store
+from suite.results import lease, location, resume, store
 from suite.results.atomic import remove_stale
 from suite.scenario import plan
 from suite.scenario.plan import Case
@@ -71,7 +71,8 @@ class RunRequest:
     (filters, `plan.only`) runs the matching cases alone. `shard` runs that slice of them
     (`suite.fleet.shard`) as one shard of the run group `group`; `executor` says how the cases run
     (`suite.measure.executors.Options`: a Ray cluster at `address`, default $RAY_ADDRESS, else a
-    local one)."""
+    local one). `options` are the caller's words for them (the CLI's), kept in the run's journal:
+    every command printed to resume the run repeats them (`suite.results.resume.command`)."""
 
     scenario: Scenario
     results: str | Path = "results"
@@ -85,6 +86,7 @@ class RunRequest:
     shard: sharding.Shard | None = None
     group: str | None = None
     executor: executors.Options = field(default_factory=executors.Options)
+    options: tuple[str, ...] = ()
 
     def __post_init__(self):
         plan.check_size(self.scenario, self.max_cases)
@@ -224,47 +226,6 @@ def scenario_spec(scenario: Scenario, device_choice: str, only: list[str] | None
     return {"spec": spec, "spec_hash": hashlib.sha256(text.encode()).hexdigest()[:16]}
 
 
-def _differences(then, now, where: str = "") -> list[str]:
-    """`path: old -> new` for every leaf where two plain-data trees differ."""
-    if isinstance(then, dict) and isinstance(now, dict):
-        return [d for key in sorted(set(then) | set(now), key=str)
-                for d in _differences(then.get(key), now.get(key), f"{where}.{key}" if where else str(key))]
-    if isinstance(then, list) and isinstance(now, list) and len(then) == len(now):
-        return [d for i, (a, b) in enumerate(zip(then, now)) for d in _differences(a, b, f"{where}[{i}]")]
-    return [] if then == now else [f"{where}: {json.dumps(then)} -> {json.dumps(now)}"]
-
-
-def _check_resumable(journal, order: list[str], meta: dict, spec: dict) -> None:
-    """A run under the Ray executor spans the cluster's nodes, each record with its node's facts:
-    the driver's own machine is not the run's, so only the scenario and the plan are checked."""
-    head = journal.header
-    if head.get("spec_hash") not in (None, spec["spec_hash"]):
-        changed = _differences(head.get("spec"), spec["spec"])
-        shown = "; ".join(changed[:3]) + (f"; and {len(changed) - 3} more" if len(changed) > 3 else "")
-        raise UserError(
-            f"scenario {head['scenario']!r} changed since run {head['run_id']} started ({shown or 'its hash differs'}); "
-            "one run must be measured under one scenario: restore the scenario file to resume, or start a new run"
-        )
-    planned, now = set(head.get("plan") or []), set(order)
-    if planned != now:
-        raise UserError(
-            f"scenario {head['scenario']!r} changed since run {head['run_id']} started "
-            f"({len(now - planned)} case(s) added, {len(planned - now)} removed); restore the scenario "
-            "file to resume, or start a new run"
-        )
-    then = head.get("identity") or {}
-    for key in IDENTITY if head.get("executor") != "ray" else ():
-        if then.get(key) != meta.get(key):
-            raise UserError(
-                f"run {head['run_id']} was measured with {key} = {then.get(key)!r} and this machine has "
-                f"{meta.get(key)!r}; resume it where it started, or start a new run"
-            )
-    if head.get("code_hash") != meta.get("code_hash"):
-        print(f"mpsuite: note: the suite's code changed since run {head['run_id']} started "
-              f"(code_hash {head.get('code_hash')} -> {meta.get('code_hash')}); each record keeps its own",
-              file=sys.stderr)
-
-
 def run(request: RunRequest) -> RunResult:
     """Run what `request` asks: plan, measure, store, report."""
     threads = request.run_threads
@@ -291,11 +252,13 @@ def _run(request: RunRequest, threads: int | None) -> RunResult:
     if planned.resume is not None and store.run_path(request.results, name, planned.resume).exists():
         return _already_complete(store.run_path(request.results, name, planned.resume), report_dir)
     if planned.resume is None:
-        _note_unfinished(request)
+        resume.note_unfinished(request.results, name)
     # a Ray cluster is reached (or found unreachable) before a journal is made
     executor = executors.choose(request.executor, device, request.device_choice, threads)
     try:
-        journal = _open_journal(request, planned, meta)
+        asked = resume.Asked(planned.order, planned.spec, planned.shard, planned.run_group,
+                             ray=request.executor.kind == "ray", options=request.options)
+        journal = resume.open_journal(request.results, name, planned.resume, asked, meta, IDENTITY)
         run_id = journal.header["run_id"]
         meta = {"run_id": run_id, **meta, **({"shard_run_id": run_id} if planned.shard is not None else {})}
         _announce(request, planned, journal, meta, device)
@@ -316,41 +279,14 @@ def _plan(request: RunRequest) -> Planned:
     if not cases:
         raise UserError(f"scenario {scenario.name!r} has no cases: its include/exclude rules leave none")
     spec = scenario_spec(scenario, request.device_choice, request.only)
-    shard, run_group, resume = _shard_of(request, spec)
+    shard, run_group, to_resume = resume.which_run(request.results, scenario.name, spec["spec_hash"], request.shard,
+                                                   request.group, request.resume)
     if shard is not None:
         cases = sharding.select(cases, shard)
         if not cases:
             raise UserError(f"shard {shard} of scenario {scenario.name!r} has no cases: there are fewer "
                             "settings (a case and its baseline) than shards")
-    return Planned(cases, spec, shard, run_group, resume)
-
-
-def _shard_of(request: RunRequest, spec: dict):
-    """(shard, run group id, the run to resume) of a sharded run. A resumed shard takes its shard
-    and group from its journal; a shard started again under its group finds its earlier run."""
-    shard, name, resume = request.shard, request.scenario.name, request.resume
-    if resume is not None:
-        head = store.journal_header(request.results, name, resume)
-        then = head.get("shard")
-        then = sharding.Shard(*then) if then else None
-        if shard is not None and then != shard:
-            raise UserError(f"run {resume} is shard {then or 'none (not sharded)'}, not shard {shard}; "
-                            "resume it as what it was")
-        return then, head.get("run_group"), resume
-    if shard is None:
-        return None, None, None
-    if request.group is None:
-        raise UserError("--shard needs a run group shared by every shard of the fleet run: --group NAME, or "
-                        "$MPSUITE_RUN_GROUP (a SLURM array's SLURM_ARRAY_JOB_ID, a GitHub Actions run's "
-                        "GITHUB_RUN_ID name it by themselves)")
-    run_group = sharding.group_id(request.group, spec["spec_hash"])
-    found = store.find_shard_run(request.results, name, run_group, shard.index, shard.count)
-    if found is not None:
-        run_id, complete = found
-        print(f"mpsuite: shard {shard} of run group {run_group} is run {run_id} "
-              f"({'complete' if complete else 'unfinished: resuming it'})", file=sys.stderr)
-        return shard, run_group, run_id
-    return shard, run_group, None
+    return Planned(cases, spec, shard, run_group, to_resume)
 
 
 def _run_meta(request: RunRequest, planned: Planned, device, threads: int | None) -> dict:
@@ -374,37 +310,6 @@ def _report_dir(request: RunRequest) -> Path | None:
 
     pages.output_dir(out)
     return out
-
-
-def _note_unfinished(request: RunRequest) -> None:
-    name = request.scenario.name
-    for other in store.incomplete_runs(request.results, name):
-        print(f"mpsuite: note: run {other} of {name} is unfinished; "
-              f"`python -m suite run {name} --resume {other}` finishes it", file=sys.stderr)
-
-
-def _open_journal(request: RunRequest, planned: Planned, meta: dict):
-    """The run's journal: the one to resume (checked against what is asked now), or a new one."""
-    name = request.scenario.name
-    if planned.resume is not None:
-        journal = store.continue_run(request.results, name, planned.resume)
-        try:
-            _check_resumable(journal, planned.order, meta, planned.spec)
-        except BaseException:
-            journal.close()
-            raise
-        return journal
-    shard = planned.shard
-    header = {
-        "plan": planned.order,
-        **planned.spec,
-        **({"run_group": planned.run_group, "shard": [shard.index, shard.count]} if shard is not None else {}),
-        **({"executor": "ray"} if request.executor.kind == "ray" else {}),
-        "identity": {key: meta.get(key) for key in IDENTITY},
-        "code_hash": meta.get("code_hash"),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-    return store.start_run(request.results, name, store.new_run_id(), header)
 
 
 def _announce(request: RunRequest, planned: Planned, journal, meta: dict, device) -> None:
@@ -448,7 +353,8 @@ def _measure(request: RunRequest, planned: Planned, journal, executor, meta: dic
         raise  # another process writes the run now: resuming it here would take it back mid-run
     except UserError as err:
         journal.close()
-        raise UserError(f"{err} (finished cases are kept: `--resume {meta['run_id']}` continues the run)") from None
+        finish = resume.command(request.scenario.name, meta["run_id"], request.options)
+        raise UserError(f"{err} (finished cases are kept: `{finish}` continues the run)") from None
     except BaseException:
         journal.close()
         raise

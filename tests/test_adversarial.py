@@ -402,6 +402,7 @@ SPOILED_JOURNALS = [
     (_spoil_header(lambda h: h.update(plan=5)), "plan"),
     (_spoil_header(lambda h: h.update(run_group="../../x", shard=[0, 1])), "run_group"),
     (_spoil_header(lambda h: h.update(shard=["a", None])), "shard"),
+    (_spoil_header(lambda h: h.update(options=["--isolate", "\x1b[2J"])), "options"),
 ]
 
 

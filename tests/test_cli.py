@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +138,39 @@ def test_a_report_of_several_scenarios_never_goes_into_the_current_folder(tmp_pa
         err = capsys.readouterr().err.strip()
         assert "is the current folder, and a report of 2 scenarios" in err and "--out reports" in err and "\n" not in err
     assert list(here.iterdir()) == []  # refused before anything is written
+
+
+RUN_ID = "20261129T143751Z-04f860"
+EVERY_RUN_FLAG = ["run", "a b.toml", "--scenarios", "d", "--max-cases", "9", "--only", "a=1", "--only", "b=*",
+                  "--shard", "0/2", "--group", "g", "--quiet", "--json", "--results", "s3://x/y", "--reports", "r",
+                  "--device", "cpu", "--no-report", "--require-measured", "--resume", "20261129T143751Z-000000",
+                  "--isolate", "--case-timeout", "30", "--threads", "4", "--executor", "ray", "--address", "h:1",
+                  "--dry-run", "h100"]
+
+
+def test_the_resume_command_repeats_every_resumed_run_argument_as_given():
+    """The printed resume command is built from run's declarations: parsed back, it asks for the
+    same run (--resume now the run to finish); shard and group come from the journal, --json and
+    --dry-run stay behind."""
+    from suite.cli import run
+
+    given, unsaid = cli.parser().parse_args(EVERY_RUN_FLAG), cli.parser().parse_args(EVERY_RUN_FLAG[:2])
+    named = {word.lstrip("-").replace("-", "_") for word in EVERY_RUN_FLAG}
+    assert {a.dest for a in run.ARGUMENTS} <= named | {"scenario"}  # every run argument is given here
+    words = shlex.split(run.resume_command(given, RUN_ID))
+    assert words[:7] == ["python", "-m", "suite", "run", "a b.toml", "--resume", RUN_ID]
+    again = cli.parser().parse_args(words[3:])
+    for argument in run.ARGUMENTS:
+        expected = getattr(given if argument.resumed else unsaid, argument.dest)
+        assert getattr(again, argument.dest) == (RUN_ID if argument.dest == "resume" else expected), argument.flag
+    assert run.resume_command(unsaid, RUN_ID) == f"python -m suite run 'a b.toml' --resume {RUN_ID}"  # defaults unsaid
+
+
+def test_every_command_declares_its_arguments_once_in_its_own_module():
+    """The parser is assembled from each command module's `COMMAND`; a flag is one declaration."""
+    from suite.cli import commands
+
+    for command in commands.COMMANDS:
+        assert sys.modules[command.main.__module__].COMMAND is command
+        flags = [flag for argument in command.arguments for flag in argument.flags]
+        assert len(flags) == len(set(flags)), command.name

@@ -202,7 +202,7 @@ def test_history_needs_runs_and_valid_options(tmp_path, store_with_a_step):
 
 def test_cli_defaults_are_the_library_defaults():
     parsed = cli.parser().parse_args(["history", "cpu"])
-    assert parsed.min_runs == cli.commands.DEFAULT_HISTORY_MIN_RUNS == history.Options().min_runs == stats.RECOMMENDED_RUNS
+    assert parsed.min_runs == cli.history.DEFAULT_MIN_RUNS == history.Options().min_runs == stats.RECOMMENDED_RUNS
     assert parsed.confidence == history.Options().confidence and parsed.noise is None
 
 

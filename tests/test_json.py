@@ -21,7 +21,7 @@ FILES_ONLY = {"report", "export", "import"}
 
 
 def with_json() -> set[str]:
-    return {c.name for c in commands.COMMANDS if any("--json" in flags for flags, _ in c.arguments)}
+    return {c.name for c in commands.COMMANDS if any("--json" in a.flags for a in c.arguments)}
 
 
 def test_every_command_that_prints_results_takes_json_and_has_a_schema():

@@ -77,7 +77,7 @@ def test_it_fails_only_through_the_history_gate(workflow, job):
     (words,) = [w for w in suite_commands(job) if w[0] == "history"]
     parsed = cli.parser().parse_args(words)
     assert history_gate.parse_fail_on(parsed.fail_on) == history_gate.NIGHTLY
-    assert tuple(cli.commands.DEFAULT_NIGHTLY_FAIL_ON) == history_gate.NIGHTLY
+    assert tuple(cli.history.DEFAULT_NIGHTLY_FAIL_ON) == history_gate.NIGHTLY
     run = next(s for s in job["steps"] if "suite run" in s.get("run", ""))
     assert "|| status=$?" in run["run"] and 'if [ "$status" -gt 1 ]' in run["run"]  # a failed case: the gate's
 

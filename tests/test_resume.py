@@ -180,6 +180,35 @@ def test_a_setting_journaled_in_part_resumes_with_its_journaled_cases_as_partner
                                                             last["pairing_note"]), last["pairing_note"]
 
 
+def test_a_run_keeps_its_options_for_every_command_that_resumes_it(slow, monkeypatch, capsys):
+    """The options a run is started with are kept in its journal: the command printed on Ctrl-C and
+    the note a later run prints on the unfinished one both repeat them."""
+    from suite.measure.executors.base import OneByOne
+
+    scenario, results, _ = slow
+    original = OneByOne.run
+
+    def stopped_after_one(self, units, meta, progress=None):
+        for record in original(self, units, meta, progress):
+            yield record
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(OneByOne, "run", stopped_after_one)
+    argv = ["run", str(scenario), "--results", str(results), "--no-report", "--quiet"]
+    assert cli.main([*argv, "--threads", "1"]) == 130
+    (journal_file,) = (results / "slow" / store.JOURNAL_DIR).glob(f"*{store.JOURNAL_SUFFIX}")
+    run_id = journal_file.name.removesuffix(store.JOURNAL_SUFFIX)
+    options = ["--quiet", "--results", str(results), "--no-report", "--threads", "1"]
+    assert journal.read(journal_file).header["options"] == options
+    finish = shlex.join(["python", "-m", "suite", "run", str(scenario), "--resume", run_id, *options])
+    assert f"to finish run {run_id}: {finish}\n" in capsys.readouterr().err
+
+    monkeypatch.setattr(OneByOne, "run", original)
+    assert cli.main([*argv, "--only", "precision=fp32,shape=32x*"]) == 0  # another run, of one case
+    finish = shlex.join(["python", "-m", "suite", "run", "slow", "--resume", run_id, *options])
+    assert f"run {run_id} of slow is unfinished; `{finish}` finishes it" in capsys.readouterr().err
+
+
 class Signalled:
     """A workload whose case receives `sig` while it runs: SIGTERM as from a batch scheduler (or
     SIGHUP as from a closed terminal)."""

@@ -1,9 +1,11 @@
 """`mpsuite` / `python -m suite`: thin adapters from the command line to plain functions.
 
 One module per command (asv's `commands/`): each holds its `main(args)`, which calls the stages'
-plain functions and prints what they return; `commands` holds the command line as data, `arguments`
-its argument types, `output` what every command prints the same way. Here: dispatch, and how a
-command's failure becomes one line and an exit status (0 ok, 1 a failed case or gate, 2 bad input).
+plain functions and prints what they return, and beside it its `COMMAND`: its help and its arguments,
+each declared once; `commands` assembles the parser from them, `arguments` holds how a command and an
+argument are declared, the arguments several commands share and the argument types, `output` what
+every command prints the same way. Here: dispatch, and how a command's failure becomes one line and
+an exit status (0 ok, 1 a failed case or gate, 2 bad input).
 """
 
 from __future__ import annotations

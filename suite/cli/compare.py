@@ -6,8 +6,34 @@ import dataclasses
 import json
 import sys
 
+from suite.cli import arguments
+from suite.cli.arguments import Command, arg
 from suite.cli.output import info, print_json
 from suite.results import location
+
+
+# compare's defaults, spelled out so that building the parser imports no pandas (tests/test_compare.py
+# checks they are suite.analysis.compare.DEFAULT_FAIL_ON and suite.analysis.stats.DEFAULT_MIN_RUNS).
+DEFAULT_FAIL_ON = ("regressed", "time:regressed", "new-failure", "new-skip")
+DEFAULT_MIN_RUNS = 2
+
+ARGUMENTS = [
+    *arguments.STATISTICS, *arguments.JSON,
+    arg("baseline", help="selector of the baseline runs (e.g. torch=2.13.0 or results/cpu,skip=1)"),
+    arg("candidate", help="selector of the candidate runs (e.g. torch=2.14.1 or results/cpu)"),
+    arg("--fail-on", default=",".join(DEFAULT_FAIL_ON),
+        help="verdicts that make the exit status 1, comma-separated; the time: prefix gates on "
+        f"absolute times (default: {','.join(DEFAULT_FAIL_ON)}; none to never fail). regressed and "
+        "improved must also hold at the family-wise --confidence (Holm over the cases)"),
+    arg("--min-runs", type=arguments.min_runs, default=DEFAULT_MIN_RUNS,
+        help=f"runs per side a case needs for a regressed/improved verdict (default: {DEFAULT_MIN_RUNS}; "
+        "record 3 per side); with fewer it is insufficient-runs"),
+    arg("--noise", type=arguments.fraction, default=None,
+        help="a known run-to-run sd of one run's value, relative (0.03 = 3%%), used as a floor under "
+        "the estimate; with --min-runs 1 it lets single runs be compared (default: estimated only)"),
+    arg("--any-scenario", action="store_true", help="join on case_id even across different scenarios"),
+    arg("--out", help="report folder (default: reports/compare/<scenario>/<baseline>_vs_<candidate>)"),
+]
 
 
 def main(args) -> int:
@@ -49,3 +75,8 @@ def document(result, failing, out) -> dict:
             "failing": list(failing["case_id"]), "report": str(out),
             "drift": [{**dataclasses.asdict(d), "sentence": d.sentence} for d in result.drift],
             "differences": result.environment.as_json()["differences"], "cases": cases}
+
+
+COMMAND = Command("compare", main, "compare two sets of runs case by case (exit 1 on --fail-on)", ARGUMENTS,
+                  description="Compare two sets of runs case by case; each side is a selector.",
+                  epilog=arguments.SELECTOR_HELP)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from suite.cli import arguments
+from suite.cli.arguments import Command
 from suite.cli.output import print_json
 
 KEYS = ["python_version", "torch_version", "cuda_version", "torchao_version", "te_version", "triton_version",
@@ -20,3 +22,6 @@ def main(args) -> int:
     print(" | ".join(f"{k.removesuffix('_version')} {info[k]}" for k in KEYS if info.get(k) is not None)
           + f" | cuda available {torch.cuda.is_available()}")
     return 0
+
+
+COMMAND = Command("env", main, "print the versions and device a run would record", [*arguments.QUIET, *arguments.JSON])

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from suite.cli import arguments
+from suite.cli.arguments import Command, arg
 from suite.cli.output import print_json
 from suite.core.errors import UserError
+
+
+ARGUMENTS = [
+    *arguments.QUIET, *arguments.JSON,
+    arg("a", help="selector of the first runs (e.g. torch=2.13.0,runs=3)"),
+    arg("b", help="selector of the second runs (e.g. torch=2.14.1,runs=3)"),
+    arguments.RESULTS_SELECTED,
+]
 
 
 def main(args) -> int:
@@ -27,3 +37,10 @@ def main(args) -> int:
     for line in result.lines() or ["nothing recorded differs"]:
         print(f"  {line}")
     return 0
+
+
+COMMAND = Command("env-diff", main, "what differs between two sets of runs: versions, device, clocks, code, kernels",
+                  ARGUMENTS, description="What differs between the records of two run selectors: every environment "
+                  "column (torch, torchao, Transformer Engine, CUDA, driver, Python, device, clocks and power "
+                  "limit, code hash, threads, ...) over the runs, and per case the kernel that ran, where "
+                  "recorded.", epilog=arguments.SELECTOR_HELP)

@@ -5,8 +5,35 @@ from __future__ import annotations
 
 import sys
 
+from suite.cli import arguments
+from suite.cli.arguments import Command, arg
 from suite.cli.output import info, print_json
 from suite.results import location
+
+
+# history's defaults, spelled out so that building the parser imports no pandas (tests/test_history.py
+# checks the first is suite.analysis.history.Options().min_runs, tests/test_nightly_workflow.py the
+# second the nightly's gate, suite.analysis.history_gate.NIGHTLY).
+DEFAULT_MIN_RUNS = 3
+DEFAULT_NIGHTLY_FAIL_ON = ("regressed", "baseline-changed", "time:regressed", "new-failure")
+
+ARGUMENTS = [
+    *arguments.STATISTICS, *arguments.JSON,
+    arg("scenario", help="scenario name (its runs are in <results>/<scenario>/)"),
+    arg("--last", type=int, help="only the newest N runs"),
+    arg("--min-runs", type=arguments.min_runs, default=DEFAULT_MIN_RUNS,
+        help=f"runs a change point needs on each side (default: {DEFAULT_MIN_RUNS})"),
+    arg("--noise", type=arguments.fraction, default=None,
+        help="a known run-to-run sd of one run's value, relative (0.03 = 3%%), a floor under the estimate"),
+    arg("--out", help="report folder (default: reports/history/<scenario>)"),
+    arg("--fail-on", default="none",
+        help="exit 1 when the newest run(s) bring a new finding of these verdicts, comma-separated: regressed, "
+        "improved, baseline-changed, time:regressed, time:improved (change points), new-failure, new-skip "
+        f"(a nightly: {','.join(DEFAULT_NIGHTLY_FAIL_ON)}); a change point an earlier night already "
+        "reported never fails again (docs/comparing.md) (default: none)"),
+    arg("--new-runs", type=arguments.min_runs, default=1,
+        help="with --fail-on: how many of the newest runs are new (default: 1, a nightly's one run)"),
+]
 
 
 def main(args) -> int:
@@ -43,3 +70,7 @@ def _gate_json(gate) -> dict | None:
 
     return {"fail_on": list(gate.fail_on), "new_runs": gate.new_runs, "earlier": gate.earlier,
             "failing": [dataclasses.asdict(f) for f in gate.failing], "passes": not gate.failing}
+
+
+COMMAND = Command("history", main, "each case's speedup and time over the stored runs, change points marked",
+                  ARGUMENTS)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from suite.cli import arguments
+from suite.cli.arguments import Command
 from suite.cli.output import print_json
 from suite.core.errors import UserError
 
@@ -41,3 +43,7 @@ def scenarios(found: dict) -> list[dict]:
         listed.append({"name": name, "cases": len(plan.expand(scenario)) if bound <= plan.MAX_CASES else None,
                        "max_cases": bound, "path": str(path), "description": scenario.description})
     return listed
+
+
+COMMAND = Command("list", main, "list the scenarios and their case counts",
+                  [*arguments.SCENARIOS, *arguments.QUIET, *arguments.JSON])

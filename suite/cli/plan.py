@@ -5,7 +5,16 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
+from suite.cli import arguments
+from suite.cli.arguments import Command, arg
 from suite.cli.output import print_json
+
+
+ARGUMENTS = [
+    *arguments.SCENARIO, *arguments.QUIET, *arguments.JSON,
+    arg("--shards", metavar="N", type=arguments.count,
+        help="print how the cases split over N shards (cases and estimated seconds per shard)"),
+]
 
 
 def main(args) -> int:
@@ -42,3 +51,6 @@ def _print_shards(cases, count: int, as_json: bool) -> int:
         for row in rows:
             print(f"shard {row['shard']}/{count}: {row['cases']:>5} cases, ~{row['estimated_s']:g} s (prior)")
     return 0
+
+
+COMMAND = Command("plan", main, "print a scenario's cases without running them", ARGUMENTS)

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import json
 
+from suite.cli import arguments
+from suite.cli.arguments import Command, arg
 from suite.cli.output import missing, print_json, refuse_no_records, table
 
 COLUMNS = [("workload", "workload"), ("setting", "case"), ("baseline", "baseline"), ("pick", "pick"),
            ("speedup", "speedup"), ("error", "its error"), ("rejected", "over budget"),
            ("not_timed", "within budget, speed not measured here")]
+
+
+ARGUMENTS = [
+    *arguments.QUIET, *arguments.JSON,
+    arg("results", nargs="+", help="results files or folders (e.g. results/h100_fp8)"),
+    arg("--max-rel-err", type=float, metavar="X", help="relative error against the reference at most X"),
+    arg("--min-sqnr-db", type=float, metavar="DB", help="SQNR at least DB decibels"),
+    arg("--max-loss-delta", type=float, metavar="NATS", help="training steps: |final loss - the fp32 twin's| at most NATS"),
+    arg("--all-runs", action="store_true", help="every run found, not only the newest per scenario"),
+]
 
 
 def main(args) -> int:
@@ -49,3 +61,10 @@ def error_text(row: dict) -> str:
              f"loss {row['loss_gap_nats']:+.3g} nats vs {row['loss_reference']}"
              if not missing(row.get("loss_gap_nats")) else ""]
     return ", ".join(p for p in parts if p)
+
+
+COMMAND = Command("recommend", main, "the fastest precision per case within an accuracy budget, from stored results",
+                  ARGUMENTS, description="Per case (workload x shape x parameters), the fastest measured precision "
+                  "whose accuracy meets every bound given, with its speedup over the in-run baseline. Emulated "
+                  "precisions (FP8 on a CPU) have no speed to rank and are listed apart. Example: "
+                  "python -m suite recommend results/h100_fp8 --max-rel-err 1e-2")

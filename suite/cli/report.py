@@ -6,9 +6,21 @@ import os
 import shlex
 from pathlib import Path
 
+from suite.cli import arguments
+from suite.cli.arguments import Command, arg
 from suite.cli.output import info, refuse_no_records
 from suite.core.errors import UserError
 from suite.results import location
+
+
+ARGUMENTS = [
+    *arguments.QUIET,
+    arg("results", nargs="+", help=f"results files or folders (e.g. results/cpu){arguments.URL_HELP}"),
+    arg("--out", help="output folder (default: reports/<scenario>)"),
+    arg("--all-runs", action="store_true",
+        help="every run found, not only the newest per scenario and device (records of several "
+        "devices make a fleet report: each device's, and their speedups side by side)"),
+]
 
 
 def main(args) -> int:
@@ -43,3 +55,6 @@ def _check_front_folder(given: str | None, root, count: int) -> None:
         raise UserError(f"--out {shlex.quote(given or '')}: is the current folder, and a report of {count} scenarios "
                         "writes a folder for each and an index.html into it: give it a folder of its own, "
                         "e.g. --out reports")
+
+
+COMMAND = Command("report", main, "render a report from stored results", ARGUMENTS)

@@ -8,11 +8,28 @@ import subprocess
 import sys
 from pathlib import Path
 
+from suite.cli import arguments
+from suite.cli.arguments import Command, arg
 from suite.cli.output import info, print_json
 from suite.core.errors import UserError
 
 # The checkout the suite runs from: where `git show <commit>:scenarios/<name>.toml` looks.
 CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+ARGUMENTS = [
+    *arguments.QUIET, *arguments.JSON,
+    arg("run_selector", metavar="RUN", help="the run: a run id, or a selector picking one (e.g. results/reference/cpu_amx)"),
+    arg("--results", default=None, help="results folder the selector looks in and the re-run is stored in "
+        f"(default: the folder the run lies in, else results){arguments.URL_HELP}"),
+    arguments.REPORTS,
+    arg("--run", action="store_true",
+        help="re-run it here into a new run id, from the scenario the run stored, and compare the two "
+        "(the comparison report in reports/compare/)"),
+    arg("--noise", type=arguments.fraction, default=None,
+        help="with --run: a known run-to-run sd of one run's value (0.03 = 3%%), so one run against one gets "
+        "verdicts (default: none; the comparison shows each change and what differs)"),
+]
 
 
 def main(args) -> int:
@@ -129,3 +146,11 @@ def _rerun(args, records, recipe, root) -> int:
     if result.failed:
         print(f"mpsuite: {result.failed} case(s) of the re-run failed; see the 'reason' column", file=sys.stderr)
     return 1 if result.failed else 0
+
+
+COMMAND = Command("repro", main, "how to reproduce a stored run: pinned installs and its command (--run: re-run "
+                  "and compare)", ARGUMENTS,
+                  description="From a run's own records: the install lines (every recorded version pinned; torch's "
+                  "build from its version's local label, e.g. +cpu, +cu130), the suite's commit, the command that "
+                  "re-runs it, and what the records do not hold. --run re-runs it here into a new run id and "
+                  "compares the two.", epilog=arguments.SELECTOR_HELP)

@@ -2,10 +2,46 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 
+from suite.cli import arguments
+from suite.cli.arguments import Command, arg
 from suite.cli.output import note, print_json, table
+from suite.measure.executors.process import DEFAULT_TIMEOUT_S
+
+# run's arguments, each declared once: its parser, and every printed command that resumes the run
+# repeats each one `resumed` as it was given (`resumed_words`, kept in the run's journal). A resumed
+# shard takes its shard and run group from its journal; a dry run stores nothing to resume.
+ARGUMENTS = [
+    *arguments.SCENARIO, *arguments.QUIET, *arguments.JSON, arguments.RESULTS, arguments.REPORTS,
+    arg("--device", choices=["auto", "cpu", "cuda"], help="override the scenario's device"),
+    arg("--no-report", action="store_true", help="store records only"),
+    arg("--require-measured", action="store_true",
+        help="exit 1 when no case was measured (every one skipped or failed), e.g. a GPU runner "
+        "whose CUDA is broken; the records are stored either way"),
+    arg("--resume", metavar="RUN_ID", type=arguments.run_id, resumed=False,  # a resume names the run anew
+        help="finish an interrupted run: run only the cases missing from its journal"),
+    arg("--isolate", action="store_true", help="run each setting (a baseline and the precisions against it, timed "
+        "together) in its own subprocess, so a crash costs one case and a hang one setting"),
+    arg("--case-timeout", metavar="SECONDS", type=arguments.seconds,
+        help=f"fail a case that runs longer (a setting: this times its cases), with --isolate (default: "
+        f"{DEFAULT_TIMEOUT_S:g}) or in a CUDA run's worker (default: 10 case caps, at least 300)"),
+    arg("--threads", metavar="N", type=arguments.threads,
+        help="torch's intra-op CPU threads for the run (default: the scenario's `threads`, else "
+        "torch's default of one per core); recorded as cpu_threads"),
+    arg("--group", metavar="NAME", resumed=False,
+        help="with --shard: the run group every shard of the fleet run shares (default: "
+        "$MPSUITE_RUN_GROUP, else slurm-$SLURM_ARRAY_JOB_ID or gha-$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT); "
+        "a shard started again under it resumes its own run"),
+    arg("--executor", choices=["local", "ray"], default="local",
+        help="ray: run the cases on a Ray cluster, one worker per GPU (else per node), records "
+        "journaled here (needs the fleet extra)"),
+    arg("--address", metavar="ADDR", help="with --executor ray: the cluster (default: $RAY_ADDRESS, else a local one)"),
+    arg("--dry-run", metavar="GPU", resumed=False,
+        help="run no case: each case's support check, prepare and one call on fake CUDA "
+        "tensors as on GPU (h100, h200, a100, b200, ... of the peak table), on any machine with torch's CUDA build "
+        "(docs/gpu-check.md); nothing is timed or stored, exit 1 when a case fails"),
+]
 
 # Set when a run was interrupted while a case was still inside a call Python cannot stop (a
 # minute-long GEMM on the worker thread): the process entry (`suite.cli.entry`) then exits without
@@ -54,7 +90,8 @@ def _request(args):
                                 address=args.address)
     return pipeline.RunRequest(scenario, args.results, None if args.no_report else args.reports, args.device,
                                not args.quiet, resume=args.resume, threads=args.threads, max_cases=args.max_cases,
-                               only=args.only, shard=part, group=group, executor=options)
+                               only=args.only, shard=part, group=group, executor=options,
+                               options=tuple(resumed_words(args)))
 
 
 def _summary(args, result) -> None:
@@ -88,19 +125,17 @@ def _interrupted(args, stop) -> int:
     return 128 + stop.signal  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
 
 
+def resumed_words(args) -> list[str]:
+    """The words of every option of run declared `resumed`, as given: what a resume repeats."""
+    return [word for argument in ARGUMENTS if argument.resumed and not argument.positional
+            for word in argument.words(args)]
+
+
 def resume_command(args, run_id: str) -> str:
-    """The command line that continues this run: the same options, plus --resume."""
-    parts = ["python", "-m", "suite", "run", args.scenario, "--resume", run_id]
-    for flag, value, default in (("--scenarios", args.scenarios, None), ("--results", args.results, "results"),
-                                 ("--reports", args.reports, "reports"), ("--device", args.device, None),
-                                 ("--case-timeout", args.case_timeout, None), ("--threads", args.threads, None),
-                                 ("--max-cases", args.max_cases, None), ("--executor", args.executor, "local"),
-                                 ("--address", args.address, None)):
-        if value != default:
-            parts += [flag, str(value)]
-    for terms in args.only or []:
-        parts += ["--only", terms]
-    parts += [flag for flag, on in (("--isolate", args.isolate), ("--no-report", args.no_report),
-                                    ("--require-measured", args.require_measured),
-                                    ("--quiet", args.quiet)) if on]
-    return shlex.join(parts)
+    """The command line that continues this run: its scenario as given, --resume RUN_ID, the same options."""
+    from suite.results import resume
+
+    return resume.command(args.scenario, run_id, resumed_words(args))
+
+
+COMMAND = Command("run", main, "run a scenario, store its records, render its report", ARGUMENTS)

@@ -28,7 +28,7 @@ What a record must hold, and why each check exists (each was a crash or a silent
 of the same kind its declared type, where no value changes.
 
 A journal's header is checked too (`header_problems`): its fields steer a resumed run (its plan,
-shard and run group) and name its paths.
+shard and run group), name its paths and print its resume command (`options`: words on one line).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 
 from suite.core import jsontext, names
 from suite.core.errors import UserError
+from suite.core.text import CONTROL
 from suite.results import columns
 
 STATUSES = ("ok", "skipped", "failed")
@@ -304,6 +305,11 @@ def _is_text(value) -> bool:
     return isinstance(value, str)
 
 
+def _is_word(value) -> bool:
+    """A command-line word a resume command may print: text on one line, no control characters."""
+    return isinstance(value, str) and "\n" not in value and not CONTROL.search(value)
+
+
 # A journal header's fields, what each must be, and a test for it (None: the field may be absent).
 HEADER_FIELDS = {
     "run_id": ("a run id", lambda v: isinstance(v, str) and names.RUN_ID.fullmatch(v)),
@@ -319,6 +325,7 @@ HEADER_FIELDS = {
     "identity": ("an object", lambda v: v is None or isinstance(v, dict)),
     "code_hash": ("text", lambda v: v is None or isinstance(v, str)),
     "executor": ("ray or absent", lambda v: v in (None, "ray")),
+    "options": ("a list of command-line words", lambda v: v is None or (isinstance(v, list) and all(map(_is_word, v)))),
 }
 
 
