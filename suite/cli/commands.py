@@ -13,6 +13,7 @@ from suite.cli import arguments
 from suite.cli import compare, env, env_diff, export, history, import_, list as list_, plan, predict, recommend
 from suite.cli import report, repro, run
 from suite.measure.executors.process import DEFAULT_TIMEOUT_S
+from suite.scenario import registry
 from suite.scenario.plan import MAX_CASES
 
 URL_HELP = "; or a URL fsspec reaches, e.g. s3://bucket/prefix (pip install -e .[remote]; docs/results.md)"
@@ -273,7 +274,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def version() -> str:
-    """`mpsuite X (torch Y, torchao Z, python W)`, from installed metadata (nothing imported)."""
+    """`mpsuite X (torch Y, <each declared library> Z, python W)`, from installed metadata (nothing
+    imported)."""
     from importlib import metadata
 
     def have(name):
@@ -282,5 +284,6 @@ def version() -> str:
         except metadata.PackageNotFoundError:
             return None
 
-    extras = [f"{n} {v}" for n in ("torch", "torchao", "transformer_engine") if (v := have(n))]
+    extras = [f"torch {v}"] if (v := have("torch")) else []
+    extras += [f"{library.distributions[0]} {v}" for library in registry.libraries() if (v := library.version())]
     return f"mpsuite {have('mpsuite') or 'unknown'} ({', '.join(extras + [f'python {sys.version.split()[0]}'])})"

@@ -16,6 +16,8 @@ has no NVML telemetry).
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from suite.scenario import registry
 from suite.scenario.declare import ANY, CALL_MS, RATIO, Column, Range
 
@@ -152,8 +154,6 @@ CORE: list[Column] = [
         ("torch_version", "string", "", "torch.__version__"),
         ("cuda_version", "string", "", "torch.version.cuda (null for a CPU build)"),
         ("driver_version", "string", "", "NVIDIA driver"),
-        ("torchao_version", "string", "", "torchao, where installed"),
-        ("te_version", "string", "", "Transformer Engine, where installed"),
         ("python_version", "string", "", "Python"),
         ("host", "string", "", "host name"),
         ("git_sha", "string", "", "the suite's commit"),
@@ -281,20 +281,55 @@ CORE: list[Column] = [
     ),
 ]
 
+# The versions of the libraries the precision and workload folders declare (`registry.libraries`):
+# one column each, on every record (null where the library is not installed).
+LIBRARY_GROUP = "libraries (declared by the precision and workload folders)"
+# Where a list of columns takes the libraries' version columns (`with_libraries`): a page or an
+# analysis lists the columns it shows around this, in its order, and never names a library.
+LIBRARIES = "<declared libraries>"
+
+
+def library_columns() -> list[Column]:
+    """The declared libraries' version columns, in declaration order (`registry.libraries`)."""
+    return [Column(library.column, "string", "", f"{library.title}, where installed", LIBRARY_GROUP, True)
+            for library in registry.libraries()]
+
+
+def with_libraries(names: Iterable) -> list:
+    """`names` with `LIBRARIES` replaced by the declared libraries' version columns: a column name by
+    each column's name, a (column, title) pair by each (column, the library's title)."""
+    out = []
+    for item in names:
+        if item == LIBRARIES:
+            out += [library.column for library in registry.libraries()]
+        elif isinstance(item, tuple) and item[0] == LIBRARIES:
+            out += [(library.column, library.title) for library in registry.libraries()]
+        else:
+            out.append(item)
+    return out
+
+
+def library_titles() -> dict[str, str]:
+    """Each declared library's version column -> what pages call the library."""
+    return {library.column: library.title for library in registry.libraries()}
+
+
 TIMESTAMP_UNIT = "us"  # of every `timestamp` column, which is in UTC
-CONTRACT: list[str] = [c.name for c in CORE if c.contract]
+CONTRACT: list[str] = [c.name for c in CORE + library_columns() if c.contract]
 
 
 def all_columns() -> list[Column]:
-    """The core columns, then those the workload folders declare (`registry.declared_columns`);
-    a folder's column named like a core one is an error."""
-    declared = registry.declared_columns()
-    core = {c.name for c in CORE}
-    clash = [c.name for c in declared if c.name in core]
+    """The core columns, the declared libraries' and those the workload folders declare
+    (`registry.declared_columns`); a folder's column named like a core one is an error."""
+    libraries, declared = library_columns(), registry.declared_columns()
+    taken = {c.name for c in CORE}
+    clash = [c.name for c in libraries if c.name in taken]
+    taken |= {c.name for c in libraries}
+    clash += [c.name for c in declared if c.name in taken]
     if clash:
-        raise ValueError(f"column {clash[0]!r} is a core column (suite/results/columns.py): a workload cannot "
-                         "declare it")
-    return CORE + declared
+        raise ValueError(f"column {clash[0]!r} is a core or library column (suite/results/columns.py): a "
+                         "folder cannot declare it")
+    return CORE + libraries + declared
 
 
 def __getattr__(name: str):
