@@ -320,15 +320,15 @@ CONTRACT: list[str] = [c.name for c in CORE + library_columns() if c.contract]
 
 def all_columns() -> list[Column]:
     """The core columns, the declared libraries' and those the workload folders declare
-    (`registry.declared_columns`); a folder's column named like a core one is an error."""
+    (`registry.declared_columns`); a folder's column named like a core or a library column is an error."""
     libraries, declared = library_columns(), registry.declared_columns()
-    taken = {c.name for c in CORE}
-    clash = [c.name for c in libraries if c.name in taken]
-    taken |= {c.name for c in libraries}
-    clash += [c.name for c in declared if c.name in taken]
-    if clash:
-        raise ValueError(f"column {clash[0]!r} is a core or library column (suite/results/columns.py): a "
-                         "folder cannot declare it")
+    core, versions = {c.name for c in CORE}, {c.name for c in libraries}
+    for column in libraries + declared:
+        if column.name in core:
+            raise ValueError(f"column {column.name!r} is a core column (suite/results/columns.py): a folder "
+                             "cannot declare it")
+        if column.name in versions and column not in libraries:
+            raise ValueError(f"column {column.name!r} is a declared library's version: a workload cannot declare it")
     return CORE + libraries + declared
 
 
