@@ -1,8 +1,9 @@
 """Adding a precision or a workload is one folder: a toy of each, written as a folder of its own
 (a torch-free `__init__.py` declaring it, its torch code beside it), runs through plan, run and
 report with nothing else changed; the toy precision's own backing library (`packaging`, installed
-wherever pip is) is collected, selected, diffed, shown and reproduced like torchao. The folders are put on the packages' search path for the test
-(`suite.precisions.__path__`, `suite.workloads.__path__`), as if they sat in `suite/`."""
+wherever pip is) is collected, selected, diffed, shown and reproduced like torchao. The folders are
+put on the packages' search path for the test (`suite.precisions.__path__`,
+`suite.workloads.__path__`), as if they sat in `suite/`."""
 
 from __future__ import annotations
 
@@ -220,6 +221,7 @@ def assert_the_toy_library_travels(path, out, capsys) -> None:
               "--out", str(out / "compare")])
     said, page = capsys.readouterr().out, (out / "compare" / "index.html").read_text()
     assert f"what differs: packaging (toy) 0.1 -> {installed}" in said and f"packaging (toy) {installed}" in said
-    assert f"packaging (toy) 0.1 -&gt; {installed}" in page and f"<th>packaging (toy)</th><td>0.1</td><td>{installed}</td>" in page
+    assert f"packaging (toy) 0.1 -&gt; {installed}" in page  # what differs, and the sides' facts:
+    assert f"<th>packaging (toy)</th><td>0.1</td><td>{installed}</td>" in page
     assert cli.main(["repro", str(path)]) == 0
     assert f"pip install 'packaging=={installed}'" in capsys.readouterr().out.splitlines()

@@ -107,7 +107,7 @@ def checks() -> dict[str, tuple[Callable[[str], bool], str]]:
 
 
 def checked(facts: dict) -> tuple[dict, dict[str, str]]:
-    """`facts` with every field that fails its check (CHECKS) left out, and those fields, each with
+    """`facts` with every field that fails its check (`checks`) left out, and those fields, each with
     what it must be."""
     clean, rejected = dict(facts), {}
     for column, (fits, expected) in checks().items():

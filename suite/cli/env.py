@@ -18,6 +18,7 @@ def main(args) -> int:
     if args.json:  # every fact a record would carry, under its column's name (docs/results-schema.md)
         print_json({**info, "cuda_available": torch.cuda.is_available()})
         return 0
-    print(" | ".join(f"{k.removesuffix('_version')} {info[k]}" for k in columns.with_libraries(KEYS) if info.get(k) is not None)
+    shown = columns.with_libraries(KEYS)
+    print(" | ".join(f"{k.removesuffix('_version')} {info[k]}" for k in shown if info.get(k) is not None)
           + f" | cuda available {torch.cuda.is_available()}")
     return 0

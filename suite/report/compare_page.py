@@ -33,8 +33,8 @@ VERDICT_COLORS = {
     "insufficient-runs": "#af7ac5", "baseline-changed": "#2e86c1",
 }
 SIDE_COLUMNS = [
-    ("torch_version", "torch"), (columns.LIBRARIES, ""), ("cuda_version", "CUDA"), ("driver_version", "driver"), ("device_name", "device"), ("host", "host"),
-    ("git_sha", "git commit"), ("code_hash", "suite code hash"),
+    ("torch_version", "torch"), (columns.LIBRARIES, ""), ("cuda_version", "CUDA"), ("driver_version", "driver"),
+    ("device_name", "device"), ("host", "host"), ("git_sha", "git commit"), ("code_hash", "suite code hash"),
 ]
 CASE_COLUMNS = [
     ("verdict", "verdict"), ("gate", "gate"), ("workload", "workload"), ("shape", "case"), ("precision", "precision"),

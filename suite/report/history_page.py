@@ -136,10 +136,10 @@ def _method(h: history.History) -> str:
 
 def build_view(h: history.History) -> dict:
     counts = {m: sum(s.metric == m for s in h.series) for m in (history.SPEEDUP, history.TIME)}
+    facts = [key for key, _ in run_table()[2:]]
     return {
         "scenario": h.scenario,
-        "runs": [{"index": str(r.index), "run_id": r.run_id, **{k: r.facts.get(k, "") for k, _ in run_table()[2:]}}
-                 for r in h.runs],
+        "runs": [{"index": str(r.index), "run_id": r.run_id, **{k: r.facts.get(k, "") for k in facts}} for r in h.runs],
         "summary": (f"{len(h.runs)} runs; {counts[history.SPEEDUP]} speedup and {counts[history.TIME]} time series; "
                     f"{len(h.change_points())} change point(s)."),
         "changes": _change_rows(h),

@@ -1,6 +1,8 @@
 """Every column a results file may hold: its type, its unit and what it means. The core columns
-(what the runner, the machine, telemetry and the model write for any case) are defined here; each
-workload folder declares the columns it adds (`suite.scenario.declare`), and `COLUMNS` is both.
+(what the runner, the machine, telemetry and the model write for any case) are defined here; the
+precision and workload folders declare the libraries whose versions every record holds (one group,
+`library_columns`), each workload folder the columns it adds (`suite.scenario.declare`), and
+`COLUMNS` is all three.
 `store.CONTRACT` (the columns every record has) is read from here, `docs/results-schema.md` is
 generated from here (`python -m suite.results.columns > docs/results-schema.md`; a test fails when
 the page and the code differ), and a test fails when a run writes a column missing here.
@@ -366,11 +368,12 @@ def schema_markdown() -> str:
     lines = [
         "# Results schema",
         "",
-        "Generated from `suite/results/columns.py` and the workload folders' declarations",
+        "Generated from `suite/results/columns.py` and the precision and workload folders' declarations",
         "(`python -m suite.results.columns > docs/results-schema.md`); a test fails when this page and",
         "the code differ. One parquet file per run, one row per case; run metadata is repeated on every",
-        "row. **Bold** columns are on every record (the contract); the groups named after a workload are",
-        "the columns its folder declares. `json`: a string holding JSON. `timestamp`: an Arrow",
+        "row. **Bold** columns are on every record (the contract); the libraries group holds the versions",
+        "of the libraries the folders declare, the groups named after a workload the columns its folder",
+        "declares. `json`: a string holding JSON. `timestamp`: an Arrow",
         f"timestamp, unit `{TIMESTAMP_UNIT}`, zone UTC (pandas `datetime64[{TIMESTAMP_UNIT}, UTC]`, DuckDB `TIMESTAMPTZ`).",
         "`values`: what a number may be, checked on every read and import before any arithmetic (NaN",
         "never, null always; `finite`: not infinite; an int column holds whole numbers; a list column's",

@@ -92,7 +92,8 @@ def libraries() -> list[Library]:
     for record in now:
         for library in record.libraries:
             if out.setdefault(library.column, library) != library:
-                raise ValueError(f"library column {library.column!r}: {record.target} declares it otherwise than another")
+                raise ValueError(f"library column {library.column!r}: {record.target} declares it otherwise "
+                                 "than another")
     _libraries = (now, list(out.values()))
     return list(out.values())
 
