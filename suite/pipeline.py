@@ -46,7 +46,7 @@ from suite.fleet import shard as sharding
 from suite.measure import env, executors
 from suite.measure.executors.base import units
 from suite.measure.progress import progress_for
-from suite.results import lease, location, resume, store
+from suite.results import columns, lease, location, resume, store
 from suite.results.atomic import remove_stale
 from suite.scenario import plan
 from suite.scenario.plan import Case
@@ -54,10 +54,10 @@ from suite.scenario.spec import Scenario
 
 # What must be the same for the records of one run to be compared with each other (speedups are
 # computed within a run): a resumed run refuses to continue on anything else.
-IDENTITY = (
+IDENTITY = tuple(columns.with_libraries((
     "device", "device_name", "compute_capability", "torch_version", "cuda_version",
-    "torchao_version", "te_version", "cpu_isa", "cpu_threads",
-)
+    columns.LIBRARIES, "cpu_isa", "cpu_threads",
+)))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ comparing a precision with one counts.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from suite.scenario import registry
@@ -107,3 +108,71 @@ message = f"{workload} at fp8_rowwise speed"  # prose
 '''
     found = violations(planted, every, plain)
     assert sorted(int(f.split(":")[0]) for f in found) == [3, 3, 4, 5, 5, 7], found
+
+
+# --- libraries: a backing library's version columns and names are its folders' ---------------------
+# (`suite.scenario.declare.Library`; the generic stages take them from `registry.libraries()`)
+
+TEMPLATES = ROOT / "suite" / "report" / "templates"
+
+
+def library_names() -> tuple[set[str], set[str]]:
+    """(every declared library's version column, its distribution, import and install names)."""
+    libraries = registry.libraries()
+    return ({library.column for library in libraries},
+            {name for library in libraries for name in (library.module, library.install, *library.distributions)})
+
+
+def library_violations(source: str, columns: set[str], names: set[str]) -> list[str]:
+    """Where code spells a declared library, as 'line: code': a version column anywhere in a string
+    or as a name, attribute or keyword; a distribution, import or install name as a whole string, or
+    imported; a docstring or a comment is prose."""
+    tree, found = ast.parse(source), []
+    docs = _docstrings(tree)
+    modules = {name.split("[")[0] for name in names}
+    column_word = re.compile(r"\b(" + "|".join(map(re.escape, sorted(columns))) + r")\b")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            if column_word.search(node.value) or node.value in names \
+                    or node.value.split(".")[0] in modules and "." in node.value and " " not in node.value:
+                found.append(f"{node.lineno}: {node.value!r}")
+        elif isinstance(node, (ast.Name, ast.Attribute, ast.keyword)):
+            word = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else node.arg
+            if word in columns:
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            if any(name.split(".")[0] in modules for name in imported):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_stage_spells_a_declared_library():
+    """The versions of the libraries the folders declare are collected, stored, selected, diffed,
+    shown and reproduced through the declared group: no generic module, and no template, names one."""
+    columns, names = library_names()
+    assert {"torchao_version", "te_version"} <= columns and "transformer_engine" in names  # what is declared
+    found = {path.relative_to(ROOT).as_posix(): v for path in generic_modules()
+             if (v := library_violations(path.read_text(), columns, names))}
+    column_word = re.compile(r"\b(" + "|".join(sorted(columns)) + r")\b")
+    found |= {path.relative_to(ROOT).as_posix(): column_word.findall(path.read_text())
+              for path in sorted(TEMPLATES.glob("*.j2")) if column_word.search(path.read_text())}
+    assert not found, found
+
+
+def test_the_library_check_finds_what_it_looks_for():
+    columns, names = {"toy_version"}, {"toylib", "toy-lib", "toylib[extra]"}
+    planted = '''
+"""A docstring may say toy_version and toylib."""
+RUN = ("run_id", "toy_version")
+print(f"{facts['toy_version']}")
+version = importlib.metadata.version("toylib")
+steps.append(pip_argv("toylib[extra]", facts.toy_version))
+import toylib.sub
+from toylib import thing
+module = importlib.import_module("toylib.sub")
+text = "the toylib kernels, or toy-lib's"  # prose: fine
+row = dict(toy_version=None)
+'''
+    found = library_violations(planted, columns, names)
+    assert sorted({int(f.split(":")[0]) for f in found}) == [3, 4, 5, 6, 7, 8, 9, 11], found

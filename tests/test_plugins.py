@@ -1,14 +1,18 @@
 """Adding a precision or a workload is one folder: a toy of each, written as a folder of its own
 (a torch-free `__init__.py` declaring it, its torch code beside it), runs through plan, run and
-report with nothing else changed. The folders are put on the packages' search path for the test
-(`suite.precisions.__path__`, `suite.workloads.__path__`), as if they sat in `suite/`."""
+report with nothing else changed; the toy precision's own backing library (`packaging`, installed
+wherever pip is) is collected, selected, diffed, shown and reproduced like torchao. The folders are
+put on the packages' search path for the test (`suite.precisions.__path__`,
+`suite.workloads.__path__`), as if they sat in `suite/`."""
 
 from __future__ import annotations
 
 import json
 import sys
 import textwrap
+from datetime import datetime, timezone
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -22,7 +26,7 @@ TOY_PRECISION = {
 
         from pydantic import Field
 
-        from suite.scenario.declare import PrecisionRecord
+        from suite.scenario.declare import Library, PrecisionRecord
         from suite.scenario.params import Params, PositiveFloat
 
 
@@ -32,9 +36,11 @@ TOY_PRECISION = {
             toy_scale: PositiveFloat = Field(1.0, description="multiplies A before the GEMM")
 
 
+        # the library whose version its numbers depend on: any installed distribution serves
+        PACKAGING = Library("packaging_version", "packaging (toy)", ("packaging",), "packaging", install="packaging")
         PRECISIONS = {
             "toy_scaled": PrecisionRecord("suite.precisions.toy_scaled.recipes:TOY_SCALED", ToyScaleParams, "bf16",
-                                          description="bf16 operands, A scaled by toy_scale"),
+                                          description="bf16 operands, A scaled by toy_scale", libraries=(PACKAGING,)),
         }
     ''',
     "recipes.py": '''
@@ -152,7 +158,7 @@ TOY_SCENARIO = """
 """
 
 
-def test_a_toy_precision_and_workload_run_through_plan_run_and_report(toy_folders, write_scenario):
+def test_a_toy_precision_and_workload_run_through_plan_run_and_report(toy_folders, write_scenario, capsys):
     from suite import pipeline
     from suite.results import columns
     from suite.scenario import plan, spec
@@ -188,3 +194,34 @@ def test_a_toy_precision_and_workload_run_through_plan_run_and_report(toy_folder
     assert (report / "shift_error_toy_shifted.svg").stat().st_size > 0  # the declared plot
     with pytest.raises(spec.ScenarioError, match="params.toy_scale: -1.0 is not valid for 'toy_scaled'"):
         spec.load(write_scenario(quick_toml("toy2", TOY_SCENARIO.replace("2.0]", "-1.0]")), "toy2.toml"))
+    capsys.readouterr()
+    assert_the_toy_library_travels(result.path, out, capsys)
+
+
+def assert_the_toy_library_travels(path, out, capsys) -> None:
+    """The toy precision's library: its version on every record, in `env`, in a run selector, in
+    what env-diff and compare say differs from a run that had another, and pinned by repro."""
+    from importlib import metadata
+
+    from suite import cli
+    from suite.results import store
+
+    installed = metadata.version("packaging")
+    df = store.read_file(path)
+    assert set(df["packaging_version"]) == {installed}  # collected into every record
+    assert cli.main(["env"]) == 0 and f"packaging {installed}" in capsys.readouterr().out
+    # the same run as if measured a year earlier with packaging 0.1: a run of its own beside it
+    older = store.new_run_id(datetime(2025, 1, 1, tzinfo=timezone.utc))
+    then = df.assign(run_id=older, packaging_version="0.1", started_at=df["started_at"] - pd.Timedelta(days=365))
+    store.write_run(store.records_of(then), path.parent / f"{older}.parquet")
+    results = ["--results", str(out / "results")]
+    assert cli.main(["env-diff", "packaging=0.1", f"packaging={installed}", *results]) == 0
+    assert f"packaging (toy) 0.1 -> {installed}" in capsys.readouterr().out
+    cli.main(["compare", "packaging=0.1", f"packaging={installed}", *results, "--quiet", "--fail-on", "none",
+              "--out", str(out / "compare")])
+    said, page = capsys.readouterr().out, (out / "compare" / "index.html").read_text()
+    assert f"what differs: packaging (toy) 0.1 -> {installed}" in said and f"packaging (toy) {installed}" in said
+    assert f"packaging (toy) 0.1 -&gt; {installed}" in page  # what differs, and the sides' facts:
+    assert f"<th>packaging (toy)</th><td>0.1</td><td>{installed}</td>" in page
+    assert cli.main(["repro", str(path)]) == 0
+    assert f"pip install 'packaging=={installed}'" in capsys.readouterr().out.splitlines()

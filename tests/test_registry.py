@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import subprocess
 import sys
 
@@ -88,4 +90,46 @@ def test_a_declared_column_must_not_redefine_a_core_one_or_another_folders(monke
     core = declare.columns("mine", ("time_ms_median", "float", "ms", "mine"))
     monkeypatch.setitem(registry.WORKLOADS, "c", registry.WorkloadRecord("x:C", columns=core))
     with pytest.raises(ValueError, match="'time_ms_median' is a core column"):
+        columns.all_columns()
+
+
+# A library's version column, and the requirement repro pins (a PEP 508 name, extras allowed).
+VERSION_COLUMN = re.compile(r"[a-z][a-z0-9_]*_version")
+REQUIREMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*\])?")
+
+
+def test_every_declared_library_is_complete():
+    from suite.results import columns
+
+    libraries = registry.libraries()
+    assert len(libraries) >= 2 and len({library.column for library in libraries}) == len(libraries)
+    for library in libraries:
+        assert VERSION_COLUMN.fullmatch(library.column) and library.title and library.distributions
+        assert library.module.isidentifier() and REQUIREMENT.fullmatch(library.install)
+        assert all(option.startswith("--") and " " not in option for option in library.install_options)
+        column = columns.BY_NAME[library.column]  # one group, on every record, as text
+        assert column.group == columns.LIBRARY_GROUP and column.type == "string" and column.contract
+    assert columns.with_libraries(["a", columns.LIBRARIES, ("b", "B"), (columns.LIBRARIES, "")]) == [
+        "a", *(library.column for library in libraries), ("b", "B"),
+        *((library.column, library.title) for library in libraries)]
+
+
+def test_a_library_two_folders_declare_must_be_declared_alike(monkeypatch):
+    from suite.results import columns
+
+    toy = declare.Library("toy_version", "toy", ("toy",), "toy", "toy")
+    monkeypatch.setitem(registry.PRECISIONS, "a", declare.PrecisionRecord("x:A", libraries=(toy,)))
+    monkeypatch.setitem(registry.WORKLOADS, "b", declare.WorkloadRecord("x:B", libraries=(toy,)))  # alike: fine
+    assert registry.libraries().count(toy) == 1 and columns.BY_NAME["toy_version"].contract
+    other = dataclasses.replace(toy, install="toy[all]")
+    monkeypatch.setitem(registry.WORKLOADS, "c", declare.WorkloadRecord("x:C", libraries=(other,)))
+    with pytest.raises(ValueError, match="library column 'toy_version': x:C declares it otherwise"):
+        registry.libraries()
+    monkeypatch.setitem(registry.WORKLOADS, "c", declare.WorkloadRecord(
+        "x:C", columns=declare.columns("mine", ("toy_version", "string", "", "mine"))))
+    with pytest.raises(ValueError, match="'toy_version' is a declared library's version"):
+        columns.all_columns()
+    core = dataclasses.replace(toy, column="torch_version")
+    monkeypatch.setitem(registry.WORKLOADS, "c", declare.WorkloadRecord("x:C", libraries=(core,)))
+    with pytest.raises(ValueError, match="'torch_version' is a core column"):
         columns.all_columns()

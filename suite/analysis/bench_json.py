@@ -33,7 +33,7 @@ import pandas as pd
 from suite.core import files, jsontext, names
 from suite.analysis import derived
 from suite.scenario import plan
-from suite.results import store
+from suite.results import columns, store
 from suite.results.atomic import atomic_write_text
 from suite.core.errors import UserError
 
@@ -49,7 +49,7 @@ CARRIED = ["speedup", "tflops", "gbps", "peak_tflops", "rel_err", "max_abs_err",
            "bytes_moved", "stop_reason", "warmup_calls", "timer", "rel_ci"]
 SUMMARY = ["time_ms_median", "time_ms_p10", "time_ms_p90", "n_samples"]
 RUN_FIELDS = ["run_id", "scenario", "torch_version", "torch_git_version", "cuda_version", "cudnn_version",
-              "torchao_version", "te_version", "triton_version", "numpy_version", "device", "device_name",
+              columns.LIBRARIES, "triton_version", "numpy_version", "device", "device_name",
               "compute_capability", "driver_version", "cpu_model", "cpu_threads", "code_hash", "suite_version",
               "git_sha", "git_dirty", "host", "python_version", "os", "label"]
 
@@ -155,7 +155,7 @@ def to_pytest_benchmark(run: pd.DataFrame) -> dict:
         "version": version,  # the pytest-benchmark whose Stats computed the statistics
         "mpsuite": {
             "schema_version": store.SCHEMA_VERSION,
-            "run": {c: _plain(first.get(c)) for c in RUN_FIELDS if c in run},
+            "run": {c: _plain(first.get(c)) for c in columns.with_libraries(RUN_FIELDS) if c in run},
             # skipped and failed cases, and any measured without per-repetition samples (which
             # pytest-benchmark cannot express), with what they have
             "not_measured": [
@@ -359,7 +359,8 @@ def _records(doc: dict, scenario: str | None, label: str | None, source: str, di
         "git_dirty": commit.get("dirty"),
     }
     meta = {k: v if v is None or isinstance(v, (bool, int, float)) else str(v) for k, v in meta.items()}
-    meta.update({k: v for k, v in run_meta.items() if k in RUN_FIELDS})
+    carried = set(columns.with_libraries(RUN_FIELDS))
+    meta.update({k: v for k, v in run_meta.items() if k in carried})
     meta.update(
         run_id=f"{started.astimezone(timezone.utc):%Y%m%dT%H%M%SZ}-{digest}",  # the same file: the same run
         scenario=scenario or run_meta.get("scenario") or IMPORTED_WORKLOAD,

@@ -1,8 +1,9 @@
 """What differs between two sets of runs: the recorded facts that can explain a number that moved.
 
 `diff(base, cand)` compares two sets of records column by column, generically: every environment
-column the records hold (the results schema's "machine" group, `suite.results.columns`, and the
-board facts NVML records: maximum SM clock and power limit) is compared over whole runs, and the
+column the records hold (the results schema's "machine" group, `suite.results.columns`, the
+versions of the libraries the precision and workload folders declare, and the board facts NVML
+records: maximum SM clock and power limit) is compared over whole runs, and the
 per-case columns (`PER_CASE`: the `kernel` a case ran, the matmul flags in force) case by case.
 A column joins as soon as records hold it: a column a later schema adds to the machine group, or a
 per-case `kernel` (the GEMM implementation that ran, `suite.measure.kernels`), needs no change here. `compare` and `history` attach the
@@ -26,7 +27,7 @@ from suite.results import columns
 # speedup (a different torch or CUDA stack picks another kernel; a capped clock slows everything).
 # Names not yet in the schema (cublas_version, scenario_hash) join when a writer adds them.
 LEADING = (
-    "torch_version", "torchao_version", "te_version", "cuda_version", "cublas_version", "cudnn_version",
+    "torch_version", columns.LIBRARIES, "cuda_version", "cublas_version", "cudnn_version",
     "driver_version", "triton_version", "python_version", "device_name", "compute_capability",
     "sm_clock_max_mhz", "power_limit_w", "cpu_isa", "cpu_isa_env", "cpu_threads", "threads_setting",
     "env_threads", "code_hash", "scenario_hash", "git_sha",
@@ -40,8 +41,8 @@ NOT_ENVIRONMENT = frozenset({"label", "seed", "isolate_log", "worker_replaced"})
 # a busy machine can change a speedup itself (docs/timing.md), so it is a fact that explains one.
 PER_CASE = ("kernel", "matmul_flags", "busy_machine")
 TITLES = {
-    "torch_version": "torch", "torchao_version": "torchao", "te_version": "Transformer Engine",
-    "cuda_version": "CUDA", "cublas_version": "cuBLAS", "cudnn_version": "cuDNN", "driver_version": "driver",
+    "torch_version": "torch", "cuda_version": "CUDA", "cublas_version": "cuBLAS", "cudnn_version": "cuDNN",
+    "driver_version": "driver",
     "triton_version": "triton", "python_version": "Python", "numpy_version": "numpy", "device_name": "device",
     "compute_capability": "compute capability", "sm_clock_max_mhz": "max SM clock (MHz)",
     "power_limit_w": "power limit (W)", "cpu_isa": "CPU ISA", "cpu_isa_env": "ISA override",
@@ -58,13 +59,15 @@ HASH_CHARS = 12
 
 
 def title(column: str) -> str:
-    return TITLES.get(column, column.removesuffix("_version").replace("_", " "))
+    """What pages call a column: its title here, a declared library's own, else its name in words."""
+    found = TITLES.get(column) or columns.library_titles().get(column)
+    return found or column.removesuffix("_version").replace("_", " ")
 
 
 def environment_columns(available: Iterable[str]) -> list[str]:
     """The run-level environment columns among `available`, the leading ones first."""
     machine = [c.name for c in columns.COLUMNS if c.group == "machine" and c.name not in NOT_ENVIRONMENT]
-    ordered = list(dict.fromkeys([*LEADING, *machine, *BOARD]))
+    ordered = list(dict.fromkeys([*columns.with_libraries(LEADING), *machine, *BOARD]))
     have = set(available)
     return [c for c in ordered if c in have and c not in PER_CASE]
 

@@ -42,9 +42,9 @@ import pandas as pd
 
 from suite.analysis import compare, derived, envdiff, stats
 from suite.core.errors import UserError
-from suite.results import select, store
+from suite.results import columns, select, store
 
-RUN_COLUMNS = ("run_id", "torch_version", "torchao_version", "te_version", "cuda_version", "device_name", "git_sha")
+RUN_COLUMNS = ("run_id", "torch_version", columns.LIBRARIES, "cuda_version", "device_name", "git_sha")
 SPEEDUP, TIME = "speedup", "time"
 
 
@@ -320,7 +320,8 @@ def _spreads(logs: dict) -> list[tuple[str, str, str]]:
 
 def _runs_table(df: pd.DataFrame) -> list[HistoryRun]:
     first = select.runs_of(df).iloc[::-1].reset_index(drop=True)  # oldest first
-    return [HistoryRun(i, str(r["run_id"]), {c: envdiff.as_text(r.get(c)) or "" for c in RUN_COLUMNS})
+    run_columns = columns.with_libraries(RUN_COLUMNS)
+    return [HistoryRun(i, str(r["run_id"]), {c: envdiff.as_text(r.get(c)) or "" for c in run_columns})
             for i, r in first.iterrows()]
 
 

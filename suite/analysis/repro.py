@@ -10,7 +10,7 @@ and accepts it only when it expands to exactly the run's case ids (timing rules 
 id, so they stay unconfirmed, and the recipe says so).
 
 A results file is something people send each other, so nothing it carries is copied into a command:
-each field a line is built from is checked first (`CHECKS`; one that fails is named in `rejected` and
+each field a line is built from is checked first (`checks`; one that fails is named in `rejected` and
 left out), a stored scenario_spec goes through the scenario schema (`suite.scenario.spec.RunSpec`),
 every command is an argument vector (`Step`: what `--json` holds) printed with its words shell-quoted,
 and a comment never holds a newline.
@@ -30,14 +30,17 @@ import pandas as pd
 from suite.analysis import envdiff
 from suite.core.errors import UserError
 from suite.measure.env import ISA_ENV
-from suite.scenario import spec as specs
+from suite.results import columns
+from suite.scenario import registry, spec as specs
 
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
 # A nightly wheel's version: 2.14.0.dev20261201+cpu. download.pytorch.org drops nightlies after about
 # 60-90 days (replicate/monobase#17; vllm-project/vllm#18351); then only torch_git_version rebuilds it.
 NIGHTLY = re.compile(r"\.dev\d{8}", re.ASCII)
-# Record columns of the packages a run pins, with their distribution names, after torch.
-PACKAGES = (("torchao_version", "torchao"), ("numpy_version", "numpy"))
+# Record columns of the packages a run pins, with their distribution names, after torch; then the
+# libraries the precision and workload folders declare, as each says it installs
+# (`suite.scenario.registry.libraries`).
+PACKAGES = (("numpy_version", "numpy"),)
 VENV = ".venv-repro"
 CODE_HASH_CHECK = "from suite.measure.env import code_hash; print(code_hash())"
 
@@ -80,9 +83,9 @@ def _pattern(pattern: re.Pattern) -> Callable[[str], bool]:
 
 
 VERSION_RULE = (_pattern(VERSION), "a version (PEP 440, e.g. 2.13.0+cpu)")
+# Columns checked as versions, the declared libraries' among them (`checks`).
+VERSIONS = ("python_version", "torch_version", columns.LIBRARIES, "numpy_version", "driver_version")
 CHECKS: dict[str, tuple[Callable[[str], bool], str]] = {
-    **{column: VERSION_RULE for column in ("python_version", "torch_version", "torchao_version", "numpy_version",
-                                           "te_version", "driver_version")},
     "git_sha": (_pattern(GIT_SHA), "a commit (7 to 40 hex digits)"),
     "torch_git_version": (_pattern(GIT_SHA), "a commit (7 to 40 hex digits)"),
     "code_hash": (_pattern(HASH), "a hash (hex digits)"),
@@ -98,11 +101,16 @@ CHECKS: dict[str, tuple[Callable[[str], bool], str]] = {
 RERUN_FIELDS = ("cpu_isa_env", "env_threads", "threads_setting")
 
 
+def checks() -> dict[str, tuple[Callable[[str], bool], str]]:
+    """What each field must be: CHECKS, and a version for every column of VERSIONS."""
+    return {**{column: VERSION_RULE for column in columns.with_libraries(VERSIONS)}, **CHECKS}
+
+
 def checked(facts: dict) -> tuple[dict, dict[str, str]]:
-    """`facts` with every field that fails its check (CHECKS) left out, and those fields, each with
+    """`facts` with every field that fails its check (`checks`) left out, and those fields, each with
     what it must be."""
     clean, rejected = dict(facts), {}
-    for column, (fits, expected) in CHECKS.items():
+    for column, (fits, expected) in checks().items():
         if facts.get(column) is not None and not fits(facts[column]):
             clean[column] = None
             rejected[column] = expected
@@ -218,8 +226,8 @@ def install_steps(facts: dict) -> list[Step]:
     if facts.get("torch_version"):
         steps.append(Step(pip_argv("torch", facts["torch_version"])))
     steps += [Step(pip_argv(dist, facts[column])) for column, dist in PACKAGES if facts.get(column)]
-    if facts.get("te_version"):  # builds against the torch above, as noxfile.py installs it
-        steps.append(Step(pip_argv("transformer_engine[pytorch]", facts["te_version"], "--no-build-isolation")))
+    steps += [Step(pip_argv(library.install, facts[library.column], *library.install_options))
+              for library in registry.libraries() if facts.get(library.column)]
     if facts.get("git_sha"):
         steps.append(Step(["git", "checkout", facts["git_sha"]], note="the suite's commit (in a clone of mpsuite)"))
     steps.append(Step(["pip", "install", "-e", "."]))

@@ -10,6 +10,7 @@ import sys
 
 from suite.cli import compare, env, env_diff, export, history, import_, list as list_, plan, predict, recommend
 from suite.cli import report, repro, run
+from suite.scenario import registry
 
 # The commands, in the order `--help` lists them.
 COMMANDS = [command.COMMAND for command in (run, report, list_, predict, env, plan, recommend, compare, history,
@@ -29,7 +30,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def version() -> str:
-    """`mpsuite X (torch Y, torchao Z, python W)`, from installed metadata (nothing imported)."""
+    """`mpsuite X (torch Y, <each declared library> Z, python W)`, from installed metadata (nothing
+    imported)."""
     from importlib import metadata
 
     def have(name):
@@ -38,5 +40,6 @@ def version() -> str:
         except metadata.PackageNotFoundError:
             return None
 
-    extras = [f"{n} {v}" for n in ("torch", "torchao", "transformer_engine") if (v := have(n))]
+    extras = [f"torch {v}"] if (v := have("torch")) else []
+    extras += [f"{library.distributions[0]} {v}" for library in registry.libraries() if (v := library.version())]
     return f"mpsuite {have('mpsuite') or 'unknown'} ({', '.join(extras + [f'python {sys.version.split()[0]}'])})"

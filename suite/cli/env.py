@@ -5,8 +5,9 @@ from __future__ import annotations
 from suite.cli import arguments
 from suite.cli.arguments import Command
 from suite.cli.output import print_json
+from suite.results import columns
 
-KEYS = ["python_version", "torch_version", "cuda_version", "torchao_version", "te_version", "triton_version",
+KEYS = ["python_version", "torch_version", "cuda_version", columns.LIBRARIES, "triton_version",
         "device_name", "compute_capability", "driver_version", "git_sha"]
 
 
@@ -19,7 +20,8 @@ def main(args) -> int:
     if args.json:  # every fact a record would carry, under its column's name (docs/results-schema.md)
         print_json({**info, "cuda_available": torch.cuda.is_available()})
         return 0
-    print(" | ".join(f"{k.removesuffix('_version')} {info[k]}" for k in KEYS if info.get(k) is not None)
+    shown = columns.with_libraries(KEYS)
+    print(" | ".join(f"{k.removesuffix('_version')} {info[k]}" for k in shown if info.get(k) is not None)
           + f" | cuda available {torch.cuda.is_available()}")
     return 0
 

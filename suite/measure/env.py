@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from suite.precisions import flags
+from suite.scenario import registry
 
 SUITE_DIR = Path(__file__).resolve().parent
 # The stages whose code decides what a case measures, and so `code_hash` (docs/development.md has
@@ -182,8 +183,7 @@ def capture(device: torch.device) -> dict:
         "cuda_version": cuda,
         "cudnn_version": str(cudnn) if cudnn else None,
         "driver_version": driver_version() if device.type == "cuda" else None,
-        "torchao_version": _version("torchao"),
-        "te_version": _version("transformer_engine") or _version("transformer-engine"),
+        **{library.column: library.version() for library in registry.libraries()},  # as the folders declare them
         "triton_version": _version("triton") or _version("pytorch-triton"),
         "numpy_version": _version("numpy"),
         "python_version": platform.python_version(),

@@ -16,11 +16,12 @@ from suite.analysis import answers, crossover, derived, energy, fleet, summary
 from suite.core import names
 from suite.core.text import fmt
 from suite.report.pages import PLOT_SUFFIX, environment, figure, filled, md_image, md_table, md_text, publish, write_pages
+from suite.results import columns
 from suite.scenario import registry
 
 ENV_COLUMNS = [
     "device", "device_name", "compute_capability", "sm_count", "torch_version", "cuda_version",
-    "cudnn_version", "driver_version", "torchao_version", "te_version", "triton_version",
+    "cudnn_version", "driver_version", columns.LIBRARIES, "triton_version",
     "python_version", "cpu_model", "cpu_isa", "cpu_flags", "cpu_isa_env", "cpu_threads", "cpu_clock_mhz", "host", "git_sha",
     "git_dirty", "code_hash",
 ]
@@ -170,7 +171,7 @@ def build_view(df: pd.DataFrame) -> dict:
         "description": "; ".join(sorted(df["scenario_description"].dropna().unique())) if "scenario_description" in df else "",
         "runs": sorted(df["run_id"].unique()),
         "started_at": first.get("started_at"),
-        "env": [(c, first.get(c)) for c in ENV_COLUMNS if c in df and pd.notna(first.get(c))],
+        "env": [(c, first.get(c)) for c in columns.with_libraries(ENV_COLUMNS) if c in df and pd.notna(first.get(c))],
         "counts": df["status"].value_counts(sort=False).to_dict(),
         "summary": summary_rows,
         "summary_columns": filled(summary.SUMMARY_COLUMNS, summary_rows, keep=("workload", "precision")),

@@ -21,7 +21,7 @@ from suite.core import names
 from suite.core.text import fmt
 from suite.report import figures
 from suite.report.pages import PLOT_SUFFIX, environment, figure, filled, md_image, md_table, md_text, publish, write_pages
-from suite.results import location
+from suite.results import columns, location
 
 ATTENTION = (
     "regressed", "new-failure", "new-skip", "baseline-changed", "missing", "improved", "recovered",
@@ -33,9 +33,8 @@ VERDICT_COLORS = {
     "insufficient-runs": "#af7ac5", "baseline-changed": "#2e86c1",
 }
 SIDE_COLUMNS = [
-    ("torch_version", "torch"), ("torchao_version", "torchao"), ("te_version", "Transformer Engine"),
-    ("cuda_version", "CUDA"), ("driver_version", "driver"), ("device_name", "device"), ("host", "host"),
-    ("git_sha", "git commit"), ("code_hash", "suite code hash"),
+    ("torch_version", "torch"), (columns.LIBRARIES, ""), ("cuda_version", "CUDA"), ("driver_version", "driver"),
+    ("device_name", "device"), ("host", "host"), ("git_sha", "git commit"), ("code_hash", "suite code hash"),
 ]
 CASE_COLUMNS = [
     ("verdict", "verdict"), ("gate", "gate"), ("workload", "workload"), ("shape", "case"), ("precision", "precision"),
@@ -57,6 +56,11 @@ HTML_COLUMNS = [
     ("cand_time", "candidate ms"), ("runs", "runs base / cand"), ("rel_err", "rel. error base / cand"), ("gate", "gate"),
 ]
 NOTE_COLUMNS = (("detail", ""), ("explanation", "what differs: "))
+
+
+def side_columns() -> list[tuple[str, str]]:
+    """A side's facts, (column, title), a column per declared library among them."""
+    return columns.with_libraries(SIDE_COLUMNS)
 
 
 def _pct(ratio: float) -> str:
@@ -110,9 +114,10 @@ def _side_view(side: compare.Side) -> dict:
         "selector": side.selector,
         "scenario": side.scenario,
         "runs": side.run_ids,
-        "facts": [(title, ", ".join(side.values(col))) for col, title in SIDE_COLUMNS if side.values(col)],
-        "summary": "; ".join(
-            f"{title} {', '.join(side.values(col))}" for col, title in SIDE_COLUMNS[:6] if side.values(col)
+        "facts": [(title, ", ".join(side.values(col))) for col, title in side_columns() if side.values(col)],
+        "summary": "; ".join(  # the software stack and the device
+            f"{title} {', '.join(side.values(col))}" for col, title in columns.with_libraries(SIDE_COLUMNS[:5])
+            if side.values(col)
         ),
     }
 
@@ -193,7 +198,7 @@ def build_view(cmp: compare.Comparison) -> dict:
         "sides": [_side_view(cmp.baseline), _side_view(cmp.candidate)],
         "facts": [
             (title, [", ".join(cmp.baseline.values(col)), ", ".join(cmp.candidate.values(col))])
-            for col, title in SIDE_COLUMNS if cmp.baseline.values(col) or cmp.candidate.values(col)
+            for col, title in side_columns() if cmp.baseline.values(col) or cmp.candidate.values(col)
         ],
         "counts": ordered,
         "headline": "; ".join(headline_lines(cmp)),

@@ -17,13 +17,19 @@ from suite.analysis import history
 from suite.core.names import slug
 from suite.core.text import fmt
 from suite.report.pages import PLOT_SUFFIX, environment, figure, md_image, md_table, md_text, publish, write_pages
+from suite.results import columns
 
-RUN_TABLE = [("index", "#"), ("run_id", "run"), ("torch_version", "torch"), ("torchao_version", "torchao"),
-             ("te_version", "Transformer Engine"), ("cuda_version", "CUDA"), ("device_name", "device")]
+RUN_TABLE = [("index", "#"), ("run_id", "run"), ("torch_version", "torch"), (columns.LIBRARIES, ""),
+             ("cuda_version", "CUDA"), ("device_name", "device")]
 CHANGE_TABLE = [("case", "case"), ("metric", "metric"), ("at", "from run"), ("before", "before"),
                 ("after", "after"), ("change", "change [interval]"), ("p", "p"), ("verdict", "verdict"),
                 ("explanation", "what differs")]
 UNITS = {history.SPEEDUP: "x", history.TIME: " ms"}
+
+
+def run_table() -> list[tuple[str, str]]:
+    """The runs table's (column, heading) pairs, a column per declared library among them."""
+    return columns.with_libraries(RUN_TABLE)
 
 
 def _run_label(run: history.HistoryRun) -> str:
@@ -130,10 +136,10 @@ def _method(h: history.History) -> str:
 
 def build_view(h: history.History) -> dict:
     counts = {m: sum(s.metric == m for s in h.series) for m in (history.SPEEDUP, history.TIME)}
+    facts = [key for key, _ in run_table()[2:]]
     return {
         "scenario": h.scenario,
-        "runs": [{"index": str(r.index), "run_id": r.run_id, **{k: r.facts.get(k, "") for k, _ in RUN_TABLE[2:]}}
-                 for r in h.runs],
+        "runs": [{"index": str(r.index), "run_id": r.run_id, **{k: r.facts.get(k, "") for k in facts}} for r in h.runs],
         "summary": (f"{len(h.runs)} runs; {counts[history.SPEEDUP]} speedup and {counts[history.TIME]} time series; "
                     f"{len(h.change_points())} change point(s)."),
         "changes": _change_rows(h),
@@ -149,12 +155,14 @@ def markdown(view: dict) -> str:
     if view["changes"]:
         lines += ["## Change points", "", md_table(view["changes"], CHANGE_TABLE), ""]
     lines += [md_image(p["title"], p["file"]) for p in view["plots"]]
-    lines += ["", "## Runs", "", md_table(view["runs"], RUN_TABLE), "", "## Method", "", md_text(view["method"]), ""]
+    lines += ["", "## Runs", "", md_table(view["runs"], run_table()), "", "## Method", "", md_text(view["method"]), ""]
     return "\n".join(lines) + "\n"
 
 
 def html(view: dict) -> str:
-    return environment().get_template("history.html.j2").render(view=view, run_table=RUN_TABLE, change_table=CHANGE_TABLE)
+    table = run_table()
+    return environment().get_template("history.html.j2").render(
+        view=view, run_table=table, run_text=[key for key, _ in table[1:]], change_table=CHANGE_TABLE)
 
 
 def render(h: history.History, out_dir: str | Path) -> list[Path]:

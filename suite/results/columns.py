@@ -1,6 +1,8 @@
 """Every column a results file may hold: its type, its unit and what it means. The core columns
-(what the runner, the machine, telemetry and the model write for any case) are defined here; each
-workload folder declares the columns it adds (`suite.scenario.declare`), and `COLUMNS` is both.
+(what the runner, the machine, telemetry and the model write for any case) are defined here; the
+precision and workload folders declare the libraries whose versions every record holds (one group,
+`library_columns`), each workload folder the columns it adds (`suite.scenario.declare`), and
+`COLUMNS` is all three.
 `store.CONTRACT` (the columns every record has) is read from here, `docs/results-schema.md` is
 generated from here (`python -m suite.results.columns > docs/results-schema.md`; a test fails when
 the page and the code differ), and a test fails when a run writes a column missing here.
@@ -15,6 +17,8 @@ has no NVML telemetry).
 """
 
 from __future__ import annotations
+
+from typing import Iterable
 
 from suite.scenario import registry
 from suite.scenario.declare import ANY, CALL_MS, RATIO, Column, Range
@@ -152,8 +156,6 @@ CORE: list[Column] = [
         ("torch_version", "string", "", "torch.__version__"),
         ("cuda_version", "string", "", "torch.version.cuda (null for a CPU build)"),
         ("driver_version", "string", "", "NVIDIA driver"),
-        ("torchao_version", "string", "", "torchao, where installed"),
-        ("te_version", "string", "", "Transformer Engine, where installed"),
         ("python_version", "string", "", "Python"),
         ("host", "string", "", "host name"),
         ("git_sha", "string", "", "the suite's commit"),
@@ -281,20 +283,55 @@ CORE: list[Column] = [
     ),
 ]
 
+# The versions of the libraries the precision and workload folders declare (`registry.libraries`):
+# one column each, on every record (null where the library is not installed).
+LIBRARY_GROUP = "libraries (declared by the precision and workload folders)"
+# Where a list of columns takes the libraries' version columns (`with_libraries`): a page or an
+# analysis lists the columns it shows around this, in its order, and never names a library.
+LIBRARIES = "<declared libraries>"
+
+
+def library_columns() -> list[Column]:
+    """The declared libraries' version columns, in declaration order (`registry.libraries`)."""
+    return [Column(library.column, "string", "", f"{library.title}, where installed", LIBRARY_GROUP, True)
+            for library in registry.libraries()]
+
+
+def with_libraries(names: Iterable) -> list:
+    """`names` with `LIBRARIES` replaced by the declared libraries' version columns: a column name by
+    each column's name, a (column, title) pair by each (column, the library's title)."""
+    out = []
+    for item in names:
+        if item == LIBRARIES:
+            out += [library.column for library in registry.libraries()]
+        elif isinstance(item, tuple) and item[0] == LIBRARIES:
+            out += [(library.column, library.title) for library in registry.libraries()]
+        else:
+            out.append(item)
+    return out
+
+
+def library_titles() -> dict[str, str]:
+    """Each declared library's version column -> what pages call the library."""
+    return {library.column: library.title for library in registry.libraries()}
+
+
 TIMESTAMP_UNIT = "us"  # of every `timestamp` column, which is in UTC
-CONTRACT: list[str] = [c.name for c in CORE if c.contract]
+CONTRACT: list[str] = [c.name for c in CORE + library_columns() if c.contract]
 
 
 def all_columns() -> list[Column]:
-    """The core columns, then those the workload folders declare (`registry.declared_columns`);
-    a folder's column named like a core one is an error."""
-    declared = registry.declared_columns()
-    core = {c.name for c in CORE}
-    clash = [c.name for c in declared if c.name in core]
-    if clash:
-        raise ValueError(f"column {clash[0]!r} is a core column (suite/results/columns.py): a workload cannot "
-                         "declare it")
-    return CORE + declared
+    """The core columns, the declared libraries' and those the workload folders declare
+    (`registry.declared_columns`); a folder's column named like a core or a library column is an error."""
+    libraries, declared = library_columns(), registry.declared_columns()
+    core, versions = {c.name for c in CORE}, {c.name for c in libraries}
+    for column in libraries + declared:
+        if column.name in core:
+            raise ValueError(f"column {column.name!r} is a core column (suite/results/columns.py): a folder "
+                             "cannot declare it")
+        if column.name in versions and column not in libraries:
+            raise ValueError(f"column {column.name!r} is a declared library's version: a workload cannot declare it")
+    return CORE + libraries + declared
 
 
 def __getattr__(name: str):
@@ -331,11 +368,12 @@ def schema_markdown() -> str:
     lines = [
         "# Results schema",
         "",
-        "Generated from `suite/results/columns.py` and the workload folders' declarations",
+        "Generated from `suite/results/columns.py` and the precision and workload folders' declarations",
         "(`python -m suite.results.columns > docs/results-schema.md`); a test fails when this page and",
         "the code differ. One parquet file per run, one row per case; run metadata is repeated on every",
-        "row. **Bold** columns are on every record (the contract); the groups named after a workload are",
-        "the columns its folder declares. `json`: a string holding JSON. `timestamp`: an Arrow",
+        "row. **Bold** columns are on every record (the contract); the libraries group holds the versions",
+        "of the libraries the folders declare, the groups named after a workload the columns its folder",
+        "declares. `json`: a string holding JSON. `timestamp`: an Arrow",
         f"timestamp, unit `{TIMESTAMP_UNIT}`, zone UTC (pandas `datetime64[{TIMESTAMP_UNIT}, UTC]`, DuckDB `TIMESTAMPTZ`).",
         "`values`: what a number may be, checked on every read and import before any arithmetic (NaN",
         "never, null always; `finite`: not infinite; an int column holds whole numbers; a list column's",

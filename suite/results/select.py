@@ -6,9 +6,11 @@
               | RUN_ID                    a run id, or a unique prefix of one
               | run=ID                    the same, spelled out
               | scenario=NAME
-              | torch=V | torchao=V | te=V | cuda=V | python=V
+              | torch=V | cuda=V | python=V | LIBRARY=V
                                           a version, or a prefix of one that ends at '.' or '+'
-                                          ("2.13" and "2.13.0" both match "2.13.0+cpu")
+                                          ("2.13" and "2.13.0" both match "2.13.0+cpu");
+                                          LIBRARY: a library a precision or workload folder
+                                          declares, by its column less `_version` (torchao, te)
               | device=cpu|cuda           the device type
               | gpu=TEXT                  text in the device name ("H100", "Xeon"), any case
               | host=NAME | label=TEXT    exact host name; exact `label` column (imports set one)
@@ -27,16 +29,29 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.results import location, store
+from suite.results import columns, location, store
 from suite.core.errors import UserError
 
-VERSION_KEYS = {"torch": "torch_version", "torchao": "torchao_version", "te": "te_version",
-                "cuda": "cuda_version", "python": "python_version"}
+VERSIONS = ("torch_version", "cuda_version", "python_version", columns.LIBRARIES)
 EXACT_KEYS = {"scenario": "scenario", "device": "device", "host": "host", "label": "label"}
 PREFIX_KEYS = {"run": "run_id", "git": "git_sha", "code": "code_hash"}
 SUBSTRING_KEYS = {"gpu": "device_name"}
 COUNT_KEYS = ("runs", "skip")
-KEYS = sorted([*VERSION_KEYS, *EXACT_KEYS, *PREFIX_KEYS, *SUBSTRING_KEYS, *COUNT_KEYS])
+
+
+def version_keys() -> dict[str, str]:
+    """Selector key -> version column: torch's, CUDA's, Python's and each declared library's (the
+    column less `_version`: torchao=0.18)."""
+    return {column.removesuffix("_version"): column for column in columns.with_libraries(VERSIONS)}
+
+
+def column_keys() -> dict[str, str]:
+    """Every selector key that filters on a column -> the column."""
+    return version_keys() | EXACT_KEYS | PREFIX_KEYS | SUBSTRING_KEYS
+
+
+def keys() -> list[str]:
+    return sorted([*column_keys(), *COUNT_KEYS])
 
 
 @dataclass(frozen=True)
@@ -80,8 +95,8 @@ def parse(text: str) -> Selector:
         key, eq, value = term.partition("=")
         if eq:
             key, value = key.strip().lower(), value.strip()
-            if key not in KEYS:
-                raise UserError(f"selector term {term!r}: unknown key {key!r}; known: {', '.join(KEYS)}")
+            if key not in (known := keys()):
+                raise UserError(f"selector term {term!r}: unknown key {key!r}; known: {', '.join(known)}")
             if not value:
                 raise UserError(f"selector term {term!r}: no value after '='")
             if key == "runs":
@@ -106,12 +121,12 @@ def _version_match(value: str, wanted: str) -> bool:
 
 
 def _matches(run: pd.Series, key: str, wanted: str) -> bool:
-    column = (VERSION_KEYS | EXACT_KEYS | PREFIX_KEYS | SUBSTRING_KEYS)[key]
+    column = column_keys()[key]
     value = run.get(column)
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return False
     value = str(value)
-    if key in VERSION_KEYS:
+    if key in version_keys():
         return _version_match(value, wanted)
     if key in PREFIX_KEYS:
         return value.startswith(wanted)
@@ -126,7 +141,7 @@ def runs_of(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _seen(runs: pd.DataFrame, key: str) -> str:
-    column = (VERSION_KEYS | EXACT_KEYS | PREFIX_KEYS | SUBSTRING_KEYS).get(key, "run_id")
+    column = column_keys().get(key, "run_id")
     if column not in runs:
         return f"no run has a {column!r} column"
     values = sorted({str(v) for v in runs[column].dropna()})

@@ -9,6 +9,7 @@ know about one precision or workload is a field here, so no stage after the regi
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -113,6 +114,37 @@ class Trend:
 
 
 @dataclass(frozen=True)
+class Library:
+    """A library whose version matters to a precision's or a workload's numbers, declared by the
+    folders that use it (their records' `libraries`): every record stores its installed version in
+    `column` (null where it is not installed), and the stages after it take their version columns
+    from these declarations (`suite.results.columns.LIBRARIES`): run selectors (`torchao=0.18`: the
+    column less `_version`), what differs between runs, the pages, `env`, and repro's install line
+    (`pip install <install>==<version>`)."""
+
+    column: str  # the record column of its version, `<name>_version`
+    title: str  # what pages call it
+    distributions: tuple[str, ...]  # the distributions that may hold it: the first installed gives the version
+    module: str  # its import name (the generic stages never import it)
+    install: str  # the requirement repro pins to the recorded version, e.g. "transformer_engine[pytorch]"
+    install_options: tuple[str, ...] = ()  # pip's options for it, e.g. ("--no-build-isolation",)
+
+    @property
+    def name(self) -> str:
+        """What run selectors and `env` call it: the column without `_version`."""
+        return self.column.removesuffix("_version")
+
+    def version(self) -> str | None:
+        """Its installed version (distribution metadata: nothing imported), or None."""
+        for dist in self.distributions:
+            try:
+                return importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return None
+
+
+@dataclass(frozen=True)
 class PrecisionRecord:
     target: str  # "module:attribute"; the attribute is a suite.precisions.base.Precision instance
     params: type[Params] = NoParams
@@ -133,6 +165,7 @@ class PrecisionRecord:
     # --- reading older results (suite/results/store.py) ---
     # (old name, last results schema version that wrote it): files up to that version call it so
     formerly: tuple[str, int] | None = None
+    libraries: tuple[Library, ...] = ()  # those whose version its numbers depend on (beyond torch's)
 
 
 @dataclass(frozen=True)
@@ -157,3 +190,4 @@ class WorkloadRecord:
     versus: Versus | None = None  # a parameter value the other cases are timed against
     trend: Trend | None = None  # a column the report's answers follow along a swept parameter
     plots: tuple[Plot, ...] = ()  # drawn after the plots every workload gets
+    libraries: tuple[Library, ...] = ()  # those whose version its numbers depend on (beyond torch's)

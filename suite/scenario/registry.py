@@ -15,7 +15,7 @@ import importlib
 import pkgutil
 
 from suite.scenario import params as p
-from suite.scenario.declare import Column, PrecisionRecord, WorkloadRecord
+from suite.scenario.declare import Column, Library, PrecisionRecord, WorkloadRecord
 
 # name -> record, in folder order (then each folder's own order); filled by `discover`
 PRECISIONS: dict[str, PrecisionRecord] = {}
@@ -72,6 +72,29 @@ def declared_columns() -> list[Column]:
             if out.setdefault(column.name, column) != column:
                 raise ValueError(f"column {column.name!r}: workload {name!r} declares it otherwise than another")
     _declared = (now, list(out.values()))
+    return list(out.values())
+
+
+# The last answer of `libraries` and the records it was computed from, as for declared_columns.
+_libraries: tuple[tuple, list] = ((), [])
+
+
+def libraries() -> list[Library]:
+    """The libraries the precision and workload folders declare (`Library`), each once, in folder
+    order, precisions first; a column declared twice must be declared alike (one library serves
+    several folders)."""
+    global _libraries
+    now = tuple(record for table in (PRECISIONS, WORKLOADS) for record in table.values())
+    then, found = _libraries
+    if len(now) == len(then) and all(r is s for r, s in zip(now, then)):
+        return list(found)
+    out: dict[str, Library] = {}
+    for record in now:
+        for library in record.libraries:
+            if out.setdefault(library.column, library) != library:
+                raise ValueError(f"library column {library.column!r}: {record.target} declares it otherwise "
+                                 "than another")
+    _libraries = (now, list(out.values()))
     return list(out.values())
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from suite.scenario.declare import PrecisionRecord
+from suite.scenario.declare import Library, PrecisionRecord
 from suite.scenario.params import Params
 
 
@@ -38,18 +38,22 @@ class FP8TensorwiseParams(FP8GemmParams):
 
 
 CODE = "suite.precisions.fp8.recipes"
+# torchao's float8 layers and numerics (here), its block-scaled formats (suite/precisions/mx) and
+# optimizers (suite/precisions/update): one declaration, which those folders take from here.
+TORCHAO = Library("torchao_version", "torchao", ("torchao",), "torchao", install="torchao")
 PRECISIONS = {
     "fp8_tensorwise": PrecisionRecord(
-        f"{CODE}:FP8_TENSORWISE", FP8TensorwiseParams, "fp8", scaling="tensorwise",
+        f"{CODE}:FP8_TENSORWISE", FP8TensorwiseParams, "fp8", scaling="tensorwise", libraries=(TORCHAO,),
         description="torchao tensorwise recipe: e4m3 forward operands, one dynamic scale per tensor (e5m2 gradients)"),
     "fp8_rowwise": PrecisionRecord(
-        f"{CODE}:FP8_ROWWISE", FP8GemmParams, "fp8", scaling="rowwise",
+        f"{CODE}:FP8_ROWWISE", FP8GemmParams, "fp8", scaling="rowwise", libraries=(TORCHAO,),
         description="torchao rowwise recipe: e4m3 everywhere, one power-of-two scale per row of A and column of B"),
     "fp8_rowwise_gw_hp": PrecisionRecord(
         f"{CODE}:FP8_ROWWISE_GW_HP", FP8GemmParams, "fp8", scaling="rowwise_with_gw_hp", weight_grad_format="bf16",
+        libraries=(TORCHAO,),
         description="torchao rowwise_with_gw_hp: rowwise forward, grad-weight GEMM kept in bf16"),
     "fp8_block": PrecisionRecord(
-        f"{CODE}:FP8_BLOCK", FP8GemmParams, "fp8",
+        f"{CODE}:FP8_BLOCK", FP8GemmParams, "fp8", libraries=(TORCHAO,),
         no_roofline="fp8_block's GEMM runs in float32 on every device: no FP8 roofline",
         description="1x128 activation / 128x128 weight block-scaled e4m3 (power-of-two scales), emulated GEMM"),
 }

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from suite.precisions.fp8 import TORCHAO
 from suite.scenario.declare import PrecisionRecord
 from suite.scenario.params import Params, PositiveInt
 
@@ -57,12 +58,12 @@ CODE = "suite.precisions.mx.recipes"
 BLACKWELL = 10.0
 PRECISIONS = {
     "mxfp8": PrecisionRecord(
-        f"{CODE}:MXFP8", MXParams, "fp8", scaling="microscaled", min_cc=BLACKWELL,
+        f"{CODE}:MXFP8", MXParams, "fp8", scaling="microscaled", min_cc=BLACKWELL, libraries=(TORCHAO,),
         description="torchao MXFP8: e4m3 values, one e8m0 (power-of-two) scale per 32 values"),
     "mxfp4": PrecisionRecord(
-        f"{CODE}:MXFP4", MXParams, "fp4", scaling="microscaled", min_cc=BLACKWELL,
+        f"{CODE}:MXFP4", MXParams, "fp4", scaling="microscaled", min_cc=BLACKWELL, libraries=(TORCHAO,),
         description="torchao MXFP4: e2m1 values, one e8m0 (power-of-two) scale per 32 values"),
     "nvfp4": PrecisionRecord(
-        f"{CODE}:NVFP4", NVFP4Params, "fp4", scaling="microscaled", min_cc=BLACKWELL,
+        f"{CODE}:NVFP4", NVFP4Params, "fp4", scaling="microscaled", min_cc=BLACKWELL, libraries=(TORCHAO,),
         description="torchao NVFP4: e2m1 values, one e4m3 scale per 16 values under a float32 tensor scale"),
 }

@@ -6,7 +6,7 @@ from typing import Literal
 from pydantic import Field
 
 from suite.precisions.fp8 import FP8GemmParams
-from suite.scenario.declare import PrecisionRecord
+from suite.scenario.declare import Library, PrecisionRecord
 from suite.scenario.params import NonNegativeInt, PositiveInt
 
 FP8Format = Literal["HYBRID", "E4M3"]
@@ -48,12 +48,16 @@ class TENVFP4Params(TEParams):
 
 
 CODE = "suite.precisions.te.recipes"
+# Installed from source against the torch already there (as noxfile.py installs it): its pip package
+# builds its extension without an isolated build environment.
+TE = Library("te_version", "Transformer Engine", ("transformer_engine", "transformer-engine"), "transformer_engine",
+             install="transformer_engine[pytorch]", install_options=("--no-build-isolation",))
 
 
 def _te(attr: str, params, peak: str, scaling: str, description: str, min_cc: float = 8.9,
         formerly: tuple[str, int] | None = None) -> PrecisionRecord:
     return PrecisionRecord(f"{CODE}:{attr}", params, peak, description, scaling=scaling, fused_casts=True,
-                           min_cc=min_cc, formerly=formerly)
+                           min_cc=min_cc, formerly=formerly, libraries=(TE,))
 
 
 # FP8 needs Ada or Hopper (sm89), block scaling Hopper (sm90), MXFP8 and NVFP4 Blackwell (sm100):

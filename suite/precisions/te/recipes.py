@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from contextlib import contextmanager
-import importlib.metadata
 from dataclasses import dataclass
 from typing import Callable
 
@@ -48,7 +47,7 @@ from suite.core.errors import Unsupported, UserError
 from suite.precisions.base import Precision
 from suite.precisions.fp8.recipes import fp8_linears
 from suite.precisions.fp8 import FP8GemmParams
-from suite.precisions.te import PRECISIONS as DECLARED
+from suite.precisions.te import PRECISIONS as DECLARED, TE
 
 FORMATS = ("HYBRID", "E4M3")
 AMAX_ALGOS = ("max", "most_recent")
@@ -79,12 +78,7 @@ def import_error() -> str | None:
 
 
 def te_version() -> str:
-    for dist in ("transformer_engine", "transformer-engine"):
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return "(version unknown)"
+    return TE.version() or "(version unknown)"
 
 
 def recipe_kwargs(recipe_class: str, params: dict) -> dict:

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from suite.precisions.fp8 import TORCHAO
 from suite.scenario.declare import PrecisionRecord
 from suite.scenario.params import NoParams, Params
 
@@ -32,17 +33,21 @@ REFERENCE = "bf16"  # fp32 master weights: the recipe whose only low precision i
 COMPUTE = "bf16 autocast compute; "
 
 
-def _update(attr: str, params, description: str) -> PrecisionRecord:
-    return PrecisionRecord(f"{CODE}:{attr}", params, "bf16", COMPUTE + description, reference=REFERENCE)
+def _update(attr: str, params, description: str, libraries=()) -> PrecisionRecord:
+    return PrecisionRecord(f"{CODE}:{attr}", params, "bf16", COMPUTE + description, reference=REFERENCE,
+                           libraries=libraries)
 
 
 PRECISIONS = {
     "bf16_pure": _update("BF16_PURE", NoParams, "bf16 weights and AdamW state, round-to-nearest updates"),
     "bf16_pure_sr": _update("BF16_PURE_SR", TorchaoOptimParams,
-                            "bf16 weights and AdamW state, stochastically rounded updates (torchao)"),
+                            "bf16 weights and AdamW state, stochastically rounded updates (torchao)", (TORCHAO,)),
     "bf16_pure_kahan": _update("BF16_PURE_KAHAN", NoParams,
                                "bf16 weights and AdamW state, Kahan-compensated updates (torch-optimi)"),
-    "bf16_adamw8bit": _update("BF16_ADAMW8BIT", LowBitParams, "fp32 master weights, 8-bit AdamW moments (torchao)"),
-    "bf16_adamw4bit": _update("BF16_ADAMW4BIT", LowBitParams, "fp32 master weights, 4-bit AdamW moments (torchao)"),
-    "bf16_adamw_fp8": _update("BF16_ADAMW_FP8", LowBitParams, "fp32 master weights, fp8 AdamW moments (torchao)"),
+    "bf16_adamw8bit": _update("BF16_ADAMW8BIT", LowBitParams, "fp32 master weights, 8-bit AdamW moments (torchao)",
+                              (TORCHAO,)),
+    "bf16_adamw4bit": _update("BF16_ADAMW4BIT", LowBitParams, "fp32 master weights, 4-bit AdamW moments (torchao)",
+                              (TORCHAO,)),
+    "bf16_adamw_fp8": _update("BF16_ADAMW_FP8", LowBitParams, "fp32 master weights, fp8 AdamW moments (torchao)",
+                              (TORCHAO,)),
 }
