@@ -80,7 +80,7 @@ TOY_WORKLOAD = {
             "toy_shifted": WorkloadRecord(
                 "suite.workloads.toy_shifted.workload:TOY_SHIFTED", ShiftParams, shaped=True, columns=COLUMNS,
                 description="a GEMM plus a constant", detail_columns=(("out_mean", "output mean", ".3f"),),
-                plots=(Plot("shift_error", "suite.report.plots:sweep", {
+                plots=(Plot("shift_error", "sweep", {
                     "x": "shift", "y": "rel_err", "xlabel": "shift", "ylabel": "relative error",
                     "title": "error against the shift"}),)),
         }

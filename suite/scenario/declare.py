@@ -80,9 +80,13 @@ def columns(group: str, *rows: tuple) -> tuple[Column, ...]:
 
 @dataclass(frozen=True)
 class Plot:
-    """A plot the report draws for a workload's records, beside the plots every workload gets:
-    `draw` ("module:attribute") is called as draw(df, workload, path, **options) and returns the
-    SVG it wrote (`suite.report.figures.save`: points named on hover), or None. The file is `<name>_<workload>.svg`."""
+    """A plot the report draws for a workload's records, beside the plots every workload gets. `draw`
+    is one of the report's own drawings by name ("sweep": a column against a swept parameter,
+    `suite.report.plots.DRAWINGS`), called as draw(df, workload, path, **options), or a torch-free
+    "module:function" of the folder, called as draw(df, workload, path, kit, **options): `kit`
+    holds what the report draws with (`suite.report.plots.Kit`: the figures, the palette), which the
+    folder may not import (it sits before the report). Either returns the SVG it wrote
+    (`suite.report.figures.save`: points named on hover), or None. The file is `<name>_<workload>.svg`."""
 
     name: str
     draw: str
@@ -113,6 +117,26 @@ class Trend:
 
 
 @dataclass(frozen=True)
+class Hooks:
+    """What a folder adds to the analysis and the report beyond its records, as `HOOKS` in its
+    `__init__.py` beside its table: each entry a torch-free "module:function" of the folder, loaded
+    when a report or an answer first needs it (`suite.scenario.registry.hooks`). A hook's module
+    imports only `suite.core`, `suite.scenario` and its own folder (the folders sit before the
+    analysis and the report: tests/test_layout.py); what it needs of those is handed to it.
+
+    - `derived`: derive(df) -> df with columns of its own added, where its records are (a training
+      step's loss gap to its reference); run on the records "which precision" and the headline judge,
+      once they hold speedups, short names and their `setting_key` (`suite.analysis.answers.with_settings`).
+    - `answers`: answer(df, kit) -> sentences the headline adds after the crossovers (the update-side
+      answer), from the records with their settings and derived columns; `kit` is
+      `suite.analysis.answers.Kit` (`with_settings`, `short`, `loss_margin_nats`).
+    """
+
+    derived: tuple[str, ...] = ()
+    answers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PrecisionRecord:
     target: str  # "module:attribute"; the attribute is a suite.precisions.base.Precision instance
     params: type[Params] = NoParams
@@ -128,7 +152,7 @@ class PrecisionRecord:
     weight_grad_format: str | None = None  # the weight-gradient GEMM's format, where not `peak`'s
     min_cc: float = 0.0  # the CUDA compute capability it needs (the model knows its format's too)
     no_roofline: str | None = None  # why the model has no roofline for it (its GEMM is emulated)
-    # --- the update-side answer (suite/analysis/update.py) ---
+    # --- the update-side answer (suite/precisions/update/answers.py) and training steps' loss gaps ---
     reference: str | None = None  # the recipe whose final loss this one's is set against
     # --- reading older results (suite/results/store.py) ---
     # (old name, last results schema version that wrote it): files up to that version call it so
@@ -157,3 +181,5 @@ class WorkloadRecord:
     versus: Versus | None = None  # a parameter value the other cases are timed against
     trend: Trend | None = None  # a column the report's answers follow along a swept parameter
     plots: tuple[Plot, ...] = ()  # drawn after the plots every workload gets
+    # record columns the report's table of every case shows, where any case records one: (column, title, format)
+    case_columns: tuple[tuple[str, str, str], ...] = ()
