@@ -51,10 +51,10 @@ def test_every_hook_a_folder_declares_loads_without_torch():
     """Hooks run where the report runs, which needs no torch: their modules import none."""
     assert registry.HOOKS and all(isinstance(h, declare.Hooks) for h in registry.HOOKS.values())
     code = ("import sys; from suite.scenario import registry; "
-            "loaded = [f for kind in ('derived', 'answers') for f in registry.hooks(kind)]; "
+            "loaded = [f for kind in ('derived', 'answers', 'anchors') for f in registry.hooks(kind)]; "
             "print(len(loaded), all(map(callable, loaded)), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    declared = sum(len(h.derived) + len(h.answers) for h in registry.HOOKS.values())
+    declared = sum(len(h.derived) + len(h.answers) + len(h.anchors) for h in registry.HOOKS.values())
     assert out == [str(declared), "True", "False"]
 
 

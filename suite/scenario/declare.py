@@ -130,10 +130,14 @@ class Hooks:
     - `answers`: answer(df, kit) -> sentences the headline adds after the crossovers (the update-side
       answer), from the records with their settings and derived columns; `kit` is
       `suite.analysis.answers.Kit` (`with_settings`, `short`, `loss_margin_nats`).
+    - `anchors`: anchors(model) -> rows (source, device, case, published value, unit, the model's
+      value): measurements published for its recipes, which the roofline model is checked against
+      (`suite.analysis.published`, docs/model.md); `model` is `suite.analysis.model`.
     """
 
     derived: tuple[str, ...] = ()
     answers: tuple[str, ...] = ()
+    anchors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

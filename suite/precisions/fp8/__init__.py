@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from suite.scenario.declare import PrecisionRecord
+from suite.scenario.declare import Hooks, PrecisionRecord
 from suite.scenario.params import Params
 
 
@@ -53,3 +53,5 @@ PRECISIONS = {
         no_roofline="fp8_block's GEMM runs in float32 on every device: no FP8 roofline",
         description="1x128 activation / 128x128 weight block-scaled e4m3 (power-of-two scales), emulated GEMM"),
 }
+# measurements published for these recipes, which the roofline model is checked against (`anchors`)
+HOOKS = Hooks(anchors=("suite.precisions.fp8.anchors:anchors",))

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from suite.scenario.declare import PrecisionRecord
+from suite.scenario.declare import Hooks, PrecisionRecord
 from suite.scenario.params import Params, PositiveInt
 
 
@@ -66,3 +66,5 @@ PRECISIONS = {
         f"{CODE}:NVFP4", NVFP4Params, "fp4", scaling="microscaled", min_cc=BLACKWELL,
         description="torchao NVFP4: e2m1 values, one e4m3 scale per 16 values under a float32 tensor scale"),
 }
+# measurements published for these recipes, which the roofline model is checked against (`anchors`)
+HOOKS = Hooks(anchors=("suite.precisions.mx.anchors:anchors",))
