@@ -478,7 +478,9 @@ def _drawing(plot) -> Callable:
 
 
 def for_workload(workload: str) -> dict:
-    """The plots of a workload's records: PLOTS, then those its folder declares, by name."""
+    """The plots of a workload's records: PLOTS, then those its folder declares, then those every
+    folder's hooks declare (`suite.scenario.declare.Hooks.plots`), by name."""
     record = registry.WORKLOADS.get(workload)
-    declared = {plot.name: _drawing(plot) for plot in (record.plots if record else ())}
-    return {**PLOTS, **declared}
+    own = record.plots if record else ()
+    hooked = tuple(plot for hooks in registry.HOOKS.values() for plot in hooks.plots)
+    return {**PLOTS, **{plot.name: _drawing(plot) for plot in own + hooked}}

@@ -130,6 +130,8 @@ class Hooks:
     - `answers`: answer(df, kit) -> sentences the headline adds after the crossovers (the update-side
       answer), from the records with their settings and derived columns; `kit` is
       `suite.analysis.answers.Kit` (`with_settings`, `short`, `loss_margin_nats`).
+    - `plots`: `Plot`s drawn for every workload's records after the workload's own, as those are
+      (a drawing returns None where the records hold nothing of its folder's); a precision's plots.
     - `anchors`: anchors(model) -> rows (source, device, case, published value, unit, the model's
       value): measurements published for its recipes, which the roofline model is checked against
       (`suite.analysis.published`, docs/model.md); `model` is `suite.analysis.model`.
@@ -138,6 +140,7 @@ class Hooks:
     derived: tuple[str, ...] = ()
     answers: tuple[str, ...] = ()
     anchors: tuple[str, ...] = ()
+    plots: tuple[Plot, ...] = ()  # drawn for every workload's records, after its own (a precision's plots)
 
 
 @dataclass(frozen=True)
