@@ -4,7 +4,8 @@ or from `suite.analysis`. A series is named by its case's short name (`variant`,
 `suite.analysis.labels`), and a plot that would hold a single series it cannot set against
 anything (throughput of the baseline alone, speed against accuracy with one timed precision) is
 left out: where speed is emulated or absent (FP8 on a CPU), `accuracy` shows what was measured,
-the error per recipe and shape."""
+the error per recipe and shape. A plot only one workload or precision means is its folder's
+(`suite.scenario.declare.Plot`: `train_step`'s loss curves), handed what it draws with (`Kit`)."""
 
 from __future__ import annotations
 
