@@ -114,9 +114,6 @@ message = f"{workload} at fp8_rowwise speed"  # prose
 
 # Where a generic stage still spells what a folder declares, each with why; anything else fails.
 STILL_SPELLED = {
-    # the cast kernels of each scaling kind: the roofline model's cost terms, not yet its folders' (issue #37)
-    "suite/analysis/model.py": ({"tensorwise", "current", "rowwise", "rowwise_with_gw_hp", "delayed", "block",
-                                 "microscaled"}, "the cast kernels per scaling kind"),
     # a launched rank's CUDA allocator high-water mark, the record's max over ranks (GPU only)
     "suite/measure/executors/rank.py": ({"peak_mem_mb"}, "the ranks' peak memory"),
     # the models' config fields, which train_step's columns are named after (not a column read)

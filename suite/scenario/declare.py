@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from suite.scenario.params import NoParams, Params
 
@@ -117,6 +117,32 @@ class Trend:
 
 
 @dataclass(frozen=True)
+class Casts:
+    """The kernels a scaling kind scales and casts its operands with, as the roofline model counts
+    them (`suite.analysis.model`, docs/model.md): torch-free functions of the folder, each handed
+    the model (its `Kernel`, `tiny`, `eager_cast`, `eager_block_cast`), which it may not import.
+
+    - `fused(model, role, elements, source, first, width)`: one operand's casts in a training step
+      as torch.compile or its library's own kernels run them (`role`: input, weight or grad_output;
+      `source` bytes per element; `first` the bytes of its first read, 0 where the op before it did
+      that read; `width` bytes per element cast to);
+    - `eager(model, role, elements, source, width)`: one eager cast of an operand (a GEMM's inline
+      quantization); None where its recipes cast with their library's kernels only;
+    - `layer(model, tensors, width)`: an eager Linear training step's casts and layout copies, from
+      its (role, elements, source) tensors; None as `eager`;
+    - `output(model, opts, m, n)`: kernels a GEMM adds after its own for the case's parameters
+      `opts` (rowwise scales applied to the output without fast accumulation); None: none;
+    - `grouped_fused`: a grouped GEMM of the kind casts with its library's own kernels.
+    """
+
+    fused: Callable
+    eager: Callable | None = None
+    layer: Callable | None = None
+    output: Callable | None = None
+    grouped_fused: bool = False
+
+
+@dataclass(frozen=True)
 class Hooks:
     """What a folder adds to the analysis and the report beyond its records, as `HOOKS` in its
     `__init__.py` beside its table: each entry a torch-free "module:function" of the folder, loaded
@@ -132,6 +158,9 @@ class Hooks:
       `suite.analysis.answers.Kit` (`with_settings`, `short`, `loss_margin_nats`).
     - `plots`: `Plot`s drawn for every workload's records after the workload's own, as those are
       (a drawing returns None where the records hold nothing of its folder's); a precision's plots.
+    - `scalings`: a scaling kind its recipes declare (`PrecisionRecord.scaling`) -> its `Casts`, the
+      roofline model's cost terms for it (`suite.analysis.model`); a kind is declared by one folder
+      (Transformer Engine's MXFP8 recipes use the `mx` folder's `microscaled`).
     - `anchors`: anchors(model) -> rows (source, device, case, published value, unit, the model's
       value): measurements published for its recipes, which the roofline model is checked against
       (`suite.analysis.published`, docs/model.md); `model` is `suite.analysis.model`.
@@ -141,6 +170,8 @@ class Hooks:
     answers: tuple[str, ...] = ()
     anchors: tuple[str, ...] = ()
     plots: tuple[Plot, ...] = ()  # drawn for every workload's records, after its own (a precision's plots)
+    # scaling kind -> "module:attribute" of its `Casts`: the roofline model's cast kernels for it
+    scalings: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -152,8 +183,9 @@ class PrecisionRecord:
     peak: str | None = None
     description: str = ""
     # --- the roofline model (suite/analysis/model.py, docs/model.md) ---
-    # how it scales and casts its operands, for a recipe that does (`model.fused_cast`): tensorwise,
-    # rowwise, rowwise_with_gw_hp, delayed, current, block, microscaled
+    # how it scales and casts its operands, for a recipe that does: a kind a folder declares the
+    # model's cast kernels of (`Hooks.scalings`: fp8's tensorwise, rowwise, rowwise_with_gw_hp; te's
+    # delayed, current, block; mx's microscaled)
     scaling: str | None = None
     fused_casts: bool = False  # its casts are its library's own kernels, eager or compiled (TE)
     weight_grad_format: str | None = None  # the weight-gradient GEMM's format, where not `peak`'s

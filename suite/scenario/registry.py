@@ -58,6 +58,17 @@ def discover() -> None:
     HOOKS.update(hooks)
 
 
+def scalings() -> dict[str, str]:
+    """Scaling kind -> "module:attribute" of its `Casts`, as the folders declare them; a kind two
+    folders declare is an error."""
+    found: dict[str, str] = {}
+    for folder, declared in HOOKS.items():
+        for kind, target in declared.scalings.items():
+            if found.setdefault(kind, target) != target:
+                raise ValueError(f"scaling {kind!r} is declared twice ({folder})")
+    return found
+
+
 def hooks(kind: str) -> list:
     """The functions the folders declare as hooks of one kind (a `suite.scenario.declare.Hooks`
     field: "derived", "answers"), loaded, in folder order (precisions' folders, then workloads')."""

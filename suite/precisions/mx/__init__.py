@@ -66,5 +66,9 @@ PRECISIONS = {
         f"{CODE}:NVFP4", NVFP4Params, "fp4", scaling="microscaled", min_cc=BLACKWELL,
         description="torchao NVFP4: e2m1 values, one e4m3 scale per 16 values under a float32 tensor scale"),
 }
-# measurements published for these recipes, which the roofline model is checked against (`anchors`)
-HOOKS = Hooks(anchors=("suite.precisions.mx.anchors:anchors",))
+# the roofline model's cast kernels per scaling kind (`casts`); measurements published for these
+# recipes, which the model is checked against (`anchors`)
+HOOKS = Hooks(scalings={
+    "microscaled": "suite.precisions.mx.casts:MICROSCALED",
+},
+              anchors=("suite.precisions.mx.anchors:anchors",))
