@@ -103,3 +103,16 @@ def test_a_declared_column_must_not_redefine_a_core_one_or_another_folders(monke
     monkeypatch.setitem(registry.WORKLOADS, "c", registry.WorkloadRecord("x:C", columns=core))
     with pytest.raises(ValueError, match="'time_ms_median' is a core column"):
         columns.all_columns()
+
+
+def test_every_scaling_kind_has_one_folders_cast_kernels(monkeypatch):
+    """A scaling kind a recipe declares has its cast kernels in one folder (`Hooks.scalings`); a
+    second folder declaring it otherwise is an error, not a silent override."""
+    used = {record.scaling for record in registry.PRECISIONS.values() if record.scaling}
+    known = registry.scalings()
+    assert used == set(known)
+    assert all(isinstance(registry.load(target), declare.Casts) for target in known.values())
+    kind, target = next(iter(known.items()))
+    monkeypatch.setitem(registry.HOOKS, "elsewhere", declare.Hooks(scalings={kind: target + "_TWIN"}))
+    with pytest.raises(ValueError, match=f"scaling '{kind}' is declared twice"):
+        registry.scalings()
