@@ -34,9 +34,11 @@ TOY_PRECISION = {
 
         PRECISIONS = {
             "toy_scaled": PrecisionRecord("suite.precisions.toy_scaled.recipes:TOY_SCALED", ToyScaleParams, "bf16",
-                                          description="bf16 operands, A scaled by toy_scale"),
+                                          description="bf16 operands, A scaled by toy_scale",
+                                          scaling="toy_prescale", fused_casts=True),
         }
-        HOOKS = Hooks(derived=("suite.precisions.toy_scaled.hooks:with_scale",),
+        HOOKS = Hooks(scalings={"toy_prescale": "suite.precisions.toy_scaled.hooks:TOY_PRESCALE"},
+                      derived=("suite.precisions.toy_scaled.hooks:with_scale",),
                       answers=("suite.precisions.toy_scaled.hooks:error_by_scale",),
                       plots=(Plot("toy_error_by_scale", "suite.precisions.toy_scaled.hooks:draw_error"),))
     ''',
@@ -46,6 +48,12 @@ TOY_PRECISION = {
         import json
 
         import pandas as pd
+
+        from suite.scenario.declare import Casts
+
+        # the roofline model's term for its scaling kind: one pass over each operand, scaling it
+        TOY_PRESCALE = Casts(fused=lambda model, role, e, s, first, width: [
+            model.Kernel("cast", f"{role} toy scale", (first + 2) * e)])
 
 
         def with_scale(df):
@@ -224,7 +232,14 @@ def test_a_toy_precision_and_workload_run_through_plan_run_and_report(toy_folder
     from suite.scenario import plan, spec
     from tests.conftest import quick_toml
 
+    from suite.analysis import model
+
     assert registry.PRECISIONS["toy_scaled"].peak == "bf16" and registry.WORKLOADS["toy_shifted"].shaped
+    # its scaling kind's cost term, in the roofline model's kernels of a GEMM and a layer step
+    gemm = model.case_kernels("gemm", "toy_scaled", 64, 32, 16, {})
+    assert [(k.label, k.bytes) for k in gemm if k.what == "cast"] == [("input toy scale", 4 * 64 * 32),
+                                                                    ("weight toy scale", 4 * 16 * 32)]
+    assert any(k.label == "grad_output toy scale" for k in model.case_kernels("linear", "toy_scaled", 64, 32, 16, {}))
     scenario = spec.load(write_scenario(quick_toml("toy", TOY_SCENARIO, baseline="fp32")))
     cases = plan.expand(scenario)
     # toy_scale is the precision's: fp32 cases keep only the workload's shift (2 cases), the toy's 4
