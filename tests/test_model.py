@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 
 from suite.analysis import model, published
+from suite.precisions.fp8.anchors import TORCHAO_README
+from suite.precisions.mx.anchors import MOE_MXFP8, TORCHAO_MOE
 from suite.measure import env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,7 +22,7 @@ H100 = "NVIDIA H100 80GB HBM3"
 
 def test_torchao_readme_fp8_tensorwise_speedups_within_25_percent():
     rows = {pub.measured: predicted for pub, predicted in published.comparisons()
-            if pub.source == published.TORCHAO_README}
+            if pub.source == TORCHAO_README}
     assert set(rows) == {0.80, 1.39}
     for measured, predicted in rows.items():
         assert abs(predicted / measured - 1) < 0.25, (measured, predicted)
@@ -40,8 +42,8 @@ def test_every_mamf_finder_best_shape_within_15_percent():
 
 
 def test_torchao_mxfp8_grouped_gemm_speedups_on_llama4_shapes_within_10_percent():
-    rows = [(pub, predicted) for pub, predicted in published.comparisons() if pub.source == published.TORCHAO_MOE]
-    assert len(rows) == len(published.MOE_MXFP8)
+    rows = [(pub, predicted) for pub, predicted in published.comparisons() if pub.source == TORCHAO_MOE]
+    assert len(rows) == len(MOE_MXFP8)
     for pub, predicted in rows:
         if "8192,5120" in pub.what:
             assert abs(predicted / pub.measured - 1) < 0.10, pub
@@ -117,7 +119,7 @@ def test_every_fp8_recipe_in_the_registry_has_a_scaling_model():
         low = record.peak in ("fp8", "fp4")
         assert low == (record.scaling is not None or record.no_roofline is not None), name
         if record.scaling is not None:  # every scaling has its cast kernels
-            assert record.scaling in model.SCALINGS, name
+            assert record.scaling in registry.scalings(), name
             for workload in ("linear", "gemm"):
                 assert model.case_kernels(workload, name, 64, 64, 64, {}), (workload, name)
 

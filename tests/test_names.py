@@ -1,5 +1,8 @@
 """No workload or precision name outside its own folder (and the scenario files): the stages read
 what they need of one from its declaration (`suite.scenario.declare`), so adding one is a folder.
+Nor a column a workload declares, nor a scaling kind a recipe declares: what only one folder means
+is that folder's (its hooks: `suite.scenario.declare.Hooks`), and the stages iterate over the
+declarations (`test_no_stage_spells_a_declared_column_or_scaling`).
 
 Code names one in two ways, both found here in every module of `suite/` but the folders of
 `suite/precisions/` and `suite/workloads/`: a string that is a name (`"linear"`, a dict keyed by
@@ -20,8 +23,8 @@ from suite.scenario import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_PACKAGES = ("suite/precisions", "suite/workloads")
-# What names recipes on purpose: the model against measurements published for named recipes.
-ALLOWED = {"suite/analysis/published.py": "torchao's and mamf-finder's published numbers name their recipes"}
+# What names recipes on purpose (none: published measurements of a recipe are its folder's `anchors`).
+ALLOWED: dict[str, str] = {}
 SUBJECTS = ("precision", "baseline", "workload")
 
 
@@ -176,3 +179,52 @@ row = dict(toy_version=None)
 '''
     found = library_violations(planted, columns, names)
     assert sorted({int(f.split(":")[0]) for f in found}) == [3, 4, 5, 6, 7, 8, 9, 11], found
+# Where a generic stage still spells what a folder declares, each with why; anything else fails.
+STILL_SPELLED = {
+    # a launched rank's CUDA allocator high-water mark, the record's max over ranks (GPU only)
+    "suite/measure/executors/rank.py": ({"peak_mem_mb"}, "the ranks' peak memory"),
+    # the models' config fields, which train_step's columns are named after (not a column read)
+    "suite/models/gpt2.py": ({"d_model", "n_head", "n_layer", "seq_len", "vocab"}, "model config fields"),
+    "suite/models/llama.py": ({"d_model", "n_head", "n_layer", "seq_len", "vocab"}, "model config fields"),
+}
+
+
+def declared_terms() -> set[str]:
+    """The record columns the workloads declare and the scaling kinds the recipes declare."""
+    scalings = {record.scaling for record in registry.PRECISIONS.values() if record.scaling}
+    return {column.name for column in registry.declared_columns()} | scalings
+
+
+def spelled(source: str, terms: set[str]) -> set[str]:
+    """The declared terms `source` holds as a string of its code (docstrings and comments aside; an
+    f-string's literal parts are prose)."""
+    tree = ast.parse(source)
+    docs = _docstrings(tree)
+    prose = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
+    return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docs | prose and node.value in terms}
+
+
+def test_no_stage_spells_a_declared_column_or_scaling():
+    terms = declared_terms()
+    assert {"final_loss", "fidelity_ratio", "textbook_bytes_per_param", "microscaled"} <= terms
+    found = {}
+    for path in generic_modules():
+        rel = path.relative_to(ROOT).as_posix()
+        extra = spelled(path.read_text(), terms) - STILL_SPELLED.get(rel, (set(), ""))[0]
+        if extra:
+            found[rel] = sorted(extra)
+    assert not found, found
+    stale = {rel: sorted(names - spelled((ROOT / rel).read_text(), terms)) for rel, (names, _) in STILL_SPELLED.items()}
+    assert not any(stale.values()), f"no longer spelled there: take them off STILL_SPELLED: {stale}"
+
+
+def test_the_column_check_finds_what_it_looks_for():
+    planted = '''
+"""A docstring may say final_loss."""
+gap = df["final_loss"] - df["fp32_final_loss"]
+if recipe.scaling == "microscaled":
+    pass
+text = f"{row['model']} final_loss"  # prose around a column read
+'''
+    assert spelled(planted, declared_terms()) == {"final_loss", "fp32_final_loss", "microscaled", "model"}

@@ -26,7 +26,7 @@ TOY_PRECISION = {
 
         from pydantic import Field
 
-        from suite.scenario.declare import Library, PrecisionRecord
+        from suite.scenario.declare import Hooks, Library, Plot, PrecisionRecord
         from suite.scenario.params import Params, PositiveFloat
 
 
@@ -40,8 +40,52 @@ TOY_PRECISION = {
         PACKAGING = Library("packaging_version", "packaging (toy)", ("packaging",), "packaging", install="packaging")
         PRECISIONS = {
             "toy_scaled": PrecisionRecord("suite.precisions.toy_scaled.recipes:TOY_SCALED", ToyScaleParams, "bf16",
-                                          description="bf16 operands, A scaled by toy_scale", libraries=(PACKAGING,)),
+                                          description="bf16 operands, A scaled by toy_scale",
+                                          scaling="toy_prescale", fused_casts=True, libraries=(PACKAGING,)),
         }
+        HOOKS = Hooks(scalings={"toy_prescale": "suite.precisions.toy_scaled.hooks:TOY_PRESCALE"},
+                      derived=("suite.precisions.toy_scaled.hooks:with_scale",),
+                      answers=("suite.precisions.toy_scaled.hooks:error_by_scale",),
+                      plots=(Plot("toy_error_by_scale", "suite.precisions.toy_scaled.hooks:draw_error"),))
+    ''',
+    "hooks.py": '''
+        """What the toy precision adds to the analysis and the report (torch-free)."""
+
+        import json
+
+        import pandas as pd
+
+        from suite.scenario.declare import Casts
+
+        # the roofline model's term for its scaling kind: one pass over each operand, scaling it
+        TOY_PRESCALE = Casts(fused=lambda model, role, e, s, first, width: [
+            model.Kernel("cast", f"{role} toy scale", (first + 2) * e)])
+
+
+        def with_scale(df):
+            """`toy_scale_used`: the toy's scale of A (1 where not set), on its own rows."""
+            mine = df["precision"] == "toy_scaled"
+            scale = [json.loads(p).get("toy_scale", 1.0) if isinstance(p, str) else 1.0 for p in df["params"]]
+            return df.assign(toy_scale_used=pd.Series(scale, index=df.index).where(mine))
+
+
+        def error_by_scale(df, kit):
+            rows = kit.with_settings(df)
+            rows = rows[rows["toy_scale_used"].notna()]
+            if rows.empty:
+                return []
+            worst = rows.groupby("toy_scale_used")["rel_err"].max()
+            return ["toy_scaled: worst rel. error " + ", ".join(f"{e:.2g} at scale {s:g}" for s, e in worst.items()) + "."]
+
+
+        def draw_error(df, workload, path, kit):
+            rows = df[(df["workload"] == workload) & (df["precision"] == "toy_scaled")]
+            if rows.empty:
+                return None
+            fig, axes = kit.figures.new(4.0, 3.0)
+            scale = [json.loads(p).get("toy_scale", 1.0) for p in rows["params"]]
+            kit.figures.name(axes[0, 0].scatter(scale, rows["rel_err"]), [f"scale {s:g}" for s in scale])
+            return kit.figures.save(fig, path)
     ''',
     "recipes.py": '''
         import torch
@@ -67,7 +111,7 @@ TOY_WORKLOAD = {
 
         from pydantic import Field
 
-        from suite.scenario.declare import Plot, WorkloadRecord, columns
+        from suite.scenario.declare import Hooks, Plot, WorkloadRecord, columns
         from suite.scenario.params import Params
 
 
@@ -86,10 +130,40 @@ TOY_WORKLOAD = {
             "toy_shifted": WorkloadRecord(
                 "suite.workloads.toy_shifted.workload:TOY_SHIFTED", ShiftParams, shaped=True, columns=COLUMNS,
                 description="a GEMM plus a constant", detail_columns=(("out_mean", "output mean", ".3f"),),
-                plots=(Plot("shift_error", "suite.report.plots:sweep", {
+                plots=(Plot("shift_error", "sweep", {
                     "x": "shift", "y": "rel_err", "xlabel": "shift", "ylabel": "relative error",
-                    "title": "error against the shift"}),)),
+                    "title": "error against the shift"}),
+                       Plot("toy_out_mean", "suite.workloads.toy_shifted.hooks:draw_out_mean"))),
         }
+        HOOKS = Hooks(derived=("suite.workloads.toy_shifted.hooks:with_offset",),
+                      answers=("suite.workloads.toy_shifted.hooks:offset_answer",))
+    ''',
+    "hooks.py": '''
+        """What the toy workload adds to the analysis and the report (torch-free)."""
+
+
+        def with_offset(df):
+            """`out_offset`: the output's mean less the shift (the GEMM's own mean), on its rows."""
+            if "shift" not in df or "out_mean" not in df:
+                return df
+            return df.assign(out_offset=df["out_mean"] - df["shift"])
+
+
+        def offset_answer(df, kit):
+            rows = kit.with_settings(df)
+            rows = rows[rows["out_offset"].notna()] if "out_offset" in rows else rows.iloc[:0]
+            if rows.empty:
+                return []
+            return [f"toy_shifted: the output's mean less the shift is {rows['out_offset'].abs().max():.3g} at most."]
+
+
+        def draw_out_mean(df, workload, path, kit):
+            rows = df[(df["workload"] == workload) & df["out_mean"].notna()] if "out_mean" in df else df.iloc[:0]
+            if rows.empty:
+                return None
+            fig, axes = kit.figures.new(4.0, 3.0)
+            kit.figures.name(axes[0, 0].scatter(rows["shift"], rows["out_mean"]), list(rows["variant"]))
+            return kit.figures.save(fig, path)
     ''',
     "workload.py": '''
         import torch
@@ -164,7 +238,14 @@ def test_a_toy_precision_and_workload_run_through_plan_run_and_report(toy_folder
     from suite.scenario import plan, spec
     from tests.conftest import quick_toml
 
+    from suite.analysis import model
+
     assert registry.PRECISIONS["toy_scaled"].peak == "bf16" and registry.WORKLOADS["toy_shifted"].shaped
+    # its scaling kind's cost term, in the roofline model's kernels of a GEMM and a layer step
+    gemm = model.case_kernels("gemm", "toy_scaled", 64, 32, 16, {})
+    assert [(k.label, k.bytes) for k in gemm if k.what == "cast"] == [("input toy scale", 4 * 64 * 32),
+                                                                    ("weight toy scale", 4 * 16 * 32)]
+    assert any(k.label == "grad_output toy scale" for k in model.case_kernels("linear", "toy_scaled", 64, 32, 16, {}))
     scenario = spec.load(write_scenario(quick_toml("toy", TOY_SCENARIO, baseline="fp32")))
     cases = plan.expand(scenario)
     # toy_scale is the precision's: fp32 cases keep only the workload's shift (2 cases), the toy's 4
@@ -192,6 +273,11 @@ def test_a_toy_precision_and_workload_run_through_plan_run_and_report(toy_folder
     text = (report / "report.md").read_text()
     assert "## toy_shifted" in text and "| output mean |" in text  # the declared detail table
     assert (report / "shift_error_toy_shifted.svg").stat().st_size > 0  # the declared plot
+    # each folder's own hooks: a plot, a derived column its answer reads, the answer in the headline
+    assert (report / "toy_out_mean_toy_shifted.svg").stat().st_size > 0
+    assert (report / "toy_error_by_scale_toy_shifted.svg").stat().st_size > 0
+    assert "- toy_shifted: the output's mean less the shift is " in text
+    assert "- toy_scaled: worst rel. error " in text and "at scale 2." in text
     with pytest.raises(spec.ScenarioError, match="params.toy_scale: -1.0 is not valid for 'toy_scaled'"):
         spec.load(write_scenario(quick_toml("toy2", TOY_SCENARIO.replace("2.0]", "-1.0]")), "toy2.toml"))
     capsys.readouterr()

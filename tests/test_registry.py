@@ -38,12 +38,26 @@ def test_every_workload_record_is_complete(name):
     for column in record.columns:
         assert column.type in declare.COLUMN_TYPES and column.description and column.group and not column.contract
         assert columns.BY_NAME[column.name] == column
+    from suite.report import plots
+
     for plot in record.plots:
-        assert callable(registry.load(plot.draw)) and plot.name
-    for column, title, fmt in record.detail_columns:
+        assert (plot.draw in plots.DRAWINGS or callable(registry.load(plot.draw))) and plot.name
+    for column, title, fmt in record.detail_columns + record.case_columns:
         assert column and title and (fmt == "" or format(0.5, fmt))
+    assert all(columns.BY_NAME[column] for column, _, _ in record.case_columns)
     for field, info in record.params.model_fields.items():
         assert info.description, f"{name}: params.{field} has no description"
+
+
+def test_every_hook_a_folder_declares_loads_without_torch():
+    """Hooks run where the report runs, which needs no torch: their modules import none."""
+    assert registry.HOOKS and all(isinstance(h, declare.Hooks) for h in registry.HOOKS.values())
+    code = ("import sys; from suite.scenario import registry; "
+            "loaded = [f for kind in ('derived', 'answers', 'anchors') for f in registry.hooks(kind)]; "
+            "print(len(loaded), all(map(callable, loaded)), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    declared = sum(len(h.derived) + len(h.answers) + len(h.anchors) for h in registry.HOOKS.values())
+    assert out == [str(declared), "True", "False"]
 
 
 def test_the_registry_finds_the_folders_without_importing_torch():
@@ -133,3 +147,14 @@ def test_a_library_two_folders_declare_must_be_declared_alike(monkeypatch):
     monkeypatch.setitem(registry.WORKLOADS, "c", declare.WorkloadRecord("x:C", libraries=(core,)))
     with pytest.raises(ValueError, match="'torch_version' is a core column"):
         columns.all_columns()
+def test_every_scaling_kind_has_one_folders_cast_kernels(monkeypatch):
+    """A scaling kind a recipe declares has its cast kernels in one folder (`Hooks.scalings`); a
+    second folder declaring it otherwise is an error, not a silent override."""
+    used = {record.scaling for record in registry.PRECISIONS.values() if record.scaling}
+    known = registry.scalings()
+    assert used == set(known)
+    assert all(isinstance(registry.load(target), declare.Casts) for target in known.values())
+    kind, target = next(iter(known.items()))
+    monkeypatch.setitem(registry.HOOKS, "elsewhere", declare.Hooks(scalings={kind: target + "_TWIN"}))
+    with pytest.raises(ValueError, match=f"scaling '{kind}' is declared twice"):
+        registry.scalings()

@@ -22,6 +22,7 @@ from suite import cli
 from suite.analysis.labels import sort_key
 from suite.report import compare_page, figures, palette, plots
 from suite.report.pages import MARKER, code_spans, filled
+from suite.workloads.train_step import plots as step_plots
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "results" / "reference"
@@ -109,9 +110,9 @@ def test_training_step_plots_name_cases_shortly_clip_the_diverged_run_and_keep_s
 def test_a_diverged_curve_does_not_set_the_axis():
     calm = [np.linspace(1.2, 1.0, 50), np.linspace(1.2, 1.001, 50)]
     wild = np.concatenate([np.linspace(1.2, 1.0, 25), np.linspace(1.0, 120.0, 25)])
-    lo, hi = plots.clip_range([*calm, wild], [False, False, True])
+    lo, hi = step_plots.clip_range([*calm, wild], [False, False, True])
     assert 0.9 < lo < 1.0 and 1.2 < hi < 1.3  # 0.001-nat differences stay a visible fraction of the axis
-    assert plots._until_out(wild, lo, hi) < len(wild)
+    assert step_plots._until_out(wild, lo, hi) < len(wild)
 
 
 def test_each_named_point_carries_an_svg_title_and_inlined_ids_are_unique(tmp_path):

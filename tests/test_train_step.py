@@ -16,6 +16,7 @@ from suite.core.errors import UserError
 from suite.scenario.plan import Case
 from suite.measure.timing import CpuClock, StopRule
 from suite.core.errors import Unsupported
+from suite.workloads.train_step.derived import vocab_padding
 from suite.workloads.train_step.workload import TRAIN_STEP, StepSpec, build_model, divergence, final_loss
 
 CPU = torch.device("cpu")
@@ -180,7 +181,7 @@ def test_vocab_scenario_records_both_levels_of_the_padding_effect(write_scenario
     assert sorted(steps["vocab"].unique()) == [250, 256]
     assert (steps["tokens_per_s"] > 0).all() and steps["mfu"].isna().all()  # no CPU peak: no MFU
     assert all(len(c) == 3 for c in steps["loss_curve"])
-    table = derived.vocab_padding(df, "train_step", "gemm")
+    table = vocab_padding(df, "train_step", "gemm", derived.is_emulated(df))
     step_rows = table[table["level"] == "train_step"]
     assert len(step_rows) == 4  # 2 precisions x 2 vocabularies
     assert (step_rows["lm_head_share"] > 0).all()  # all three lm_head GEMMs were measured

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ import pandas as pd
 from suite.analysis import derived, labels
 from suite.core.errors import UserError
 from suite.scenario import registry
+from suite.scenario.params import params_without
 
 
 # The accuracy metrics a budget bounds, the Budget field bounding each, and their names in words.
@@ -32,7 +34,7 @@ class Budget:
 
     max_rel_err: float | None = None  # relative Frobenius error against the reference
     min_sqnr_db: float | None = None  # signal-to-quantization-noise ratio, dB
-    max_loss_delta: float | None = None  # |final loss - its reference's| (nats), training steps (`with_loss_gaps`)
+    max_loss_delta: float | None = None  # |final loss - its reference's| (nats), training steps (`with_settings`)
     # A setting that records none of the bounded metrics: True ranks it with no bound (the report's
     # "fastest measured"); False leaves it without a pick, `note` naming the bound it needs.
     partial: bool = False
@@ -72,35 +74,14 @@ class Budget:
 def with_settings(df: pd.DataFrame) -> pd.DataFrame:
     """The records with speedups, short names, a `setting_key` (run_id and baseline case: every
     precision of one case shares it; a run with no baseline precision has one setting per case) and
-    training steps' loss gaps (`with_loss_gaps`)."""
+    the columns the folders derive from them (`suite.scenario.declare.Hooks.derived`: a training
+    step's loss gap to its reference, `loss_gap_nats`)."""
     df = labels.with_labels(derived.with_speedups(df))
     if "setting_key" not in df:
         df = df.assign(setting_key=df["run_id"].astype(str) + "/" + df["baseline_case_id"].fillna(df["case_id"]).astype(str))
-    return with_loss_gaps(df)
-
-
-def with_loss_gaps(df: pd.DataFrame) -> pd.DataFrame:
-    """`loss_gap_nats`: a training step's final loss minus its reference's, and `loss_reference`,
-    the reference. The reference is the recipe the setting's update-side recipes declare (fp32
-    master weights: `suite/precisions/update/`), where it was measured in the setting, so the update
-    answer (`suite.analysis.update`) and "which precision" judge a recipe alike; else the fp32 twin
-    each case trains on the same batches (`loss_delta_vs_fp32`). Needs `setting_key`."""
-    if "loss_gap_nats" in df:
-        return df
-    twin = pd.to_numeric(df["loss_delta_vs_fp32"], errors="coerce") if "loss_delta_vs_fp32" in df \
-        else pd.Series(float("nan"), index=df.index)
-    gap, reference = twin.copy(), pd.Series(None, index=df.index, dtype=object).where(twin.isna(), "the fp32 twin")
-    steps = df[pd.to_numeric(df["final_loss"], errors="coerce").notna()] if "final_loss" in df else df.iloc[:0]
-    declared = steps["precision"].map(lambda p: getattr(registry.PRECISIONS.get(p), "reference", None)).dropna()
-    if len(declared):
-        named = declared.groupby(steps.loc[declared.index, "setting_key"]).min()  # setting -> its reference
-        ok = steps[steps["status"] == "ok"]
-        ref = ok[ok["precision"] == ok["setting_key"].map(named)].drop_duplicates("setting_key")
-        ref_loss = steps["setting_key"].map(ref.set_index("setting_key")["final_loss"]).astype(float)
-        at = ref_loss.dropna().index
-        gap[at] = steps.loc[at, "final_loss"].astype(float) - ref_loss[at]
-        reference[at] = steps.loc[at, "setting_key"].map(named)
-    return df.assign(loss_gap_nats=gap, loss_reference=reference)
+    for derive in registry.hooks("derived"):
+        df = derive(df)
+    return df
 
 
 def _labels(df: pd.DataFrame) -> pd.Series:
@@ -127,7 +108,7 @@ def case_sizes(df: pd.DataFrame) -> pd.Series:
 def _err(row) -> str:
     if pd.notna(row.get("rel_err")):
         return f"rel. error {float(row['rel_err']):.1e}"
-    if pd.notna(row.get("loss_gap_nats")):  # against the reference the update answer uses (`with_loss_gaps`)
+    if pd.notna(row.get("loss_gap_nats")):  # against the reference the update answer uses (`with_settings`)
         gap = float(row["loss_gap_nats"])
         outside = f", outside the {LOSS_MARGIN_NATS:g}-nat margin" if abs(gap) > LOSS_MARGIN_NATS else ""
         return f"loss delta {gap:+.3g} nats{outside}"
@@ -217,7 +198,7 @@ def trend_answers(df: pd.DataFrame) -> list[str]:
         if rows.empty or trend.x not in rows or trend.y not in rows:
             continue
         rows = rows[rows[trend.y].notna()]
-        rest = rows["params"].map(lambda p: derived.params_without(p, trend.param))
+        rest = rows["params"].map(lambda p: params_without(p, trend.param))
         lines_of = [g.sort_values(trend.x) for _, g in rows.groupby([rows["precision"], rest], sort=False)
                     if g[trend.x].nunique() >= 3]
         if not lines_of:
@@ -271,12 +252,31 @@ LOSS_MARGIN_NATS = 0.01
 # The budgets the report's "Which precision" answers for, and `recommend`'s when none is given.
 # Relative error: bf16's unit roundoff is 2^-8 = 3.9e-3, so 1e-2 admits bf16 and 1e-3 asks ten times
 # tighter; a training step has no relative error (its output is a loss curve): its final loss
-# against its reference (`with_loss_gaps`) within the margin, and ten times tighter.
+# against its reference (`with_settings`) within the margin, and ten times tighter.
 TIGHT = Budget(max_rel_err=1e-3, max_loss_delta=LOSS_MARGIN_NATS / 10)
 LOOSE = Budget(max_rel_err=1e-2, max_loss_delta=LOSS_MARGIN_NATS)
 # "Fastest measured": any accuracy, but a training step only where it trained (within the margin,
-# the update answer's own: `suite.analysis.update`), never a recipe whose loss ran away.
+# the update answer's own: suite/precisions/update/answers.py), never a recipe whose loss ran away.
 TRAINED = Budget(max_loss_delta=LOSS_MARGIN_NATS, partial=True)
+
+
+@dataclass(frozen=True)
+class Kit:
+    """What a folder's answer hook is handed (`suite.scenario.declare.Hooks.answers`): its module
+    sits before the analysis and may not import it."""
+
+    with_settings: Callable[[pd.DataFrame], pd.DataFrame]  # the records as "which precision" judges them
+    short: Callable[..., str]  # a reason's first clauses that fit a width
+    loss_margin_nats: float  # the margin training steps are held to (LOSS_MARGIN_NATS)
+
+
+KIT = Kit(with_settings=with_settings, short=short, loss_margin_nats=LOSS_MARGIN_NATS)
+
+
+def declared_answers(df: pd.DataFrame) -> list[str]:
+    """The sentences the folders' answer hooks add to the headline (the update-side answer), in
+    folder order."""
+    return [line for answer in registry.hooks("answers") for line in answer(df, KIT)]
 
 PICK_COLUMNS = ["workload", "setting", "run_id", "baseline", "decided_on", "pick", "speedup", "rel_err", "sqnr_db",
                 "loss_gap_nats", "loss_reference", "within_budget", "not_timed", "rejected", "note"]
@@ -343,7 +343,7 @@ def recommend(df: pd.DataFrame, budget: Budget = LOOSE) -> pd.DataFrame:
     Columns (PICK_COLUMNS): `decided_on` "speed" where a precision besides the baseline was timed
     (`pick`: the fastest within budget, its `speedup` over the in-run `baseline`), "accuracy" where
     every other precision is emulated (FP8 on a CPU: `pick` the most accurate within budget, no
-    speedup); the pick's errors (`loss_gap_nats` against `loss_reference`, `with_loss_gaps`);
+    speedup); the pick's errors (`loss_gap_nats` against `loss_reference`, `with_settings`);
     `within_budget` how many qualified; `not_timed` the emulated precisions within budget, most
     accurate first; `rejected` those that missed the budget ({"precision", "reason"}: the faster
     ones where decided on speed); `note` why a setting has no pick where no bound judges it.

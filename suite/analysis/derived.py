@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from suite.analysis import labels
 from suite.results import columns
 from suite.scenario import registry
+from suite.scenario.params import params_without
 
 
 def rows(df: pd.DataFrame, keep) -> pd.DataFrame:
@@ -292,106 +293,3 @@ def list_column(values: pd.Series) -> pa.Array:
     cells = [c if isinstance(c, (list, tuple, np.ndarray)) or not pd.isna(c) else None  # None, NaN or pd.NA
              for c in values.to_numpy(dtype=object)]
     return pa.array(cells, type=pa.list_(pa.float64()))
-
-
-# -- vocabulary padding (scenarios vocab and cpu_models) ---------------------------------------
-
-LM_HEAD_PASSES = ("forward", "input grad", "weight grad")
-
-
-def lm_head_gemms(tokens: int, d_model: int, vocab: int) -> dict[str, tuple[int, int, int]]:
-    """The lm_head's three GEMMs in a training step as (M, K, N) of C[M, N] = A[M, K] @ B[K, N]:
-    forward logits = h W^T (T, d, V); input gradient dh = dlogits W (T, V, d); weight gradient
-    dW = dlogits^T h (V, T, d). T = tokens per step, d = d_model, V = vocabulary."""
-    return {
-        "forward": (tokens, d_model, vocab),
-        "input grad": (tokens, vocab, d_model),
-        "weight grad": (vocab, tokens, d_model),
-    }
-
-
-def params_without(params: str, key: str) -> str:
-    p = json.loads(params) if isinstance(params, str) else {}
-    p.pop(key, None)
-    return json.dumps(p, sort_keys=True)
-
-
-def vocab_padding(df: pd.DataFrame, step_workload: str, gemm_workload: str) -> pd.DataFrame:
-    """The effect of the vocabulary size, measured, at two levels (only ok, non-emulated rows), from
-    the cases of a training-step workload and of a GEMM workload (the step workload's declaration
-    names the GEMM one: suite/workloads/train_step/__init__.py).
-
-    - level `step_workload`: its cases of one run and precision that differ only in `vocab` (a
-      configuration measured at one vocabulary only is left out); `speedup` = step time at the
-      smallest vocabulary of the group (the unpadded 50257) / step time at this one. `lm_head_share`
-      = the lm_head's three GEMMs (measured by `gemm_workload` cases of the same run and precision
-      at the step's (tokens, d_model, vocab)) / the step time: the GEMMs are timed in isolation, so
-      the share leaves out the softmax/cross-entropy and any overlap, and it is missing where a
-      GEMM was not measured.
-    - levels "<gemm_workload> forward" / "... input grad" / "... weight grad" / "... total": the
-      GEMM cases shaped like a step's lm_head (see `lm_head_gemms`) at every vocabulary-sized N
-      measured (within 10% of a step's vocabulary: the 50260 and 50432 controls count); `speedup`
-      as above, over the smallest N; "... total" sums the three passes where all three were measured.
-    """
-    columns = ["run_id", "precision", "level", "config", "tokens", "d_model", "vocab", "time_ms",
-               "speedup", "lm_head_ms", "lm_head_share"]
-    ok = df[(df["status"] == "ok") & ~is_emulated(df)]
-    steps = ok[ok["workload"] == step_workload]
-    if steps.empty or not {"tokens_per_step", "d_model", "vocab"} <= set(steps.columns):
-        return pd.DataFrame(columns=columns)
-    gemm_ms = {
-        (r.run_id, r.precision, int(r.m), int(r.k), int(r.n)): float(r.time_ms_median)
-        for r in ok[ok["workload"] == gemm_workload].itertuples() if pd.notna(r.m)
-    }
-    steps = steps.assign(config=[params_without(p, "vocab") for p in steps["params"]])
-    # Only configurations measured at two or more vocabularies say anything about padding.
-    steps = steps[steps.groupby(["run_id", "precision", "config"])["vocab"].transform("nunique") > 1]
-    rows = _step_level(steps, gemm_ms, step_workload)
-    for (run, precision, t, d), g in steps.groupby(["run_id", "precision", "tokens_per_step", "d_model"], sort=False):
-        rows += _gemm_levels(gemm_ms, run, precision, int(t), int(d), g["vocab"], gemm_workload)
-    return pd.DataFrame(rows, columns=columns)
-
-
-def _step_level(steps: pd.DataFrame, gemm_ms: dict, level: str) -> list[dict]:
-    """`vocab_padding`'s rows for the steps themselves, with the lm_head GEMMs' share of each."""
-    rows = []
-    for (run, precision, config), g in steps.groupby(["run_id", "precision", "config"], sort=False):
-        base_ms = float(g.loc[g["vocab"].idxmin(), "time_ms_median"])
-        for r in g.itertuples():
-            t, d, v = int(r.tokens_per_step), int(r.d_model), int(r.vocab)
-            times = [gemm_ms.get((run, precision, *s)) for s in lm_head_gemms(t, d, v).values()]
-            head = sum(times) if all(x is not None for x in times) else math.nan
-            rows.append({"run_id": run, "precision": precision, "level": level, "config": config,
-                         "tokens": t, "d_model": d, "vocab": v, "time_ms": float(r.time_ms_median),
-                         "speedup": base_ms / float(r.time_ms_median), "lm_head_ms": head,
-                         "lm_head_share": head / float(r.time_ms_median)})
-    return rows
-
-
-def _gemm_levels(gemm_ms: dict, run: str, precision: str, t: int, d: int, step_vocabs: pd.Series,
-                 gemm_workload: str) -> list[dict]:
-    """`vocab_padding`'s rows for the GEMM cases shaped like the lm_head of steps of `t` tokens and
-    width `d`, at every vocabulary within 10% of the steps' (each pass, and their total)."""
-    lo, hi = 0.9 * step_vocabs.min(), 1.1 * step_vocabs.max()
-    vocabs = set()
-    for rn, pr, m, k, n in gemm_ms:
-        if rn == run and pr == precision:
-            # the vocabulary dimension of whichever of the three passes this shape would be
-            vocabs |= {v for v, shape in ((n, (t, d, n)), (k, (t, k, d)), (m, (m, t, d)))
-                       if (m, k, n) == shape and lo <= v <= hi}
-    per_pass = {name: {} for name in LM_HEAD_PASSES}
-    for v in sorted(vocabs):
-        for name, shape in lm_head_gemms(t, d, v).items():
-            if (run, precision, *shape) in gemm_ms:
-                per_pass[name][v] = gemm_ms[(run, precision, *shape)]
-    total = {v: sum(per_pass[n][v] for n in LM_HEAD_PASSES) for v in vocabs
-             if all(v in per_pass[n] for n in LM_HEAD_PASSES)}
-    rows = []
-    for level, times in [*((f"{gemm_workload} {n}", per_pass[n]) for n in LM_HEAD_PASSES),
-                         (f"{gemm_workload} total", total)]:
-        base_ms = times[min(times)] if times else None
-        for v, ms in sorted(times.items()):
-            rows.append({"run_id": run, "precision": precision, "level": level, "config": "",
-                         "tokens": t, "d_model": d, "vocab": v, "time_ms": ms, "speedup": base_ms / ms,
-                         "lm_head_ms": math.nan, "lm_head_share": math.nan})
-    return rows

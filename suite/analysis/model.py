@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 
 from suite.core import peaks
@@ -64,8 +65,8 @@ OUTPUT_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp4": 2}
 # What a format needs of a GPU (compute capability), beyond having a peak in the table; a recipe
 # may need more (its declared `min_cc`): the one table, suite/precisions/gates.py.
 MIN_CC = gates.FORMAT_MIN_CC
-# The scalings `fused_cast` counts kernels for (a recipe declares one of them as its `scaling`).
-SCALINGS = ("tensorwise", "current", "rowwise", "rowwise_with_gw_hp", "delayed", "block", "microscaled")
+# This module, as the folders' cast kernels are handed it (`suite.scenario.declare.Casts`).
+_THIS = sys.modules[__name__]
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,14 @@ def eager_block_cast(role: str, elements: float, source: int, width: float) -> l
     return out + [Kernel("cast", f"{role} e2m1 rounding", 4 * 8 * e), Kernel("cast", f"{role} pack", 1.5 * e)]
 
 
+def casts(scaling: str):
+    """The cast kernels of a scaling kind, as its folder declares them (`suite.scenario.declare.Casts`)."""
+    known = registry.scalings()
+    if scaling not in known:
+        raise ValueError(f"the model has no cast kernels for scaling {scaling!r}; known: {', '.join(known)}")
+    return registry.load(known[scaling])
+
+
 def fused_cast(role: str, elements: float, source: int, scaling: str, fuse_prev: bool,
                width: float = 1) -> list[Kernel]:
     """An operand's casts in a training step as torch.compile (torchao) or Transformer Engine's own
@@ -188,31 +197,10 @@ def fused_cast(role: str, elements: float, source: int, scaling: str, fuse_prev:
     activation or gradient fused into the op before it where `fuse_prev`; a fused-away kernel
     costs nothing here, where roofline_utils still charges it the floor). `role`: input, weight or
     grad_output. Both layouts a step needs (row- and column-major) are written; `width`: bytes per
-    element of the format cast to (microscaled: MXFP8 1, NVFP4 0.5)."""
-    e, s, weight = elements, source, role == "weight"
-    first = 0 if fuse_prev and not weight else s  # the read a producer op already did
-    if scaling in ("tensorwise", "current"):  # amax pass, scale, then cast to both layouts
-        amax = [] if first == 0 else [Kernel("cast", f"{role} amax", s * e)]
-        casts = [Kernel("cast", f"{role} cast", (s + 1) * e)] * 2 if weight and scaling == "tensorwise" \
-            else [Kernel("cast", f"{role} cast (both layouts)", (s + 2) * e)]
-        return amax + tiny(f"{role} scale") + casts
-    if scaling == "rowwise":  # per-row scales need the whole row: a bf16 transpose, then its cast
-        if weight:
-            return [Kernel("cast", "weight cast", (s + 1) * e), Kernel("cast", "weight transpose", (s + 2) * e),
-                    Kernel("cast", "weight transposed cast", 3 * e)]
-        return [Kernel("cast", f"{role} cast and transpose", (first + 3) * e),
-                Kernel("cast", f"{role} transposed cast", 3 * e)]
-    if scaling == "rowwise_with_gw_hp":  # the weight-gradient GEMM stays bf16: one layout
-        if weight:
-            return [Kernel("cast", "weight cast", (s + 1) * e), *tiny("weight tensorwise scale"),
-                    Kernel("cast", "weight transposed cast", (s + 1) * e)]
-        return [Kernel("cast", f"{role} cast", (first + 1) * e)]
-    if scaling in ("delayed", "block"):  # scale known (history) or local (block): one pass
-        return [Kernel("cast", f"{role} cast and transpose", (first + 2) * e)]
-    if scaling == "microscaled":  # MXFP8's 1x32, NVFP4's 1x16 blocks: one kernel per layout
-        return [Kernel("cast", f"{role} cast", (first + width) * e),
-                Kernel("cast", f"{role} transposed cast", (s + width) * e)]
-    raise ValueError(f"the model has no cast kernels for scaling {scaling!r}; known: {', '.join(SCALINGS)}")
+    element of the format cast to (microscaled: MXFP8 1, NVFP4 0.5). The kernels per scaling kind
+    are its folder's (`casts`)."""
+    first = 0 if fuse_prev and role != "weight" else source  # the read a producer op already did
+    return casts(scaling).fused(_THIS, role, elements, source, first, width)
 
 
 def gemm_case(precision: str, m: int, k: int, n: int, params: dict, groups: int = 1, fused: bool = False) -> list[Kernel]:
@@ -223,21 +211,17 @@ def gemm_case(precision: str, m: int, k: int, n: int, params: dict, groups: int 
     fmt, scaling = recipe.peak, recipe.scaling
     if scaling is None:
         return [gemm("GEMM", m, k, n, fmt, groups=groups)]
-    opts = recipe.params.of(params)
+    opts, kind = recipe.params.of(params), casts(scaling)
     kernels = [gemm(f"{fmt.upper()} GEMM", m, k, n, fmt, groups=groups)]
-    if scaling == "rowwise" and not opts.fast_accum():
-        # rowwise without fast accumulation (fp8._matmul here, as torchao's training path): the
-        # tensorwise kernel, then the outer product of the scales applied to its bf16 output
-        kernels += [Kernel("cast", "row x column scales", 4.0 * m * n),
-                    Kernel("cast", "output scaling", 10.0 * m * n), Kernel("cast", "output to bf16", 6.0 * m * n)]
+    if kind.output is not None:  # what the kind applies to the GEMM's output (rowwise scales)
+        kernels += kind.output(_THIS, opts, m, n)
     if recipe.fused_casts or fused:  # one te.Linear forward: TE's own cast kernels for the input and the weight
         width = OPERAND_BYTES[fmt]
         return kernels + fused_cast("input", m * k, 2, scaling, False, width) + \
             fused_cast("weight", groups * n * k, 2, scaling, False, width)
-    if opts.quantize == "inline":  # rowwise scales are powers of two (fp8.FP8_ROWWISE)
+    if opts.quantize == "inline":  # A and the weight B^T, each cast from bf16 in the timed call
         for role, elements in (("A", m * k), ("B", groups * n * k)):
-            kernels += eager_block_cast(role, elements, 2, OPERAND_BYTES[fmt]) if scaling == "microscaled" else \
-                eager_cast(role, elements, 2, pow2=scaling != "tensorwise")
+            kernels += kind.eager(_THIS, role, elements, 2, OPERAND_BYTES[fmt])
     return kernels
 
 
@@ -249,7 +233,8 @@ def grouped_case(task, precision: str, m: int, k: int, n: int, params: dict) -> 
     counts, one_kernel = registry.load(task.groups)(m, params)
     busy = [rows for rows in counts if rows]
     if one_kernel:
-        fused = registry.PRECISIONS[precision].scaling == "microscaled"
+        scaling = registry.PRECISIONS[precision].scaling
+        fused = scaling is not None and casts(scaling).grouped_fused
         return gemm_case(precision, m, k, n, params, groups=len(busy), fused=fused)
     return [kernel for rows in busy for kernel in gemm_case(precision, rows, k, n, params)]
 
@@ -263,25 +248,17 @@ def layer_gemms(precision: str, m: int, k: int, n: int) -> list[Kernel]:
 
 
 def layer_casts(precision: str, m: int, k: int, n: int, compiled: bool, fuse_prev: bool, master: bool) -> list[Kernel]:
-    """An FP8 recipe's scaling and casting kernels in one training step of a Linear. Eager torchao
-    casts each operand once per GEMM that uses it (six casts; four for rowwise_with_gw_hp, whose
-    weight-gradient GEMM is bf16) and copies three FP8 operands into the layout _scaled_mm needs."""
+    """An FP8 recipe's scaling and casting kernels in one training step of a Linear: compiled or by
+    its library's kernels, each operand's `fused_cast`; eager, as its scaling kind's folder counts
+    them (`Casts.layer`: torchao casts each operand once per GEMM that uses it and copies the FP8
+    operands into the layout _scaled_mm needs)."""
     recipe = registry.PRECISIONS[precision]
     scaling, w = recipe.scaling, 4 if master else 2
     tensors = (("input", m * k, 2), ("weight", n * k, w), ("grad_output", m * n, 2))
     width = OPERAND_BYTES[recipe.peak]
     if compiled or recipe.fused_casts:
         return [c for role, e, s in tensors for c in fused_cast(role, e, s, scaling, fuse_prev, width)]
-    if scaling == "microscaled":  # each operand cast along each GEMM's K, from a transposed copy for one
-        casts = [c for role, e, s in tensors for c in eager_block_cast(role, e, 2, width) * 2]
-        return casts + [Kernel("cast", f"{role} transposed copy", 4.0 * e) for role, e, _ in tensors]
-    pow2 = scaling != "tensorwise"  # torchao's rowwise recipes round scales to powers of two
-    uses = {"input": 1, "weight": 2, "grad_output": 1} if scaling == "rowwise_with_gw_hp" else \
-        {"input": 2, "weight": 2, "grad_output": 2}
-    out = [c for role, e, s in tensors for _ in range(uses[role]) for c in eager_cast(role, e, s, pow2)]
-    copies = (("weight", n * k),) if scaling == "rowwise_with_gw_hp" else \
-        (("weight", n * k), ("grad_output", m * n), ("input", m * k))
-    return out + [Kernel("cast", f"{role} layout copy", 2.0 * e) for role, e in copies]
+    return casts(scaling).layer(_THIS, tensors, width)
 
 
 def layer_case(norm: bool, precision: str, m: int, k: int, n: int, compiled: bool, master: bool = True) -> list[Kernel]:

@@ -2,21 +2,13 @@
 prediction for the same case and the error. `python -m suite.analysis.published` prints the
 table docs/model.md holds (a test fails when they differ).
 
-Sources:
-- torchao's float8 README (torchao/float8/README.md, "Performance"): FP8 (dynamic tensorwise)
-  against bf16 on an H100, the float8_roofline.py microbenchmark of that version: LNLinearSigmoid
-  (LayerNorm -> Linear -> Sigmoid, bf16 weights) under torch.compile, forward and backward, GPU
-  kernel time. "Example 1 (small shapes): M, K, N = 1024, 2048, 1024, benchmark speedup is 0.80";
-  "Example 2 (large shapes): M, K, N = 4096, 8192, 16384, benchmark speedup is 1.39".
+A recipe's measurements are its folder's (`suite.scenario.declare.Hooks.anchors`: torchao's float8
+README in `suite/precisions/fp8/anchors.py`, its MoE training README in `suite/precisions/mx/`),
+gathered here in folder order. The format-level ones are here:
+
 - mamf-finder (stas00/ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul
   FLOPS comparison table"): the best bf16 and FP8 (e4m3) matmul TFLOP/s found per GPU, with the
   shape it was found at (M x N x K as printed there), a mean of 100 iterations after 50 warm-up.
-- torchao's MoE training README (torchao/prototype/moe_training/README.md): MXFP8 grouped GEMMs
-  (`torchao_scaled_grouped_mm`) against bf16 `torch._grouped_mm`, forward and backward, on an
-  NVIDIA B200 (1000 W limit), M rows over G equal groups of (K, N) weights; "M,N,K,G" as printed.
-  Llama 4 and DeepSeek-V3 shapes from commit 5e79e5ed3434aa04281931039da1bab338c415b3 (torchao
-  0.14.0+gitc7b8e13da, torch 2.10.0a0); the small-N shape (0.858x) from the version at
-  838dcebb13be7cd7b7ae5d1d8c4e674c89a5d7b8 (PR #3163), which the current README no longer lists.
 """
 
 from __future__ import annotations
@@ -24,9 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from suite.analysis import model
+from suite.scenario import registry
 
-TORCHAO_README = "torchao float8 README"
-TORCHAO_MOE = "torchao MoE training README"
 MAMF = "mamf-finder (ml-engineering)"
 
 
@@ -37,14 +28,6 @@ class Published:
     what: str
     measured: float
     unit: str  # "x" (speedup) or "TFLOP/s"
-
-
-def _layer_speedup(m: int, k: int, n: int) -> float:
-    """torchao's benchmark case: LNLinearSigmoid with bf16 weights, compiled, tensorwise FP8 vs bf16."""
-    h100 = model.gpu_device("h100")
-    kernels = {p: model.layer_case(True, p, m, k, n, compiled=True, master=False)
-               for p in ("bf16", "fp8_tensorwise")}
-    return model.predict(kernels["bf16"], h100).seconds / model.predict(kernels["fp8_tensorwise"], h100).seconds
 
 
 def _gemm_tflops(device: str, fmt: str, m: int, n: int, k: int) -> float:
@@ -63,47 +46,12 @@ MAMF_BEST = {
 }
 
 
-# torchao's MXFP8 grouped GEMM over bf16's, forward + backward: (M, N, K, G) -> speedup
-MOE_MXFP8 = {
-    (128000, 8192, 5120, 1): 1.808, (128000, 8192, 5120, 2): 1.690, (128000, 8192, 5120, 4): 1.637,
-    (128000, 8192, 5120, 8): 1.700, (128000, 2048, 7168, 1): 1.188, (128000, 2048, 7168, 2): 1.321,
-    (128000, 2048, 7168, 4): 1.595, (128000, 2048, 7168, 8): 1.440, (128000, 1536, 5120, 1): 0.858,
-}
-
-
-def _moe_step(m: int, n: int, k: int, groups: int, fmt: str, casts: bool) -> list[model.Kernel]:
-    """A grouped GEMM's forward and backward: output (M, K, N) and input gradient (M, N, K) over
-    `groups` weights, weight gradients (K, M, N) into `groups` outputs; MXFP8 casts each operand
-    into both layouts with torchao's own kernels (triton, CUDA)."""
-    operand, out = model.OPERAND_BYTES[fmt], model.OUTPUT_BYTES[fmt]
-    kernels = [model.gemm("output", m, k, n, fmt, groups=groups), model.gemm("input gradient", m, n, k, fmt, groups=groups),
-               model.Kernel("matmul", "weight gradients", operand * (m * k + m * n) + out * groups * k * n,
-                            2.0 * m * k * n, fmt)]
-    if casts:
-        for role, elements in (("input", m * k), ("weight", groups * n * k), ("grad_output", m * n)):
-            kernels += model.fused_cast(role, elements, 2, "microscaled", False, operand)
-    return kernels
-
-
-def _moe_speedup(m: int, n: int, k: int, groups: int) -> float:
-    b200 = model.gpu_device("b200")
-    bf16 = model.predict(_moe_step(m, n, k, groups, "bf16", False), b200).seconds
-    return bf16 / model.predict(_moe_step(m, n, k, groups, "fp8", True), b200).seconds
-
-
 def comparisons() -> list[tuple[Published, float]]:
-    """Each published measurement with the model's prediction of the same case."""
-    rows = [
-        (Published(TORCHAO_README, "H100 SXM", "FP8 tensorwise LNLinearSigmoid speedup, M,K,N = 1024,2048,1024",
-                   0.80, "x"), _layer_speedup(1024, 2048, 1024)),
-        (Published(TORCHAO_README, "H100 SXM", "FP8 tensorwise LNLinearSigmoid speedup, M,K,N = 4096,8192,16384",
-                   1.39, "x"), _layer_speedup(4096, 8192, 16384)),
-        (Published(MAMF, "H100 SXM", "bf16 GEMM 8192^3 against its best shape's 794.5", 794.5, "TFLOP/s"),
-         _gemm_tflops("H100 SXM", "bf16", 8192, 8192, 8192)),
-    ]
-    for (m, n, k, groups), speedup in MOE_MXFP8.items():
-        rows.append((Published(TORCHAO_MOE, "B200", f"MXFP8 grouped GEMM fwd+bwd speedup, M,N,K,G = {m},{n},{k},{groups}",
-                               speedup, "x"), _moe_speedup(m, n, k, groups)))
+    """Each published measurement with the model's prediction of the same case: the folders' (in
+    folder order), then mamf-finder's."""
+    rows = [(Published(*row[:5]), row[5]) for anchors in registry.hooks("anchors") for row in anchors(model)]
+    rows.append((Published(MAMF, "H100 SXM", "bf16 GEMM 8192^3 against its best shape's 794.5", 794.5, "TFLOP/s"),
+                 _gemm_tflops("H100 SXM", "bf16", 8192, 8192, 8192)))
     for (device, fmt), (tflops, (m, n, k)) in MAMF_BEST.items():
         rows.append((Published(MAMF, device, f"{fmt} GEMM, best shape M,N,K = {m},{n},{k}", tflops, "TFLOP/s"),
                      _gemm_tflops(device, fmt, m, n, k)))

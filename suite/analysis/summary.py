@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.analysis import answers, crossover, derived, labels, update
+from suite.analysis import answers, crossover, derived, labels
 from suite.core.text import fmt
 from suite.results import groups
 
@@ -51,13 +51,14 @@ def summary_rows(df: pd.DataFrame) -> list[dict]:
 def headline(df: pd.DataFrame, families: list[dict] | None = None) -> list[str]:
     """The first lines of a report, each a sentence with its numbers: that it is partial, if so;
     the answer (per workload, at its largest case, each precision's speedup over the baseline and
-    its error: `suite.analysis.answers`; for update-side recipes, which trained to within a margin
-    of the fp32-master loss and at what bytes per parameter: `suite.analysis.update`); then what makes the numbers unusual (a slow path and its
-    cause, cases cut short by the cap, stalls) and what was not measured and why."""
+    its error: `suite.analysis.answers`), then what the folders' answer hooks add (for update-side
+    recipes, which trained to within a margin of the fp32-master loss and at what bytes per
+    parameter: `suite.analysis.answers.declared_answers`); then what makes the numbers unusual (a
+    slow path and its cause, cases cut short by the cap, stalls) and what was not measured and why."""
     df = labels.with_labels(df)  # names shared by every line: cases differing in parameters never pool
     lines = (_partial_lines(df) + _subset_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df)
              + answers.versus_answers(df) + answers.trend_answers(df)
-             + crossover.answer_lines(df, families) + update.update_answers(df) + _implausible_lines(df)
+             + crossover.answer_lines(df, families) + answers.declared_answers(df) + _implausible_lines(df)
              + _unusual_lines(df) + _sequential_lines(df))
     missing = answers.not_measured(df)
     return lines + ([missing] if missing else [])

@@ -52,6 +52,7 @@ def _stop_note(r) -> str:
 def _case_rows(df: pd.DataFrame) -> list[dict]:
     rows = []
     head = df.head(MAX_CASE_ROWS)
+    declared = _declared_case_columns()
     cells = zip(head.to_dict("records"), derived.is_emulated(head), derived.stalls(head), derived.shape_labels(head),
                 derived.variants(head))
     for r, emu, stall, shape, variant in cells:
@@ -71,7 +72,6 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
             "time_ms": fmt(r.get("time_ms_median"), ".4g") if ok else "",
             "spread": fmt(r.get("rel_ci"), ".1%") if ok else "",
             "stop": _stop_note(r) if ok else "",
-            "ref_ratio": fmt(r.get("fidelity_ratio"), ".3f") if ok else "",
             "tflops": fmt(r.get("tflops"), ".4g") if speed else "",
             "pct_peak": fmt(r.get("pct_of_peak"), ".1f", "%") if speed else "",
             "speedup": _speedup_cell(r) if speed else "",
@@ -81,8 +81,19 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
             "rel_err": fmt(r.get("rel_err"), ".2e") if ok else "",
             "sqnr_db": fmt(r.get("sqnr_db"), ".1f") if ok else "",
             "reason": r.get("reason") or "",
+            **{column: fmt(r.get(column), form) if ok else "" for column, _, form in declared},
         })
     return rows
+
+
+def _declared_case_columns() -> list[tuple[str, str, str]]:
+    """The columns the workloads add to the table of every case ((column, title, format), each once,
+    in folder order: `suite.scenario.declare.WorkloadRecord.case_columns`)."""
+    found = {}
+    for record in registry.WORKLOADS.values():
+        for column in record.case_columns:
+            found.setdefault(column[0], column)
+    return list(found.values())
 
 
 def _speedup_cell(r) -> str:
@@ -245,8 +256,6 @@ CASE_COLUMNS = [
     ("pct_peak", "% of peak"), ("speedup", "speedup"), ("predicted", "model: ms, speedup"),
     ("roofline", "of roofline, bound"), ("rel_err", "rel. error"), ("sqnr_db", "SQNR dB"),
 ]
-# shown when an independent harness timed the cases too (the fidelity workload)
-REF_COLUMNS = [("ref_ratio", "suite / ref. harness time")]
 # where any case was timed in paired rounds with its baseline: its speedup is the paired one, with the
 # rounds' 95% interval, and the ratio of medians stands beside it
 PAIRED_COLUMNS = [("medians", "ratio of medians")]
@@ -259,7 +268,7 @@ def _case_columns(df: pd.DataFrame) -> list[tuple[str, str]]:
         columns = [(key, "speedup, paired rounds (95%)" if key == "speedup" else label) for key, label in columns]
         at = next(i for i, (key, _) in enumerate(columns) if key == "speedup") + 1
         columns[at:at] = PAIRED_COLUMNS
-    return columns + (REF_COLUMNS if has("fidelity_ratio") else [])
+    return columns + [(column, title) for column, title, _ in _declared_case_columns() if has(column)]
 
 
 def markdown(view: dict) -> str:

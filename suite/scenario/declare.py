@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.metadata
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from suite.scenario.params import NoParams, Params
 
@@ -81,9 +81,13 @@ def columns(group: str, *rows: tuple) -> tuple[Column, ...]:
 
 @dataclass(frozen=True)
 class Plot:
-    """A plot the report draws for a workload's records, beside the plots every workload gets:
-    `draw` ("module:attribute") is called as draw(df, workload, path, **options) and returns the
-    SVG it wrote (`suite.report.figures.save`: points named on hover), or None. The file is `<name>_<workload>.svg`."""
+    """A plot the report draws for a workload's records, beside the plots every workload gets. `draw`
+    is one of the report's own drawings by name ("sweep": a column against a swept parameter,
+    `suite.report.plots.DRAWINGS`), called as draw(df, workload, path, **options), or a torch-free
+    "module:function" of the folder, called as draw(df, workload, path, kit, **options): `kit`
+    holds what the report draws with (`suite.report.plots.Kit`: the figures, the palette), which the
+    folder may not import (it sits before the report). Either returns the SVG it wrote
+    (`suite.report.figures.save`: points named on hover), or None. The file is `<name>_<workload>.svg`."""
 
     name: str
     draw: str
@@ -145,6 +149,64 @@ class Library:
 
 
 @dataclass(frozen=True)
+class Casts:
+    """The kernels a scaling kind scales and casts its operands with, as the roofline model counts
+    them (`suite.analysis.model`, docs/model.md): torch-free functions of the folder, each handed
+    the model (its `Kernel`, `tiny`, `eager_cast`, `eager_block_cast`), which it may not import.
+
+    - `fused(model, role, elements, source, first, width)`: one operand's casts in a training step
+      as torch.compile or its library's own kernels run them (`role`: input, weight or grad_output;
+      `source` bytes per element; `first` the bytes of its first read, 0 where the op before it did
+      that read; `width` bytes per element cast to);
+    - `eager(model, role, elements, source, width)`: one eager cast of an operand (a GEMM's inline
+      quantization); None where its recipes cast with their library's kernels only;
+    - `layer(model, tensors, width)`: an eager Linear training step's casts and layout copies, from
+      its (role, elements, source) tensors; None as `eager`;
+    - `output(model, opts, m, n)`: kernels a GEMM adds after its own for the case's parameters
+      `opts` (rowwise scales applied to the output without fast accumulation); None: none;
+    - `grouped_fused`: a grouped GEMM of the kind casts with its library's own kernels.
+    """
+
+    fused: Callable
+    eager: Callable | None = None
+    layer: Callable | None = None
+    output: Callable | None = None
+    grouped_fused: bool = False
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What a folder adds to the analysis and the report beyond its records, as `HOOKS` in its
+    `__init__.py` beside its table: each entry a torch-free "module:function" of the folder, loaded
+    when a report or an answer first needs it (`suite.scenario.registry.hooks`). A hook's module
+    imports only `suite.core`, `suite.scenario` and its own folder (the folders sit before the
+    analysis and the report: tests/test_layout.py); what it needs of those is handed to it.
+
+    - `derived`: derive(df) -> df with columns of its own added, where its records are (a training
+      step's loss gap to its reference); run on the records "which precision" and the headline judge,
+      once they hold speedups, short names and their `setting_key` (`suite.analysis.answers.with_settings`).
+    - `answers`: answer(df, kit) -> sentences the headline adds after the crossovers (the update-side
+      answer), from the records with their settings and derived columns; `kit` is
+      `suite.analysis.answers.Kit` (`with_settings`, `short`, `loss_margin_nats`).
+    - `plots`: `Plot`s drawn for every workload's records after the workload's own, as those are
+      (a drawing returns None where the records hold nothing of its folder's); a precision's plots.
+    - `scalings`: a scaling kind its recipes declare (`PrecisionRecord.scaling`) -> its `Casts`, the
+      roofline model's cost terms for it (`suite.analysis.model`); a kind is declared by one folder
+      (Transformer Engine's MXFP8 recipes use the `mx` folder's `microscaled`).
+    - `anchors`: anchors(model) -> rows (source, device, case, published value, unit, the model's
+      value): measurements published for its recipes, which the roofline model is checked against
+      (`suite.analysis.published`, docs/model.md); `model` is `suite.analysis.model`.
+    """
+
+    derived: tuple[str, ...] = ()
+    answers: tuple[str, ...] = ()
+    anchors: tuple[str, ...] = ()
+    plots: tuple[Plot, ...] = ()  # drawn for every workload's records, after its own (a precision's plots)
+    # scaling kind -> "module:attribute" of its `Casts`: the roofline model's cast kernels for it
+    scalings: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class PrecisionRecord:
     target: str  # "module:attribute"; the attribute is a suite.precisions.base.Precision instance
     params: type[Params] = NoParams
@@ -153,14 +215,15 @@ class PrecisionRecord:
     peak: str | None = None
     description: str = ""
     # --- the roofline model (suite/analysis/model.py, docs/model.md) ---
-    # how it scales and casts its operands, for a recipe that does (`model.fused_cast`): tensorwise,
-    # rowwise, rowwise_with_gw_hp, delayed, current, block, microscaled
+    # how it scales and casts its operands, for a recipe that does: a kind a folder declares the
+    # model's cast kernels of (`Hooks.scalings`: fp8's tensorwise, rowwise, rowwise_with_gw_hp; te's
+    # delayed, current, block; mx's microscaled)
     scaling: str | None = None
     fused_casts: bool = False  # its casts are its library's own kernels, eager or compiled (TE)
     weight_grad_format: str | None = None  # the weight-gradient GEMM's format, where not `peak`'s
     min_cc: float = 0.0  # the CUDA compute capability it needs (the model knows its format's too)
     no_roofline: str | None = None  # why the model has no roofline for it (its GEMM is emulated)
-    # --- the update-side answer (suite/analysis/update.py) ---
+    # --- the update-side answer (suite/precisions/update/answers.py) and training steps' loss gaps ---
     reference: str | None = None  # the recipe whose final loss this one's is set against
     # --- reading older results (suite/results/store.py) ---
     # (old name, last results schema version that wrote it): files up to that version call it so
@@ -191,3 +254,5 @@ class WorkloadRecord:
     trend: Trend | None = None  # a column the report's answers follow along a swept parameter
     plots: tuple[Plot, ...] = ()  # drawn after the plots every workload gets
     libraries: tuple[Library, ...] = ()  # those whose version its numbers depend on (beyond torch's)
+    # record columns the report's table of every case shows, where any case records one: (column, title, format)
+    case_columns: tuple[tuple[str, str, str], ...] = ()

@@ -14,6 +14,7 @@ split a bf16 case in two.
 from __future__ import annotations
 
 import functools
+import json
 import math
 from typing import Annotated, Any
 
@@ -96,3 +97,11 @@ def normalise(model: type[Params], raw: dict) -> dict:
     values equal to their defaults left out. Raises ValidationError for a bad value."""
     known = {k: v for k, v in raw.items() if k in model.model_fields}
     return model.model_validate(known).model_dump(exclude_defaults=True)
+
+
+def params_without(params: str, key: str) -> str:
+    """A record's `params` (JSON text) without one key, as sorted JSON text: what its case is
+    beside the parameter a plot or an answer follows (an unreadable cell is no parameters)."""
+    p = json.loads(params) if isinstance(params, str) else {}
+    p.pop(key, None)
+    return json.dumps(p, sort_keys=True)

@@ -15,11 +15,13 @@ import importlib
 import pkgutil
 
 from suite.scenario import params as p
-from suite.scenario.declare import Column, Library, PrecisionRecord, WorkloadRecord
+from suite.scenario.declare import Column, Hooks, Library, PrecisionRecord, WorkloadRecord
 
 # name -> record, in folder order (then each folder's own order); filled by `discover`
 PRECISIONS: dict[str, PrecisionRecord] = {}
 WORKLOADS: dict[str, WorkloadRecord] = {}
+# folder (its package) -> the hooks it declares (`HOOKS`), precisions' folders first; filled by `discover`
+HOOKS: dict[str, Hooks] = {}
 # where the folders are, and the table each folder's __init__ holds
 PACKAGES = (("suite.precisions", "PRECISIONS", PRECISIONS), ("suite.workloads", "WORKLOADS", WORKLOADS))
 
@@ -33,9 +35,10 @@ def _folders(package: str):
 
 
 def discover() -> None:
-    """Fill PRECISIONS and WORKLOADS from the folders, in place (a module holding a reference to
-    either sees the new contents). A name two folders declare is an error, as is a folder that
+    """Fill PRECISIONS, WORKLOADS and HOOKS from the folders, in place (a module holding a reference
+    to one sees the new contents). A name two folders declare is an error, as is a folder that
     declares nothing."""
+    hooks: dict[str, Hooks] = {}
     for package, attr, table in PACKAGES:
         found: dict = {}
         for folder in _folders(package):
@@ -47,8 +50,29 @@ def discover() -> None:
                 if name in found:
                     raise ValueError(f"{attr.lower()[:-1]} {name!r} is declared twice ({folder.__name__})")
             found.update(declared)
+            if getattr(folder, "HOOKS", None) is not None:
+                hooks[folder.__name__] = folder.HOOKS
         table.clear()
         table.update(found)
+    HOOKS.clear()
+    HOOKS.update(hooks)
+
+
+def scalings() -> dict[str, str]:
+    """Scaling kind -> "module:attribute" of its `Casts`, as the folders declare them; a kind two
+    folders declare is an error."""
+    found: dict[str, str] = {}
+    for folder, declared in HOOKS.items():
+        for kind, target in declared.scalings.items():
+            if found.setdefault(kind, target) != target:
+                raise ValueError(f"scaling {kind!r} is declared twice ({folder})")
+    return found
+
+
+def hooks(kind: str) -> list:
+    """The functions the folders declare as hooks of one kind (a `suite.scenario.declare.Hooks`
+    field: "derived", "answers"), loaded, in folder order (precisions' folders, then workloads')."""
+    return [load(target) for declared in HOOKS.values() for target in getattr(declared, kind)]
 
 
 # The last answer of declared_columns and the (name, record) pairs it was computed from: reading a

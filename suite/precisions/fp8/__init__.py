@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from suite.scenario.declare import Library, PrecisionRecord
+from suite.scenario.declare import Hooks, Library, PrecisionRecord
 from suite.scenario.params import Params
 
 
@@ -57,3 +57,11 @@ PRECISIONS = {
         no_roofline="fp8_block's GEMM runs in float32 on every device: no FP8 roofline",
         description="1x128 activation / 128x128 weight block-scaled e4m3 (power-of-two scales), emulated GEMM"),
 }
+# the roofline model's cast kernels per scaling kind (`casts`); measurements published for these
+# recipes, which the model is checked against (`anchors`)
+HOOKS = Hooks(scalings={
+    "tensorwise": "suite.precisions.fp8.casts:TENSORWISE",
+    "rowwise": "suite.precisions.fp8.casts:ROWWISE",
+    "rowwise_with_gw_hp": "suite.precisions.fp8.casts:ROWWISE_WITH_GW_HP",
+},
+              anchors=("suite.precisions.fp8.anchors:anchors",))

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from suite.precisions.fp8 import TORCHAO
-from suite.scenario.declare import PrecisionRecord
+from suite.scenario.declare import Hooks, PrecisionRecord
 from suite.scenario.params import Params, PositiveInt
 
 
@@ -67,3 +67,9 @@ PRECISIONS = {
         f"{CODE}:NVFP4", NVFP4Params, "fp4", scaling="microscaled", min_cc=BLACKWELL, libraries=(TORCHAO,),
         description="torchao NVFP4: e2m1 values, one e4m3 scale per 16 values under a float32 tensor scale"),
 }
+# the roofline model's cast kernels per scaling kind (`casts`); measurements published for these
+# recipes, which the model is checked against (`anchors`)
+HOOKS = Hooks(scalings={
+    "microscaled": "suite.precisions.mx.casts:MICROSCALED",
+},
+              anchors=("suite.precisions.mx.anchors:anchors",))

@@ -6,7 +6,7 @@ from typing import Literal
 from pydantic import Field
 
 from suite.precisions.fp8 import FP8GemmParams
-from suite.scenario.declare import Library, PrecisionRecord
+from suite.scenario.declare import Hooks, Library, PrecisionRecord
 from suite.scenario.params import NonNegativeInt, PositiveInt
 
 FP8Format = Literal["HYBRID", "E4M3"]
@@ -78,3 +78,9 @@ PRECISIONS = {
                     "Transformer Engine NVFP4BlockScaling: fp4 e2m1, e4m3 scale per 16 values (Blackwell)", 10.0,
                     formerly=("nvfp4", 5)),
 }
+# the roofline model's cast kernels per scaling kind (`casts`)
+HOOKS = Hooks(scalings={
+    "current": "suite.precisions.te.casts:CURRENT",
+    "delayed": "suite.precisions.te.casts:DELAYED",
+    "block": "suite.precisions.te.casts:BLOCK",
+})

@@ -1,13 +1,13 @@
 """Update-side recipes (`recipes`): bf16 compute, weights and optimizer state kept otherwise (pure
 bf16, stochastic rounding, Kahan summation, low-bit AdamW state); each is judged against `bf16`'s
-loss (fp32 master weights) by the update-side answer (suite/analysis/update.py)."""
+loss (fp32 master weights) by the update-side answer (`answers`, a headline hook: `HOOKS`)."""
 
 from typing import Literal
 
 from pydantic import Field
 
 from suite.precisions.fp8 import TORCHAO
-from suite.scenario.declare import PrecisionRecord
+from suite.scenario.declare import Hooks, PrecisionRecord
 from suite.scenario.params import NoParams, Params
 
 
@@ -51,3 +51,5 @@ PRECISIONS = {
     "bf16_adamw_fp8": _update("BF16_ADAMW_FP8", LowBitParams, "fp32 master weights, fp8 AdamW moments (torchao)",
                               (TORCHAO,)),
 }
+# the headline's update-side answer: which recipes trained within the margin, at what bytes per parameter
+HOOKS = Hooks(answers=("suite.precisions.update.answers:update_answers",))

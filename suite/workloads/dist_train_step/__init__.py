@@ -8,6 +8,7 @@ from pydantic import Field
 from suite.scenario.declare import WorkloadRecord, columns
 from suite.scenario.params import PositiveFloat, PositiveInt
 from suite.workloads.train_step import COLUMNS as STEP_COLUMNS
+from suite.workloads.train_step import LOSS_PLOT
 from suite.workloads.train_step import TrainStepParams
 
 
@@ -44,5 +45,6 @@ DETAILS = (
 WORKLOADS = {
     "dist_train_step": WorkloadRecord(
         "suite.workloads.dist_train_step.workload:DIST_TRAIN_STEP", DistTrainStepParams, detail_columns=DETAILS,
-        launched=True, columns=COLUMNS, description="train_step under FSDP2 over torchrun ranks, one launch per case"),
+        launched=True, columns=COLUMNS, description="train_step under FSDP2 over torchrun ranks, one launch per case",
+        plots=(LOSS_PLOT,)),
 }

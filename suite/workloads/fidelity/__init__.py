@@ -34,5 +34,6 @@ COLUMNS = columns(
 WORKLOADS = {
     "fidelity": WorkloadRecord("suite.workloads.fidelity.workload:FIDELITY", FidelityParams, shaped=True,
                                roofline="matmul", columns=COLUMNS,
+                               case_columns=(("fidelity_ratio", "suite / ref. harness time", ".3f"),),
                                description="a GEMM timed by the suite and by a peer harness"),
 }

@@ -38,12 +38,12 @@ COLUMNS = columns(
 )
 # Speed against the load: the baseline precision's speedup and the loop's time over the grouped
 # call's, one line per precision and shape; measured speed only (emulated cases are numerics).
-SPEEDUP_PLOT = Plot("speedup_by_imbalance", "suite.report.plots:sweep", {
+SPEEDUP_PLOT = Plot("speedup_by_imbalance", "sweep", {
     "x": "imbalance", "y": "speedup", "vary": "load", "speed": True, "baseline": False,
     "xlabel": "expert load imbalance (busiest expert's rows / mean)", "ylabel": "speedup over the baseline (x)",
     "title": "speedup against expert load imbalance",
 })
-LOOP_PLOT = Plot("grouped_vs_loop", "suite.report.plots:sweep", {
+LOOP_PLOT = Plot("grouped_vs_loop", "sweep", {
     "x": "imbalance", "y": "versus_speedup", "vary": "load", "speed": True,
     "xlabel": "expert load imbalance (busiest expert's rows / mean)",
     "ylabel": "loop time / grouped time (x)", "title": "one grouped call against a per-expert loop",

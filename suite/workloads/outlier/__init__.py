@@ -26,19 +26,19 @@ COLUMNS = columns(
 )
 # SQNR of the untouched rows against the planted magnitude, per recipe. Accuracy, so emulated rows
 # (FP8 on a CPU) are drawn too.
-SQNR_PLOT = Plot("outlier_sqnr", "suite.report.plots:sweep", {
+SQNR_PLOT = Plot("outlier_sqnr", "sweep", {
     "x": "outlier", "y": "sqnr_db", "vary": "outlier", "min_points": 3,
     "xlabel": "outlier magnitude (one value in a standard normal activation)",
     "ylabel": "SQNR of the untouched rows (dB)", "title": "how far one outlier's scale reaches",
 })
 # The same against the magnitude, for A's quantization itself (every element but the outlier), and
 # against the block size at each magnitude (formats whose block is a parameter: MX).
-ELEMENTS_PLOT = Plot("outlier_elements", "suite.report.plots:sweep", {
+ELEMENTS_PLOT = Plot("outlier_elements", "sweep", {
     "x": "outlier", "y": "sqnr_elements_db", "vary": "outlier", "min_points": 3,
     "xlabel": "outlier magnitude (one value in a standard normal activation)",
     "ylabel": "SQNR of A's other elements (dB)", "title": "what quantizing A keeps of the other elements",
 })
-BLOCK_PLOT = Plot("outlier_block_size", "suite.report.plots:sweep", {
+BLOCK_PLOT = Plot("outlier_block_size", "sweep", {
     "x": "scale_block", "y": "sqnr_elements_db", "vary": "block_size",
     "xlabel": "values sharing one scale (block size)", "ylabel": "SQNR of A's other elements (dB)",
     "title": "what a larger block costs next to an outlier",

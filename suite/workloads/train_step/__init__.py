@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from suite.scenario.declare import Plot, WorkloadRecord, columns
+from suite.scenario.declare import Hooks, Plot, WorkloadRecord, columns
 from suite.scenario.params import NonNegativeFloat, NonNegativeInt, Params, PositiveFloat, PositiveInt
 
 class TrainStepParams(Params):
@@ -125,12 +125,17 @@ DETAILS = (
     ("stuck_update_frac", "updates stuck", ".1%"), ("bytes_per_param", "B/param", ".3g"),
     ("textbook_bytes_per_param", "textbook B/param", ".3g"),
 )
+# The loss per step against the fp32 twin's (`plots.loss_curves`; dist_train_step's too).
+LOSS_PLOT = Plot("loss", "suite.workloads.train_step.plots:loss_curves")
 # Padding the vocabulary: step times at each vocabulary, and the lm_head's share from the `gemm`
-# cases of the same run shaped like its three GEMMs (suite/analysis/derived.py vocab_padding).
-VOCAB_PLOT = Plot("vocab_padding", "suite.report.plots:vocab_padding_effect", {"gemms": "gemm"})
+# cases of the same run shaped like its three GEMMs (`derived.vocab_padding`).
+VOCAB_PLOT = Plot("vocab_padding", "suite.workloads.train_step.plots:vocab_padding_effect", {"gemms": "gemm"})
 WORKLOADS = {
     "train_step": WorkloadRecord(
         "suite.workloads.train_step.workload:TRAIN_STEP", TrainStepParams, detail_columns=DETAILS, columns=COLUMNS,
         description="one optimizer step of GPT-2 or Llama on a synthetic corpus, against an fp32 twin",
-        plots=(VOCAB_PLOT,)),
+        plots=(LOSS_PLOT, VOCAB_PLOT)),
 }
+# Each training step's final loss against its reference (`derived.with_loss_gaps`: `loss_gap_nats`,
+# `loss_reference`), which "which precision" and the update-side answer judge.
+HOOKS = Hooks(derived=("suite.workloads.train_step.derived:with_loss_gaps",))

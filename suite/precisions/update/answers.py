@@ -1,9 +1,11 @@
-"""The update-side answer: which recipes for the weights and optimizer state (suite/precisions/update/)
-trained to within a margin of the fp32-master loss, and at what memory per parameter.
+"""The update-side answer, a headline hook of this folder (`HOOKS` in its `__init__.py`): which
+recipes for the weights and optimizer state trained to within a margin of the fp32-master loss, and
+at what memory per parameter.
 
 A setting (the training-step cases of one run that share a baseline case) answers when its recipes
 store the update differently (their textbook bytes per parameter differ): fp32 against bf16
-autocast stores the same 16 bytes and is a compute question, which `answers` covers.
+autocast stores the same 16 bytes and is a compute question, which `suite.analysis.answers` covers.
+Torch-free; what it needs of the analysis is handed to it (`suite.analysis.answers.Kit`).
 """
 
 from __future__ import annotations
@@ -11,11 +13,6 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-
-# The margin (`answers.LOSS_MARGIN_NATS`) is the one "which precision" holds training steps to
-# (`answers.TRAINED`), against the same reference (`answers.with_loss_gaps`): a recipe this answer
-# lists outside it is never the report's fastest.
-from suite.analysis.answers import LOSS_MARGIN_NATS, short, with_settings
 
 
 def _name(r) -> str:
@@ -39,15 +36,18 @@ def _stuck(r) -> str:
     return f", {float(value):.0%} of updates stuck" if pd.notna(value) and float(value) >= 0.005 else ""
 
 
-def update_answers(df: pd.DataFrame, margin: float = LOSS_MARGIN_NATS) -> list[str]:
+def update_answers(df: pd.DataFrame, kit) -> list[str]:
     """One sentence per answering setting of the newest run: the reference's final loss (the
     recipe the update-side recipes declare as theirs, else the fp32 twin's) and bytes per parameter;
-    the recipes within `margin` of it, fewest bytes first; those above it with their loss gap and
-    stuck share; those not measured."""
+    the recipes within the margin of it (`kit.loss_margin_nats`: the one "which precision" holds
+    training steps to, against the same reference, so a recipe listed outside it is never the
+    report's fastest), fewest bytes first; those above it with their loss gap and stuck share;
+    those not measured."""
     if "textbook_bytes_per_param" not in df or df["textbook_bytes_per_param"].isna().all():
         return []
+    margin, short = kit.loss_margin_nats, kit.short
     counted = df.loc[df["textbook_bytes_per_param"].notna(), "workload"].unique()  # the workloads that count bytes
-    newest = with_settings(df[(df["run_id"] == df["run_id"].max()) & df["workload"].isin(counted)])
+    newest = kit.with_settings(df[(df["run_id"] == df["run_id"].max()) & df["workload"].isin(counted)])
     lines = []
     for _, g in newest.groupby("setting_key", sort=False):
         if g["textbook_bytes_per_param"].dropna().nunique() < 2:
