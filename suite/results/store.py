@@ -706,53 +706,62 @@ def read_files(paths: list, lean: bool = False) -> tuple[list[Part], dict[int, U
     (`suite.results.validate`), so a table that keeps the contract is files that each keep it;
     one that breaks it is checked by halves down to the file, so that a broken file is named and
     the rest read. Older files are read one by one (each is checked against its own version, then migrated)."""
-    parts, errors, batches = [], {}, {}
+    parts, errors, batches = [], {}, {}  # batches: stored schema -> (position, table) of its files
     for i, path in enumerate(paths):
         try:
             version, table = _read_table(path)
             if version != SCHEMA_VERSION:
                 parts.append(Part(_records(path, version, table, lean), np.full(1, i)))
                 continue
-            table = validate.conform(table)
-            batches.setdefault(tuple(zip(table.schema.names, map(str, table.schema.types))), []).append((i, table))
+            batch = batches.setdefault(tuple(zip(table.schema.names, map(str, table.schema.types))), [])
+            batch.append((i, table))
+            if len(batch) % COMPACT == 0:
+                batch[-COMPACT:] = _compacted(batch[-COMPACT:])
         except UserError as err:
             errors[i] = err
     for batch in batches.values():
-        kept = _keeping(batch, paths, errors)
-        if kept:
+        for rows, table in _keeping(batch, paths, errors):
             try:
-                df = _frame(_joined(kept), lean=lean)
+                parts.append(Part(_frame(table, lean=lean), rows))
             except (pa.ArrowException, ValueError, TypeError):  # named file by file, as read_file does
-                for i, t in kept:
+                for i in dict.fromkeys(rows):
                     try:
-                        parts.append(Part(_records(paths[i], SCHEMA_VERSION, t, lean), np.full(1, i)))
+                        parts.append(Part(_records(paths[i], SCHEMA_VERSION, dict(batch)[i], lean), np.full(1, i)))
                     except UserError as err:
                         errors[i] = err
-                continue
-            parts.append(Part(df, np.repeat([i for i, _ in kept], [t.num_rows for _, t in kept])))
     return [p._replace(source=np.resize(p.source, len(p.records))) for p in parts], errors
 
 
-def _joined(tables: list[tuple[int, pa.Table]]) -> pa.Table:
-    return pa.concat_tables([t for _, t in tables]) if len(tables) > 1 else tables[0][1]
+# Files whose tables are copied into one as they are read: a small file's table held as read costs
+# about 400 KB (a buffer per column, each its own allocation), a thousand of them more than the rest.
+COMPACT = 64
 
 
-def _keeping(tables: list[tuple[int, pa.Table]], paths: list, errors: dict) -> list[tuple[int, pa.Table]]:
-    """The files' tables that keep the contract: all of them where their concatenation does, else
-    those of each half (a bad file costs a check per halving, not one per file); the error of a
-    file that breaks it goes into `errors`, by position."""
+def _compacted(tables: list[tuple[int, pa.Table]]) -> list[tuple[int, pa.Table]]:
+    """The same tables, as slices of one copy of them all."""
+    whole = pa.concat_tables([t for _, t in tables]).combine_chunks()
+    starts = np.cumsum([0] + [t.num_rows for _, t in tables])
+    return [(i, whole.slice(start, t.num_rows)) for (i, t), start in zip(tables, starts)]
+
+
+def _keeping(tables: list[tuple[int, pa.Table]], paths: list, errors: dict) -> list[tuple[np.ndarray, pa.Table]]:
+    """The files' tables (of one stored schema) that keep the contract, conformed and joined: all of
+    them where their concatenation does, else those of each half (a bad file costs a check per
+    halving, not one per file), each with the file position of its rows; the error of a file that
+    breaks it goes into `errors`, by position."""
+    joined = pa.concat_tables([t for _, t in tables]) if len(tables) > 1 else tables[0][1]
+    joined = validate.conform(joined)
     if len(tables) == 1:
-        i, table = tables[0]
+        i = tables[0][0]
         try:
-            validate.check(table, paths[i])
+            validate.check(joined, paths[i])
         except UserError as err:
             errors[i] = err
             return []
-        return tables
-    if not validate.problems(_joined(tables)):
-        return tables
-    half = len(tables) // 2
-    return _keeping(tables[:half], paths, errors) + _keeping(tables[half:], paths, errors)
+    elif validate.problems(joined):
+        half = len(tables) // 2
+        return _keeping(tables[:half], paths, errors) + _keeping(tables[half:], paths, errors)
+    return [(np.repeat([i for i, _ in tables], [t.num_rows for _, t in tables]), joined)]
 
 
 def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, lean: bool = False) -> pd.DataFrame:
