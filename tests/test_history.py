@@ -325,3 +325,36 @@ def test_the_exact_fits_do_not_grow_with_the_runs(tmpl, monkeypatch):
     assert len(counts) >= 2
     series = len(h.series)
     assert all(scans == 2 and fits <= series + 3 for fits, scans in counts), counts  # 2 testers: speedup, time
+
+
+def test_many_run_files_read_as_one_batch_equal_each_file_read_alone(tmpl, tmp_path, capsys, monkeypatch):
+    """store.read checks and converts the files of one schema together (their tables compacted as
+    read, every 5 here): its records are those of read_file on each good file, in file order; a file
+    breaking the contract among them (found by halving the batch) is named and left out, a copied
+    run counted once, and the history has every other run."""
+    monkeypatch.setattr(store, "COMPACT", 5)
+    df = calibrate.synthetic_history(tmpl, calibrate.HISTORY_BY_NAME["run shifts 3%"], 24, np.random.default_rng(3))
+    folder = tmp_path / "results" / "cpu"
+    paths = []
+    for run_id, run in df.groupby("run_id", sort=True):
+        records = store.records_of(run)
+        if len(paths) == 9:
+            records[4]["time_ms_median"] = -1.0  # out of its column's range
+        paths.append(store.write_run(records, store.run_path(tmp_path / "results", "cpu", str(run_id))))
+    copy = folder / "zz-copy.parquet"
+    copy.write_bytes(paths[3].read_bytes())
+    read = store.read([folder], lean=True)
+    err = capsys.readouterr().err
+    assert f"left out {paths[9]}: column time_ms_median holds -1.0" in err and err.count("left out") == 1
+    assert "counted once" in err and str(copy) in err
+    alone = pd.concat([store.read_file(p, lean=True) for p in paths if p != paths[9]], ignore_index=True)
+    pd.testing.assert_frame_equal(read, alone[read.columns])
+    h = history.build("cpu", tmp_path / "results")
+    assert len(h.runs) == 23 and paths[9].stem not in {r.run_id for r in h.runs}
+
+
+def test_the_plot_labels_about_forty_runs_the_newest_always():
+    for runs in (2, 40, 41, 100, 1000, 1001):
+        shown = history_page.labelled_runs(runs)
+        assert shown[0] == 0 and shown[-1] == runs - 1 and shown == sorted(set(shown))
+        assert len(shown) == runs if runs <= history_page.MAX_RUN_LABELS else len(shown) <= history_page.MAX_RUN_LABELS + 1

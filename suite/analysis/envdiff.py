@@ -90,7 +90,11 @@ def as_text(value) -> str | None:
 
 def values(rows: Iterable[Mapping], column: str) -> tuple[str, ...]:
     """The distinct recorded values of a column over these rows, sorted; () when none has one."""
-    found = {t for t in (as_text(r.get(column)) for r in rows) if t is not None}
+    return _shown({t for t in (as_text(r.get(column)) for r in rows) if t is not None}, column)
+
+
+def _shown(found: set[str], column: str) -> tuple[str, ...]:
+    """Distinct texts of a column as a difference shows them: sorted, hashes shortened."""
     if column in HASHES:
         found = {t[:HASH_CHARS] for t in found}
     return tuple(sorted(found))
@@ -168,12 +172,13 @@ class EnvDiff:
 
 
 class RunFacts:
-    """One side's records indexed for repeated questions: the rows of each run, and of each case."""
+    """One side's records indexed for repeated questions: each run's environment facts as text, and
+    the per-case facts of each run's and each case's rows."""
 
     def __init__(self, records: pd.DataFrame):
         records = with_busy_machine(records)
         present = environment_columns(records.columns)
-        wanted = [c for c in ("run_id", "case_id", *present, *PER_CASE) if c in records]
+        wanted = [c for c in ("run_id", "case_id", *PER_CASE) if c in records]
         rows = records[wanted].to_dict("records")
         self.env_columns = present
         self.per_case = [c for c in PER_CASE if c in records]
@@ -182,9 +187,33 @@ class RunFacts:
         for r in rows:
             self.by_run.setdefault(r["run_id"], []).append(r)
             self.by_case.setdefault(r["case_id"], []).append(r)
+        self.run_texts = _run_texts(records, present)
 
-    def rows(self, runs: Iterable[str]) -> list[dict]:
-        return [r for run in runs for r in self.by_run.get(run, [])]
+    def texts(self, runs: Iterable[str]) -> dict[str, set[str]]:
+        """Environment column -> the distinct texts these runs recorded in it (`values` of their rows)."""
+        out: dict[str, set[str]] = {}
+        for run in runs:
+            for column, found in self.run_texts.get(run, {}).items():
+                out.setdefault(column, set()).update(found)
+        return out
+
+
+def _run_texts(records: pd.DataFrame, names: list[str]) -> dict[str, dict[str, set[str]]]:
+    """Run -> environment column -> the distinct texts its records hold, each distinct (run, value)
+    made text once: a history asks about hundreds of runs for every change point, and a run's
+    records mostly repeat its facts."""
+    out: dict[str, dict[str, set[str]]] = {}
+    for column in names:
+        pairs = records[["run_id", column]]
+        try:
+            pairs = pairs.drop_duplicates()
+        except TypeError:  # a list column (arrays are not hashable): every record
+            pass
+        for run, value in zip(pairs["run_id"], pairs[column]):
+            text = as_text(value)
+            if text is not None:
+                out.setdefault(run, {}).setdefault(column, set()).add(text)
+    return out
 
 
 def with_busy_machine(records: pd.DataFrame) -> pd.DataFrame:
@@ -199,8 +228,13 @@ def with_busy_machine(records: pd.DataFrame) -> pd.DataFrame:
 
 def between(base: RunFacts, cand: RunFacts, base_runs: Iterable[str], cand_runs: Iterable[str]) -> tuple[Difference, ...]:
     """The environment columns whose values differ between these runs of each side."""
-    names = dict.fromkeys([*base.env_columns, *cand.env_columns])
-    return compare_columns(base.rows(base_runs), cand.rows(cand_runs), names)
+    b, c = base.texts(base_runs), cand.texts(cand_runs)
+    out = []
+    for column in dict.fromkeys([*base.env_columns, *cand.env_columns]):
+        shown = _shown(b.get(column, set()), column), _shown(c.get(column, set()), column)
+        if shown[0] != shown[1]:
+            out.append(Difference(column, *shown))
+    return tuple(out)
 
 
 def case_between(base: RunFacts, cand: RunFacts, base_runs: Iterable[str], cand_runs: Iterable[str],

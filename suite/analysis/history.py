@@ -358,7 +358,7 @@ def load(scenario: str, results_dir: str | Path = "results") -> pd.DataFrame:
     folder = store.scenario_dir(results_dir, scenario)
     if not folder.is_dir():
         raise UserError(f"no results of scenario {scenario!r}: {folder} does not exist")
-    df = store.read([folder])
+    df = store.read([folder], lean=True)  # per-sample lists stay Arrow: a history reads none of them
     return df[df["scenario"] == scenario]
 
 

@@ -42,12 +42,31 @@ def _step(cp: history.ChangePoint) -> str:
     return f"{fmt(100 * (cp.ratio - 1), '+.0f', '%')} at #{cp.index}"
 
 
+# Runs labelled on a plot's axis, about: every run up to this many, else every k-th (the run
+# table lists them all, and each point names its run on hover). A label per run of a year of
+# nightlies made a figure 400 inches wide, and laying out its labels was most of the page's time.
+MAX_RUN_LABELS = 40
+
+
+def labelled_runs(runs: int) -> list[int]:
+    """Positions of the runs whose label the x axis shows: all, or every k-th from the first, the
+    newest always."""
+    step = max(1, math.ceil(runs / MAX_RUN_LABELS))
+    shown = list(range(0, runs, step))
+    if shown[-1] != runs - 1:
+        if runs - 1 - shown[-1] < step / 2 and len(shown) > 1:
+            shown.pop()  # too close to the newest for both labels to be read
+        shown.append(runs - 1)
+    return shown
+
+
 def _group_plot(h: history.History, title: str, series: list[history.CaseSeries], path: Path) -> Path:
     """Each case's value per run as points, its segment levels as lines, change points dashed; a time
     is drawn relative to the case's median over runs, so shapes of different cost share an axis."""
     from suite.report import figures  # matplotlib: paid for by a render
 
-    fig, axes = figures.new(max(8, 0.4 * len(h.runs) + 5), 4.8)
+    ticks = labelled_runs(len(h.runs))
+    fig, axes = figures.new(max(8, 0.4 * len(ticks) + 5), 4.8)
     ax = axes[0, 0]
     metric = series[0].metric
     devices = len({s.device for s in series}) > 1  # a series per device model: say which
@@ -70,7 +89,7 @@ def _group_plot(h: history.History, title: str, series: list[history.CaseSeries]
         ax.set_ylabel(f"speedup over {series[0].baseline} (x)")
     else:
         ax.set_ylabel("time / the case's median over runs")
-    ax.set_xticks(range(len(h.runs)), [_run_label(r) for r in h.runs], fontsize=7, rotation=45, ha="right")
+    ax.set_xticks(ticks, [_run_label(h.runs[k]) for k in ticks], fontsize=7, rotation=45, ha="right")
     ax.set_xlim(-0.6, len(h.runs) - 0.4)
     ax.set_title(f"{title}: per run (points), level between change points (lines), change points (dashed)",
                  fontsize=9)

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -593,7 +594,11 @@ def read_file(path: str | Path, lean: bool = False) -> pd.DataFrame:
     than a numpy array per cell (`suite.analysis.derived.stalls` reads them columnar), and columns no
     record fills are left out (the contract's stay); made into pandas, they would cost seconds."""
     path = location.where(path)
-    version, table = _read_table(path)
+    return _records(path, *_read_table(path), lean)
+
+
+def _records(path, version: int, table: pa.Table, lean: bool = False) -> pd.DataFrame:
+    """`read_file` of a table read from `path`, of schema `version`."""
     # A file from elsewhere is data, not trusted: its records are checked against the contract as
     # its own version defines it (types, then every number's range), so a migration only ever
     # reads valid rows, and again as this version defines it once migrated.
@@ -685,6 +690,80 @@ def _warn(message: str) -> None:
     print(f"mpsuite: warning: {message}", file=sys.stderr)
 
 
+class Part(NamedTuple):
+    """Records read from several files: `source[i]` is the position of row i's file (in the list read)."""
+
+    records: pd.DataFrame
+    source: np.ndarray
+
+
+def read_files(paths: list, lean: bool = False) -> tuple[list[Part], dict[int, UserError]]:
+    """Each file's records as `read_file` reads them (`lean` as there), in as few frames as the
+    files allow, and the error of each file that `read_file` would refuse, by its position. The
+    files of this schema version that store the same columns in the same types are checked and
+    made into pandas as one table: a year of nightlies is a thousand small files, and per file the
+    checks and the conversion cost 40 ms. Every check is per record or over a run's records
+    (`suite.results.validate`), so a table that keeps the contract is files that each keep it;
+    one that breaks it is checked by halves down to the file, so that a broken file is named and
+    the rest read. Older files are read one by one (each is checked against its own version, then migrated)."""
+    parts, errors, batches = [], {}, {}  # batches: stored schema -> (position, table) of its files
+    for i, path in enumerate(paths):
+        try:
+            version, table = _read_table(path)
+            if version != SCHEMA_VERSION:
+                parts.append(Part(_records(path, version, table, lean), np.full(1, i)))
+                continue
+            batch = batches.setdefault(tuple(zip(table.schema.names, map(str, table.schema.types))), [])
+            batch.append((i, table))
+            if len(batch) % COMPACT == 0:
+                batch[-COMPACT:] = _compacted(batch[-COMPACT:])
+        except UserError as err:
+            errors[i] = err
+    for batch in batches.values():
+        for rows, table in _keeping(batch, paths, errors):
+            try:
+                parts.append(Part(_frame(table, lean=lean), rows))
+            except (pa.ArrowException, ValueError, TypeError):  # named file by file, as read_file does
+                for i in dict.fromkeys(rows):
+                    try:
+                        parts.append(Part(_records(paths[i], SCHEMA_VERSION, dict(batch)[i], lean), np.full(1, i)))
+                    except UserError as err:
+                        errors[i] = err
+    return [p._replace(source=np.resize(p.source, len(p.records))) for p in parts], errors
+
+
+# Files whose tables are copied into one as they are read: a small file's table held as read costs
+# about 400 KB (a buffer per column, each its own allocation), a thousand of them more than the rest.
+COMPACT = 64
+
+
+def _compacted(tables: list[tuple[int, pa.Table]]) -> list[tuple[int, pa.Table]]:
+    """The same tables, as slices of one copy of them all."""
+    whole = pa.concat_tables([t for _, t in tables]).combine_chunks()
+    starts = np.cumsum([0] + [t.num_rows for _, t in tables])
+    return [(i, whole.slice(start, t.num_rows)) for (i, t), start in zip(tables, starts)]
+
+
+def _keeping(tables: list[tuple[int, pa.Table]], paths: list, errors: dict) -> list[tuple[np.ndarray, pa.Table]]:
+    """The files' tables (of one stored schema) that keep the contract, conformed and joined: all of
+    them where their concatenation does, else those of each half (a bad file costs a check per
+    halving, not one per file), each with the file position of its rows; the error of a file that
+    breaks it goes into `errors`, by position."""
+    joined = pa.concat_tables([t for _, t in tables]) if len(tables) > 1 else tables[0][1]
+    joined = validate.conform(joined)
+    if len(tables) == 1:
+        i = tables[0][0]
+        try:
+            validate.check(joined, paths[i])
+        except UserError as err:
+            errors[i] = err
+            return []
+    elif validate.problems(joined):
+        half = len(tables) // 2
+        return _keeping(tables[:half], paths, errors) + _keeping(tables[half:], paths, errors)
+    return [(np.repeat([i for i, _ in tables], [t.num_rows for _, t in tables]), joined)]
+
+
 def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, lean: bool = False) -> pd.DataFrame:
     """All records of the runs under `paths`, as one DataFrame; with `unfinished`, also the
     finished cases of runs that have only a journal (marked `run_partial`, for a partial report);
@@ -695,15 +774,13 @@ def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, lean
     A run read from two files (a copy, a second import) counts once (`_once`)."""
     paths = list(paths)
     named = {p for p in map(location.where, paths) if p.is_file()}
-    frames, left_out = [], []
-    for f in run_files(paths):
-        try:
-            frames.append((f, read_file(f, lean)))
-        except UserError as err:
-            if f in named:
-                raise
-            left_out.append(f)
-            warn(f"left out {err}")
+    sources = run_files(paths)
+    parts, errors = read_files(sources, lean)
+    left_out = [sources[i] for i in sorted(errors)]
+    for i in sorted(errors):
+        if sources[i] in named:
+            raise errors[i]
+        warn(f"left out {errors[i]}")
     journals = unfinished_journals(paths)
     if unfinished:
         for path in journals:
@@ -715,14 +792,24 @@ def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, lean
             if df.empty:
                 warn(f"run {path.name[: -len(JOURNAL_SUFFIX)]} is unfinished with no finished case yet ({path})")
             else:
-                frames.append((path, df))
-    if not frames:
+                parts.append(Part(df, np.full(len(df), len(sources))))
+                sources.append(path)
+    if not parts:
         where = ", ".join(map(str, paths))
         why = f"; {len(left_out)} file(s) left out as unreadable" if left_out else ""
         runs = [p.name[: -len(JOURNAL_SUFFIX)] for p in journals]
         pending = f"; unfinished run(s) without a results file yet: {', '.join(runs)}" if runs else ""
         raise UserError(f"no results (*.parquet) under {where}{why}{pending}")
-    return groups.as_runs(pd.concat(_once(frames, warn), ignore_index=True), warn)  # a fleet run's shards: one run
+    return groups.as_runs(_in_file_order(_once(parts, sources, warn)), warn)  # a fleet run's shards: one run
+
+
+def _in_file_order(parts: list[Part]) -> pd.DataFrame:
+    """The parts' records as one frame, file by file in the order read."""
+    df = pd.concat([p.records for p in parts], ignore_index=True) if len(parts) > 1 else parts[0].records
+    source = np.concatenate([p.source for p in parts])
+    if len(parts) > 1 and (np.diff(source) < 0).any():
+        df = df.take(np.argsort(source, kind="stable"))
+    return df.reset_index(drop=True)
 
 
 # What identifies one measurement, whatever its run id says: the cases with their start times and
@@ -730,29 +817,49 @@ def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, lean
 MEASUREMENT = ["case_id", "started_at", "time_ms_median", "status"]
 
 
-def _once(frames: list[tuple], warn) -> list[pd.DataFrame]:
+def _once(parts: list[Part], sources: list, warn) -> list[Part]:
     """Each run once: a run id already read from another file (a copied results file), or the same
     measurement under another run id (a file imported twice), is left out, with a warning naming
     both files. The first file read (in path order) keeps it."""
     ids: dict[str, object] = {}
     measured: dict[int, tuple[object, str]] = {}
+    runs = sorted((first, p, run_id, fingerprint) for p, part in enumerate(parts)
+                  for first, run_id, fingerprint in _fingerprints(part))
+    dropped: dict[int, set] = {}
+    for (i, _), p, run_id, fingerprint in runs:
+        source = sources[i]
+        if run_id in ids:
+            warn(f"run {run_id} is in both {ids[run_id]} and {source}: counted once, from {ids[run_id]}")
+        elif fingerprint in measured:
+            first, other = measured[fingerprint]
+            warn(f"{source} holds the same measurement as {first} (run {run_id} is run {other} again: a "
+                 f"copy, or a file imported twice): counted once, as run {other}")
+        else:
+            ids[run_id], measured[fingerprint] = source, (source, run_id)
+            continue
+        dropped.setdefault(p, set()).add((i, run_id))
     out = []
-    for source, df in frames:
-        dropped = []
-        for run_id, rows in df.groupby("run_id", sort=False):
-            fingerprint = int(pd.util.hash_pandas_object(rows[MEASUREMENT], index=False).sum()) ^ len(rows)
-            if run_id in ids:
-                warn(f"run {run_id} is in both {ids[run_id]} and {source}: counted once, from {ids[run_id]}")
-            elif fingerprint in measured:
-                first, other = measured[fingerprint]
-                warn(f"{source} holds the same measurement as {first} (run {run_id} is run {other} again: a "
-                     f"copy, or a file imported twice): counted once, as run {other}")
-            else:
-                ids[run_id], measured[fingerprint] = source, (source, run_id)
-                continue
-            dropped.append(run_id)
-        out.append(df[~df["run_id"].isin(dropped)] if dropped else df)
+    for p, part in enumerate(parts):
+        if p in dropped:
+            keep = ~pd.Series(list(zip(part.source, part.records["run_id"]))).isin(dropped[p]).to_numpy()
+            part = Part(part.records[keep], part.source[keep])
+        out.append(part)
     return out
+
+
+def _fingerprints(part: Part) -> list[tuple[tuple[int, int], str, int]]:
+    """((file, first row), run id, fingerprint) of each file's runs in a part: the run's rows'
+    MEASUREMENT hashed, summed (mod 2**64) and xor'ed with their count."""
+    rows = part.records
+    hashes = pd.util.hash_pandas_object(rows[MEASUREMENT], index=False).to_numpy()
+    keys = pd.DataFrame({"source": part.source, "run_id": rows["run_id"].to_numpy()})
+    codes = keys.groupby(["source", "run_id"], sort=False, dropna=False).ngroup().to_numpy()
+    sums = np.zeros(codes.max() + 1 if len(codes) else 0, dtype=np.uint64)
+    np.add.at(sums, codes, hashes)
+    counts = np.bincount(codes, minlength=len(sums))
+    firsts = np.unique(codes, return_index=True)[1]
+    return [((int(part.source[row]), int(row)), rows["run_id"].iloc[row], int(sums[g]) ^ int(counts[g]))
+            for g, row in enumerate(firsts)]
 
 
 def find_shard_run(results_dir: str | Path, scenario: str, run_group: str, index: int, count: int
