@@ -59,7 +59,8 @@ def test_speedups_stay_within_a_device_and_join_by_case(fleet_records):
     a100 = cells[cells["device"] == A100].set_index(["precision", "case_id"])
     assert a100.loc["bf16", "speedup"].isna().all() and (a100.loc["bf16", "note"] == f"skipped: {NEEDS}").all()
     # fp16 at the largest size: its baseline failed on the A100, and the H100's baseline is not borrowed
-    fp16 = cells[(cells["precision"] == "fp16") & (cells["setting"] == f"{LARGEST}x{LARGEST}x{LARGEST}")].set_index("device")
+    largest = f"{LARGEST}x{LARGEST}x{LARGEST}"
+    fp16 = cells[(cells["precision"] == "fp16") & (cells["setting"] == largest)].set_index("device")
     assert pd.isna(fp16.loc[A100, "speedup"]) and fp16.loc[A100, "note"] == "baseline not measured"
     assert pd.notna(fp16.loc[H100, "speedup"])
 
