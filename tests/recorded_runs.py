@@ -8,7 +8,6 @@ a CPU without native bf16 (256^3 takes about 25 ms a call there, against 0.3 ms 
 case here, 160^3, a quarter of that), and a busy machine's warm-up never settles, so it is capped.
 """
 
-
 from __future__ import annotations
 
 import fcntl
