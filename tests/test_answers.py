@@ -158,7 +158,7 @@ def test_json_of_list_plan_and_run(write_scenario, tmp_path, capsys):
     assert ran["headline"][0].startswith("gemm at 64x64x64") and {r["precision"] for r in ran["summary"]} >= {"bf16"}
 
 
-def test_only_runs_the_matching_cases_and_resume_keeps_the_filter(write_scenario, tmp_path, capsys):
+def test_only_runs_the_matching_cases_and_resume_keeps_the_filter(write_scenario, tmp_path, capsys, quick_png):
     path = write_scenario(TINY_SCENARIO, "tiny.toml")
     doc = json_of(capsys, ["plan", str(path), "--json", "--only", "precision=bf16", "--only", "precision=fp*,shape=32x*"])
     assert sorted((c["precision"], c["m"]) for c in doc["cases"]) == [
@@ -186,7 +186,7 @@ def test_only_runs_the_matching_cases_and_resume_keeps_the_filter(write_scenario
     assert said in (tmp_path / "r" / "report.md").read_text() and said in summary.headline(done)[0]
 
 
-def test_quiet_silences_the_written_lines(tiny, tmp_path, capsys):
+def test_quiet_silences_the_written_lines(tiny, tmp_path, capsys, quick_png):
     assert cli.main(["report", str(tiny), "--out", str(tmp_path / "a")]) == 0
     assert "report in" in capsys.readouterr().err
     assert cli.main(["report", str(tiny), "--out", str(tmp_path / "b"), "--quiet"]) == 0
@@ -259,7 +259,7 @@ def test_a_terminal_gets_a_progress_bar_under_the_finished_cases(tiny_scenario):
     assert f"[1/2] {cases[1].label}: skipped" in text and f"[2/2] {cases[0].label}: skipped" in text
 
 
-def test_compare_json_has_the_documented_shape(tiny, tmp_path, capsys):
+def test_compare_json_has_the_documented_shape(tiny, tmp_path, capsys, quick_png):
     records = store.records_of(store.read_file(tiny))
     other = store.write_run([{**r, "run_id": "20270101T000000Z-000002"} for r in records],
                             tmp_path / "tiny" / "20270101T000000Z-000002.parquet")

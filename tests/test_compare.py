@@ -309,7 +309,7 @@ def test_cli_defaults_are_the_library_defaults():
     assert parsed.noise is None
 
 
-def test_default_report_folder_is_under_reports_compare(runs, tmp_path, monkeypatch):
+def test_default_report_folder_is_under_reports_compare(runs, tmp_path, monkeypatch, quick_png):  # where, not pixels
     results, _ = runs
     monkeypatch.chdir(tmp_path)
     rc = cli.main(["compare", f"{results}/cmp,skip=1", f"{results}/cmp", "--fail-on", "none"])

@@ -11,9 +11,10 @@ from suite import cli
 from suite.analysis import derived, fleet
 from suite.report import plots
 from suite.results import store
-from tests.recorded_runs import shared
+from tests.recorded_runs import SIZES, shared
 
 H100, H200, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB"
+LARGEST = SIZES[-1]  # the recorded runs' largest GEMM
 NEEDS = "needs compute capability 8.9 (this device has 8.0)"
 
 
@@ -32,7 +33,7 @@ def recorded(tmp_path_factory) -> list[pd.DataFrame]:
 @pytest.fixture(scope="module")
 def fleet_records(recorded) -> pd.DataFrame:
     """Three devices: H200 runs bf16 twice as fast as H100 (same run, its times halved), A100
-    skips bf16 as a card without the feature would, and its fp32 baseline of 256^3 failed."""
+    skips bf16 as a card without the feature would, and its fp32 baseline of the largest size failed."""
     h100 = _as_device(recorded[0], H100, "20261201T100000Z-aaaaa1")
     h200 = _as_device(recorded[0], H200, "20261201T100000Z-aaaaa2")
     bf16 = h200["precision"] == "bf16"
@@ -41,7 +42,7 @@ def fleet_records(recorded) -> pd.DataFrame:
     h200.loc[bf16, paired] = h200.loc[bf16, paired] * 2
     a100 = _as_device(recorded[1], A100, "20261201T100000Z-aaaaa3")
     a100.loc[a100["precision"] == "bf16", ["status", "reason"]] = ["skipped", NEEDS]
-    big = (a100["precision"] == "fp32") & (a100["m"] == 256)
+    big = (a100["precision"] == "fp32") & (a100["m"] == LARGEST)
     a100.loc[big, ["status", "reason"]] = ["failed", "RuntimeError: CUDA error"]
     return pd.concat([h100, h200, a100], ignore_index=True)
 
@@ -57,8 +58,9 @@ def test_speedups_stay_within_a_device_and_join_by_case(fleet_records):
     assert bf16[H200].to_dict() == pytest.approx((2 * expected).to_dict(), rel=1e-12)  # its own times, its own answer
     a100 = cells[cells["device"] == A100].set_index(["precision", "case_id"])
     assert a100.loc["bf16", "speedup"].isna().all() and (a100.loc["bf16", "note"] == f"skipped: {NEEDS}").all()
-    # fp16 at 256^3: its baseline failed on the A100, and the H100's baseline is not borrowed
-    fp16 = cells[(cells["precision"] == "fp16") & (cells["setting"] == "256x256x256")].set_index("device")
+    # fp16 at the largest size: its baseline failed on the A100, and the H100's baseline is not borrowed
+    largest = f"{LARGEST}x{LARGEST}x{LARGEST}"
+    fp16 = cells[(cells["precision"] == "fp16") & (cells["setting"] == largest)].set_index("device")
     assert pd.isna(fp16.loc[A100, "speedup"]) and fp16.loc[A100, "note"] == "baseline not measured"
     assert pd.notna(fp16.loc[H100, "speedup"])
 

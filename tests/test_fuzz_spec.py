@@ -280,7 +280,7 @@ def cli_sandbox(tmp_path, monkeypatch):
 
     from suite import report
     from suite.report import pages
-    from suite.measure import inprocess
+    from suite.measure import executors
     from suite.measure.executors.process import Process
     from suite.measure.timing import clock_for
 
@@ -288,14 +288,13 @@ def cli_sandbox(tmp_path, monkeypatch):
         pages.output_dir(out)  # the real folder checks, without drawing anything
         return []
 
-    def in_process(self, case, run_meta, progress=None):
-        import torch
-
+    def in_process(self, unit, run_meta, progress=None):
+        # the unit as the child process would run it, in this process (a child costs seconds)
         device = torch.device(self.device)
-        return inprocess.run_case(case, device, clock_for(device), run_meta)
+        return executors.run_here(unit, device, clock_for(device), run_meta)
 
     monkeypatch.setattr(report, "render", render_stub)
-    monkeypatch.setattr(Process, "run_case", in_process)
+    monkeypatch.setattr(Process, "run_unit", in_process)
     scenario = spec.load(tmp_path / "tiny.toml")
     meta = env.run_meta(torch.device("cpu"))
     header = {"plan": [c.case_id for c in plan.expand(scenario)],

@@ -62,7 +62,7 @@ def test_render_writes_html_markdown_and_plots(records, tmp_path):
     assert "TF32 is a CUDA tensor-core mode" in md
 
 
-def test_emulated_timings_are_not_shown_as_speed(records, tmp_path):
+def test_emulated_timings_are_not_shown_as_speed(records, tmp_path, quick_png):
     report.render(records, tmp_path)
     md = (tmp_path / "report.md").read_text()
     row = next(line for line in md.splitlines() if "| 64x64x64 | fp8_tensorwise |" in line)
@@ -72,7 +72,8 @@ def test_emulated_timings_are_not_shown_as_speed(records, tmp_path):
     assert math.isnan(summary.set_index("precision").loc["fp8_tensorwise", "best_tflops"])
 
 
-def test_a_paired_speedup_is_the_speedup_with_its_interval_and_the_ratio_of_medians_beside_it(records, tmp_path):
+def test_a_paired_speedup_is_the_speedup_with_its_interval_and_the_ratio_of_medians_beside_it(records, tmp_path,
+                                                                                             quick_png):
     view = report.build_view(records)
     assert "medians" not in dict(view["case_columns"])  # no case was timed in paired rounds: no column
     assert dict(view["case_columns"])["speedup"] == "speedup"
@@ -117,7 +118,7 @@ def test_record_text_is_drawn_literally_never_as_mathtext_or_tex(records, tmp_pa
     assert ">$\\frac{a$ (numerics only)</text>" in written["accuracy_gemm.svg"].read_text()
 
 
-def test_markdown_escapes_table_pipes(records, tmp_path):
+def test_markdown_escapes_table_pipes(records, tmp_path, quick_png):
     records.loc[5, "reason"] = "a | b"
     report.render(records, tmp_path)
     assert "a \\| b" in (tmp_path / "report.md").read_text()
@@ -142,7 +143,7 @@ def cpu_run(flags, isa="AVX2", isa_env=None):
     ])
 
 
-def test_the_answer_comes_first_then_the_crossover_then_the_slow_path_and_its_cause(tmp_path):
+def test_the_answer_comes_first_then_the_crossover_then_the_slow_path_and_its_cause(tmp_path, quick_png):
     df = cpu_run("avx2 avx512f")
     answer, crossing, slow = summary.headline(df)[:3]
     assert answer == "gemm at 512x512x512: fp32 (the baseline) is fastest; bf16 is 60x slower than fp32 (rel. error 1.0e-03)."
@@ -233,7 +234,7 @@ def test_a_partial_run_says_so_first(tmp_path):
                      f"`python -m suite run s --resume {run_id}` finishes it.")
 
 
-def test_energy_per_tflop_of_each_fp8_recipe_is_set_against_its_bf16_baseline_where_measured(tmp_path):
+def test_energy_per_tflop_of_each_fp8_recipe_is_set_against_its_bf16_baseline_where_measured(tmp_path, quick_png):
     bf16 = dict(baseline="bf16", baseline_case_id="bf16-8192")
     df = pd.DataFrame([
         record("bf16", 8192, 1.4, **{**bf16, "case_id": "bf16-8192"}, joules_per_tflop=0.90),
@@ -252,7 +253,7 @@ def test_energy_per_tflop_of_each_fp8_recipe_is_set_against_its_bf16_baseline_wh
     assert "<h2>Energy</h2>" in (tmp_path / "index.html").read_text()
 
 
-def test_without_energy_readings_there_is_no_energy_section(records, tmp_path):
+def test_without_energy_readings_there_is_no_energy_section(records, tmp_path, quick_png):
     report.render(records, tmp_path)
     assert "Energy" not in (tmp_path / "report.md").read_text()
     assert energy.vs_bf16(records).empty
