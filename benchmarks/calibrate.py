@@ -28,7 +28,7 @@ and power: the share of planted cases called regressed, and the share that fail 
 Everything is seeded: a cell's comparisons depend on the seed, the model, the run count and the
 comparison's index only.
 
-`--history` calibrates `suite.analysis.history` the same way, on series of 6 to 30 synthetic runs
+`--history` calibrates `suite.analysis.regression.history` the same way, on series of 6 to 30 synthetic runs
 (`HISTORY_LENGTHS`): a clean history draws every run from the model; a planted one slows `PLANTED`
 speedup cases by 20% from a run drawn at random with at least `STEP_MARGIN` runs on each side.
 Counted per cell (model x runs): false change points per series (speedup, and time), and power: the
@@ -59,7 +59,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from suite.analysis import compare, history, stats
+from suite.analysis.regression import compare, history, stats
 from suite.results import store
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -141,7 +141,7 @@ def speedup_table(runs: list[pd.DataFrame]) -> tuple[list[str], float, float]:
 def machine_lines(runs: list[pd.DataFrame]) -> list[str]:
     """Per run: the CPUs other processes kept busy while its cases were timed (median and most over
     its cases, `others_cpus`) and how many cases that left short of CPUs (`derived.contended`)."""
-    from suite.analysis import derived
+    from suite.analysis.frame import derived
 
     lines = []
     for i, run in enumerate(runs, 1):

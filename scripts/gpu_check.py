@@ -221,7 +221,7 @@ def _col(df, name):
 def measured_table(ok):
     import pandas as pd
 
-    from suite.analysis import derived
+    from suite.analysis.frame import derived
 
     return pd.DataFrame({
         "scenario": ok["scenario"], "case": derived.shape_labels(ok), "precision": ok["precision"],
@@ -270,7 +270,7 @@ def warning_lines(df) -> list[str]:
 
 
 def energy_lines(df) -> list[str]:
-    from suite.analysis import energy
+    from suite.analysis.outcome import energy
 
     table = energy.vs_bf16(df)
     lines = []
@@ -282,7 +282,7 @@ def energy_lines(df) -> list[str]:
 
 
 def cmd_summary(args) -> int:
-    from suite.analysis import derived
+    from suite.analysis.frame import derived
     from suite.results import store
 
     folder = Path(args.results)

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.analysis import model
+from suite.analysis.roofline import model
 from suite.core.errors import UserError
 from suite.fleet import shard as sharding
 from suite.measure import env, executors
@@ -292,7 +292,7 @@ def _plan(request: RunRequest) -> Planned:
 def _run_meta(request: RunRequest, planned: Planned, device, threads: int | None) -> dict:
     """What every record of the run carries about the run and this machine."""
     meta = {**env.run_meta(device), "scenario_description": request.scenario.description, "threads_setting": threads}
-    if request.only:  # a subset of the scenario: its report says so (`suite.analysis.summary`)
+    if request.only:  # a subset of the scenario: its report says so (`suite.analysis.outcome.summary`)
         meta["run_only"] = " or ".join(request.only)
     if planned.shard is not None:
         meta.update(run_group=planned.run_group, shard_index=planned.shard.index, shard_count=planned.shard.count)

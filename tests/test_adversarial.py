@@ -216,7 +216,7 @@ def test_2_every_computed_output_path_stays_in_its_folder(tiny_run, tmp_path):
     """Behind the checks on read: a run id that got past them still cannot place a file."""
     from types import SimpleNamespace
 
-    from suite.analysis import bench_json
+    from suite.analysis.interchange import bench_json
     from suite.report import compare_page
 
     hostile = "../../../../E"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from suite import cli, pipeline, report
-from suite.analysis import answers, summary
+from suite.analysis.outcome import answers, summary
 from suite.measure import env
 from suite.report import plots
 from suite.results import store

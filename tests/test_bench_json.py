@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite.analysis import bench_json, compare
+from suite.analysis.interchange import bench_json
+from suite.analysis.regression import compare
 from suite import cli
 from suite.results import select, store
 from suite.core.errors import UserError

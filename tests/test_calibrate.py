@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks import calibrate
 from suite import cli
-from suite.analysis import compare
+from suite.analysis.regression import compare
 from suite.report import compare_page
 from suite.results import store
 

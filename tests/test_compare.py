@@ -1,4 +1,4 @@
-"""suite.analysis.compare and `python -m suite compare` on real runs recorded on this machine."""
+"""suite.analysis.regression.compare and `python -m suite compare` on real runs recorded on this machine."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from suite import cli
-from suite.analysis import compare, stats
+from suite.analysis.regression import compare, stats
 from suite.report import compare_page
 from suite.results import select, store
 from suite.core.errors import UserError
@@ -166,7 +166,7 @@ def test_known_change_applied_to_real_runs_is_found_with_its_magnitude(four, fac
     assert others.loc[others["metric"] == "speedup", "speedup_ratio"].to_numpy() == pytest.approx(1.0, rel=1e-12)
     # every speedup case on both sides has 4 runs: all of them enter a pooled spread, that of the kind
     # they are compared on (paired; ratio of medians where a busy machine made a setting fall back to
-    # one case after another in some run: suite.analysis.compare.speedup_kind)
+    # one case after another in some run: suite.analysis.regression.compare.speedup_kind)
     speedups = [s for key, s in result.spread.items() if key.startswith("speedup")]
     assert sum(s.case_sides for s in speedups) == 2 * SPEEDUP_CASES and all(s.run_df == 6 for s in speedups)
 

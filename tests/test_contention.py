@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite.analysis import derived, summary
+from suite.analysis.frame import derived
+from suite.analysis.outcome import summary
 from suite.measure import contention
 from suite.results import store
 
@@ -115,7 +116,7 @@ def test_the_headline_says_which_cases_ran_on_a_busy_machine_and_what_that_means
 
 
 def test_what_differs_between_a_quiet_run_and_one_beside_a_hog_is_the_busy_machine():
-    from suite.analysis import envdiff
+    from suite.analysis.regression import envdiff
 
     quiet, busy, _ = (store.read_file(f) for f in sorted(Path("results/reference/paired_stability/hog_others_cpus/cpu")
                                                          .glob("*.parquet")))

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from suite import cli
-from suite.analysis import crossover, model
-from suite.analysis.crossover import Crossing, Family
+from suite.analysis.roofline import crossover, model
+from suite.analysis.roofline.crossover import Crossing, Family
 from tests.json_docs import cli_json
 
 

@@ -44,10 +44,10 @@ def test_the_generated_pages_match_the_code():
         "regenerate it: python -m suite.results.columns > docs/results-schema.md")
     assert DOCS["parameters.md"] == registry.parameters_markdown(), (
         "regenerate it: python -m suite.scenario.registry > docs/parameters.md")
-    from suite.analysis import published
+    from suite.analysis.roofline import published
 
     assert published.markdown() in DOCS["model.md"], (
-        "paste `python -m suite.analysis.published` between the markers of docs/model.md")
+        "paste `python -m suite.analysis.roofline.published` between the markers of docs/model.md")
 
 
 def test_every_column_a_results_file_holds_is_defined(tiny_scenario, tmp_path):

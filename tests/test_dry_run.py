@@ -152,7 +152,7 @@ def test_the_child_is_set_up_by_the_suite(tmp_path):
 
 
 def test_the_capability_table_is_the_docs_and_the_models():
-    from suite.analysis import model
+    from suite.analysis.roofline import model
 
     assert gates.min_cc("nvfp4") == gates.min_cc("mxfp8") == 10.0 and gates.min_cc("fp8_rowwise") == 8.9
     assert gates.min_cc("fp32") == 0.0 and gates.below("tf32", (7, 5)) and not gates.below("nvfp4", (10, 0))

@@ -41,7 +41,7 @@ def test_the_code_hash_covers_the_stages_that_measure_and_no_other(tmp_path):
     shutil.copytree(env.SUITE_DIR.parent, package, ignore=shutil.ignore_patterns("__pycache__"))
     assert env.code_hash(package) == env.code_hash()
     before = env.code_hash(package)
-    for later in ("report/__init__.py", "analysis/compare.py", "cli/run.py", "results/store.py", "pipeline.py"):
+    for later in ("report/__init__.py", "analysis/regression/compare.py", "cli/run.py", "results/store.py", "pipeline.py"):
         with open(package / later, "a") as f:
             f.write("\n# a change that measures nothing\n")
     assert env.code_hash(package) == before

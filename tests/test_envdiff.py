@@ -1,4 +1,4 @@
-"""suite.analysis.envdiff and `python -m suite env-diff`: what differs between two sets of runs, generically
+"""suite.analysis.regression.envdiff and `python -m suite env-diff`: what differs between two sets of runs, generically
 over the environment columns, per case for the kernel that ran."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from suite import cli
-from suite.analysis import envdiff
+from suite.analysis.regression import envdiff
 from suite.results import columns, store
 from tests.json_docs import cli_json
 

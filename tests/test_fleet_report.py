@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from suite import cli
-from suite.analysis import derived, fleet
+from suite.analysis.frame import derived
+from suite.analysis.outcome import fleet
 from suite.report import plots
 from suite.results import store
 from tests.recorded_runs import SIZES, shared

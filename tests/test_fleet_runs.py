@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 from suite import cli
-from suite.analysis import derived
+from suite.analysis.frame import derived
 from suite.results import groups, journal, store
 from tests.conftest import quick_toml
 

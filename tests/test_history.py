@@ -1,4 +1,4 @@
-"""suite.analysis.history and `python -m suite history`: per-run series, change points by compare's own
+"""suite.analysis.regression.history and `python -m suite history`: per-run series, change points by compare's own
 test, agreement with compare, baseline drift, what differs; the history page."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks import calibrate
 from suite import cli
-from suite.analysis import compare, history, stats
+from suite.analysis.regression import compare, history, stats
 from suite.core.errors import UserError
 from suite.report import history_page
 from suite.results import store

@@ -1,4 +1,4 @@
-"""`history --fail-on` (`suite.analysis.history_gate`): a nightly's gate fails on what the newest run
+"""`history --fail-on` (`suite.analysis.regression.history_gate`): a nightly's gate fails on what the newest run
 brought, once, never again on a change point an earlier night reported; and a history keeps each
 device model's runs apart, so a CI runner that changed CPU between nights is no change point."""
 
@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from suite import cli
-from suite.analysis import history, history_gate
+from suite.analysis.regression import history, history_gate
 from suite.core.errors import UserError
 from suite.results import store
 from tests.test_history import store_with_a_step  # noqa: F401  (a fixture: six runs, a step at the fourth)

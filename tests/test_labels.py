@@ -1,4 +1,4 @@
-"""Short unique case names (suite/analysis/labels.py): only what tells cases apart is named, and
+"""Short unique case names (suite/analysis/frame/labels.py): only what tells cases apart is named, and
 nothing that groups by a name pools cases whose parameters differ."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.analysis import derived, labels, summary
+from suite.analysis.frame import derived, labels
+from suite.analysis.outcome import summary
 from suite.results import store
 
 REPO = Path(__file__).resolve().parent.parent

@@ -17,6 +17,8 @@ SUITE = Path(__file__).resolve().parent.parent / "suite"
 # deals out its settings; `cli` holds the entry point (`suite.__main__`).
 STAGES = ("core", "scenario", "precisions", "models", "workloads", "fleet", "measure", "results", "analysis",
           "report", "pipeline", "cli")
+# The analysis stage's subpackages, earliest first: each imports only itself and those before it.
+ANALYSIS = ("frame", "roofline", "outcome", "regression", "interchange")
 MAX_LINES = 60
 
 
@@ -31,13 +33,16 @@ def modules() -> dict[str, Path]:
 MODULES = modules()
 
 
-def stage(module: str) -> int:
-    """The stage of a module: its folder under suite/ (or, for a top-level module, its own name)."""
+def stage(module: str) -> tuple[int, int]:
+    """The stage of a module: its folder under suite/ (or, for a top-level module, its own name), and
+    within `analysis` its subpackage (the package itself, which re-exports `load`, after them all)."""
     parts = module.split(".")
     if len(parts) == 1:  # the package itself: a version string and a docstring
-        return 0
+        return 0, 0
     name = "cli" if parts[1] == "__main__" else parts[1]
-    return STAGES.index(name)
+    if name != "analysis":
+        return STAGES.index(name), 0
+    return STAGES.index(name), ANALYSIS.index(parts[2]) if len(parts) > 2 else len(ANALYSIS)
 
 
 def imports(module: str, path: Path) -> list[tuple[str, int, str | None]]:
@@ -67,7 +72,10 @@ GRAPH = {module: imports(module, path) for module, path in MODULES.items()}
 def test_the_stages_are_the_folders_of_suite():
     folders = {p.name for p in SUITE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert folders | {"pipeline"} == set(STAGES)
-    assert all(stage(module) >= 0 for module in MODULES)
+    assert all(stage(module) >= (0, 0) for module in MODULES)
+    analysis = SUITE / "analysis"
+    assert {p.name for p in analysis.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == set(ANALYSIS)
+    assert not [p.name for p in analysis.glob("*.py") if p.name != "__init__.py"]  # every module in a subpackage
 
 
 def test_no_stage_imports_a_later_one():

@@ -1,4 +1,4 @@
-"""The roofline model (suite/analysis/model.py): published measurements it must come close to,
+"""The roofline model (suite/analysis/roofline/model.py): published measurements it must come close to,
 CPU peaks from what records hold, and timings it must flag (planted) or must not (real runs)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite.analysis import model, published
+from suite.analysis.roofline import model, published
 from suite.precisions.fp8.anchors import TORCHAO_README
 from suite.precisions.mx.anchors import MOE_MXFP8, TORCHAO_MOE
 from suite.measure import env

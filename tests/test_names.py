@@ -90,7 +90,7 @@ def test_no_stage_names_a_workload_or_precision():
     every, plain = names()
     modules = generic_modules()
     scanned = {p.relative_to(ROOT).as_posix() for p in modules}
-    assert {"suite/measure/progress.py", "suite/measure/executors/__init__.py", "suite/analysis/model.py", "suite/report/plots.py",
+    assert {"suite/measure/progress.py", "suite/measure/executors/__init__.py", "suite/analysis/roofline/model.py", "suite/report/plots.py",
             "suite/results/columns.py", "suite/scenario/registry.py", "suite/precisions/base.py"} <= scanned
     assert not any(s.startswith(("suite/precisions/fp8/", "suite/workloads/gemm/")) for s in scanned)
     found = {rel: v for rel in sorted(scanned) if (v := violations((ROOT / rel).read_text(), every, plain))}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from suite import cli
-from suite.analysis import history_gate
+from suite.analysis.regression import history_gate
 from suite.scenario import plan, spec
 from tests.test_workflow import check_actionlint, check_schema, run_lines
 

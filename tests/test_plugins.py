@@ -238,7 +238,7 @@ def test_a_toy_precision_and_workload_run_through_plan_run_and_report(toy_folder
     from suite.scenario import plan, spec
     from tests.conftest import quick_toml
 
-    from suite.analysis import model
+    from suite.analysis.roofline import model
 
     assert registry.PRECISIONS["toy_scaled"].peak == "bf16" and registry.WORKLOADS["toy_shifted"].shaped
     # its scaling kind's cost term, in the roofline model's kernels of a GEMM and a layer step

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from suite import report
-from suite.analysis import derived
+from suite.analysis.frame import derived
 from suite.results import store
 
 ROOT = Path(__file__).resolve().parent.parent

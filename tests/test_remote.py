@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from suite import cli, pipeline
-from suite.analysis import compare, history
+from suite.analysis.regression import compare, history
 from suite.report import pages, plots
 from suite.core.errors import UserError
 from suite.results import atomic, journal, lease, location, store

@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from suite.analysis import derived, energy, summary
+from suite.analysis.frame import derived
+from suite.analysis.outcome import energy, summary
 from suite import report
 
 

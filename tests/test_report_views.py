@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from suite import cli
-from suite.analysis.labels import sort_key
+from suite.analysis.frame.labels import sort_key
 from suite.report import compare_page, figures, palette, plots
 from suite.report.pages import MARKER, code_spans, filled
 from suite.workloads.train_step import plots as step_plots

@@ -1,4 +1,4 @@
-"""`python -m suite repro RUN` (`suite.analysis.repro`, `suite.cli.repro`): the pinned install lines
+"""`python -m suite repro RUN` (`suite.analysis.regression.repro`, `suite.cli.repro`): the pinned install lines
 and the command of a stored run, from its records; with --run, the run again and the comparison."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from suite import cli, pipeline
-from suite.analysis import repro
+from suite.analysis.regression import repro
 from suite.cli import repro as repro_command
 from suite.core.errors import UserError
 from suite.results import store

@@ -1,4 +1,4 @@
-"""suite.analysis.stats: distributions, runs as the unit of replication, verdicts, Holm's adjustment."""
+"""suite.analysis.regression.stats: distributions, runs as the unit of replication, verdicts, Holm's adjustment."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from suite.analysis import stats
+from suite.analysis.regression import stats
 
 
 def rng(seed=0):

@@ -82,7 +82,7 @@ def tiny_folder(tmp_path_factory) -> Path:
 
 
 def _summary_words(results: Path) -> set[str]:
-    from suite.analysis import summary
+    from suite.analysis.outcome import summary
     from suite.results import store
 
     rows = summary.summary_rows(store.read([results]))

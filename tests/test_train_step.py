@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from suite.analysis import derived
+from suite.analysis.frame import derived
 from suite.scenario import registry, spec
 from suite.measure import inprocess
 from suite.results import store

@@ -25,7 +25,7 @@ from markdown_it import MarkdownIt
 
 from suite import cli, pipeline, report
 from suite.report import plots
-from suite.analysis import bench_json
+from suite.analysis.interchange import bench_json
 from suite.measure import env
 from suite.core import jsonl
 from suite.results import atomic, journal, store
@@ -588,7 +588,9 @@ def _runs(df, column: str | None, values: list[float], first: int = 1) -> pd.Dat
                                            ("time_ms_median", 5e-324), ("time_ms_median", 0.0)])
 def test_10_compare_and_the_headline_take_numbers_a_reader_refuses_without_crashing(column, value):
     """Defence in depth: frames handed in directly (a notebook) never reach the reader's checks."""
-    from suite.analysis import compare, derived, summary
+    from suite.analysis.frame import derived
+    from suite.analysis.outcome import summary
+    from suite.analysis.regression import compare
 
     df = store.read_file(REFERENCE)
     base = compare.Side("baseline", "b", _runs(df, "speedup_paired", [1.0, 1.1, 1.2]))
@@ -598,7 +600,7 @@ def test_10_compare_and_the_headline_take_numbers_a_reader_refuses_without_crash
 
 
 def test_10_a_baseline_median_of_0_is_never_read_as_not_measured():
-    from suite.analysis import compare
+    from suite.analysis.regression import compare
 
     df = store.read_file(REFERENCE)
     cand = compare.Side("candidate", "c", _runs(df, "time_ms_median", [0.0], first=2))

@@ -178,7 +178,7 @@ def test_a_run_reports_which_recipes_kept_within_the_margin_and_their_bytes(writ
     reference's loss, each recipe's gap and bytes per parameter, and a recipe whose library is
     missing as not measured with the reason."""
     from suite import pipeline
-    from suite.analysis import summary
+    from suite.analysis.outcome import summary
     from suite.results import store
     from suite.scenario import spec
     from tests.conftest import quick_toml

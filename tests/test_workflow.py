@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from suite import cli
-from suite.analysis import compare
+from suite.analysis.regression import compare
 
 yaml = pytest.importorskip("yaml")
 

@@ -13,7 +13,7 @@ from suite.results import location
 
 
 # compare's defaults, spelled out so that building the parser imports no pandas (tests/test_compare.py
-# checks they are suite.analysis.compare.DEFAULT_FAIL_ON and suite.analysis.stats.DEFAULT_MIN_RUNS).
+# checks they are suite.analysis.regression.compare.DEFAULT_FAIL_ON and suite.analysis.regression.stats.DEFAULT_MIN_RUNS).
 DEFAULT_FAIL_ON = ("regressed", "time:regressed", "new-failure", "new-skip")
 DEFAULT_MIN_RUNS = 2
 
@@ -37,7 +37,7 @@ ARGUMENTS = [
 
 
 def main(args) -> int:
-    from suite.analysis import compare
+    from suite.analysis.regression import compare
     from suite.report import compare_page
 
     options = compare.Options(min_effect=args.min_effect, confidence=args.confidence, min_runs=args.min_runs,

@@ -17,7 +17,8 @@ ARGUMENTS = [
 
 
 def main(args) -> int:
-    from suite.analysis import derived, envdiff
+    from suite.analysis.frame import derived
+    from suite.analysis.regression import envdiff
     from suite.results import select
 
     sides = [select.select(text, args.results, role=role) for text, role in ((args.a, "A"), (args.b, "B"))]

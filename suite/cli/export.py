@@ -16,7 +16,7 @@ ARGUMENTS = [
 
 
 def main(args) -> int:
-    from suite.analysis import bench_json
+    from suite.analysis.interchange import bench_json
     from suite.results import select
 
     df = select.select(args.selector, args.results, role="export")

@@ -1,5 +1,5 @@
 """`history`: each case's speedup and time over the stored runs of a scenario, change points marked;
-with --fail-on, a gate on what the newest run(s) changed (exit 1; `suite.analysis.history_gate`)."""
+with --fail-on, a gate on what the newest run(s) changed (exit 1; `suite.analysis.regression.history_gate`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from suite.results import location
 
 
 # history's defaults, spelled out so that building the parser imports no pandas (tests/test_history.py
-# checks the first is suite.analysis.history.Options().min_runs, tests/test_nightly_workflow.py the
-# second the nightly's gate, suite.analysis.history_gate.NIGHTLY).
+# checks the first is suite.analysis.regression.history.Options().min_runs, tests/test_nightly_workflow.py the
+# second the nightly's gate, suite.analysis.regression.history_gate.NIGHTLY).
 DEFAULT_MIN_RUNS = 3
 DEFAULT_NIGHTLY_FAIL_ON = ("regressed", "baseline-changed", "time:regressed", "new-failure")
 
@@ -37,7 +37,7 @@ ARGUMENTS = [
 
 
 def main(args) -> int:
-    from suite.analysis import history, history_gate
+    from suite.analysis.regression import history, history_gate
     from suite.report import history_page
 
     options = history.Options(min_effect=args.min_effect, confidence=args.confidence, min_runs=args.min_runs,

@@ -17,7 +17,7 @@ ARGUMENTS = [
 
 
 def main(args) -> int:
-    from suite.analysis import bench_json
+    from suite.analysis.interchange import bench_json
 
     for file in args.files:
         path = bench_json.import_file(file, args.results, scenario=args.scenario, label=args.label)

@@ -24,7 +24,7 @@ ARGUMENTS = [
 
 
 def main(args) -> int:
-    from suite.analysis import predict
+    from suite.analysis.roofline import predict
     from suite.scenario import spec
 
     result = predict.predict_scenario(spec.resolve(args.scenario, args.scenarios), args.device, args.only)

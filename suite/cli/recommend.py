@@ -24,7 +24,8 @@ ARGUMENTS = [
 
 
 def main(args) -> int:
-    from suite.analysis import answers, derived
+    from suite.analysis.frame import derived
+    from suite.analysis.outcome import answers
     from suite.results import store
 
     bounds = {"max_rel_err": args.max_rel_err, "min_sqnr_db": args.min_sqnr_db, "max_loss_delta": args.max_loss_delta}

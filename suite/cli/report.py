@@ -25,7 +25,8 @@ ARGUMENTS = [
 
 def main(args) -> int:
     from suite import report
-    from suite.analysis import derived, fleet
+    from suite.analysis.frame import derived
+    from suite.analysis.outcome import fleet
     from suite.results import store
 
     # an interrupted run renders as a partial report; a lean read (store.read_file) for a big one

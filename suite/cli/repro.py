@@ -1,4 +1,4 @@
-"""`repro`: how to reproduce a stored run, from its own records (`suite.analysis.repro`); with --run,
+"""`repro`: how to reproduce a stored run, from its own records (`suite.analysis.regression.repro`); with --run,
 re-run it here into a new run id and compare the two (compare's report rendered)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ ARGUMENTS = [
 
 
 def main(args) -> int:
-    from suite.analysis import repro
+    from suite.analysis.regression import repro
     from suite.results import select
 
     records = select.select(args.run_selector, args.results or "results", role="run")
@@ -79,7 +79,7 @@ def file_at_commit(sha: str, path: str) -> str | None:
     """A file's text as commit `sha` of the suite's checkout had it; None where git, the commit or
     the file is missing, or `sha` is no commit's hex digits (it comes from a results file: git must
     never read it as an option)."""
-    from suite.analysis import repro
+    from suite.analysis.regression import repro
 
     if not repro.GIT_SHA.fullmatch(sha):
         return None
@@ -94,7 +94,7 @@ def file_at_commit(sha: str, path: str) -> str | None:
 def check_environment(facts: dict, command: str) -> None:
     """The ISA overrides and OMP_NUM_THREADS act when torch loads, so a re-run must start under the
     run's own: a UserError naming the command line that does."""
-    from suite.analysis import repro
+    from suite.analysis.regression import repro
     from suite.measure import env
 
     then = repro.environment(facts)
@@ -110,7 +110,7 @@ def check_rerunnable(recipe) -> None:
     """A UserError where the run cannot be re-run as it was: its scenario is unknown or its stored
     spec fails the scenario schema, a field the re-run acts on failed its check, or this process is
     not under the run's environment overrides."""
-    from suite.analysis import repro
+    from suite.analysis.regression import repro
 
     if recipe.asked.spec is None:
         raise UserError(f"cannot re-run {recipe.run_id}: {recipe.asked.source}")
@@ -122,7 +122,7 @@ def check_rerunnable(recipe) -> None:
 
 def _rerun(args, records, recipe, root) -> int:
     from suite import pipeline
-    from suite.analysis import compare
+    from suite.analysis.regression import compare
     from suite.cli.compare import document
     from suite.report import compare_page
 

@@ -95,8 +95,8 @@ def _request(args):
 
 
 def _summary(args, result) -> None:
-    """What the run came to (`suite.analysis.summary`): a table and headline lines, or one JSON document."""
-    from suite.analysis import summary
+    """What the run came to (`suite.analysis.outcome.summary`): a table and headline lines, or one JSON document."""
+    from suite.analysis.outcome import summary
 
     records = result.records
     lines = summary.headline(records if result.group_records is None else result.group_records)

@@ -21,7 +21,7 @@ Sources (NVIDIA product datasheets; "x*" is the sparse figure printed there, hal
   compute/accelerator/README.md from the DGX B200 datasheet and the GB200 NVL72 specifications):
   B200 FP32 80, TF32 1125, BF16 2250, FP8 4500, FP4 9000; GB200 (per GPU) FP32 80, TF32 1250,
   BF16 2500, FP8 5000, FP4 10000; both 8 TB/s (HBM3e; GB200 NVL72's 576 TB/s over 72 GPUs).
-`cc` is the compute capability (what FP8 and MX formats need: suite/analysis/model.py).
+`cc` is the compute capability (what FP8 and MX formats need: suite/analysis/roofline/model.py).
 Measured ceilings are lower (mamf-finder's best bf16 GEMMs: A100 SXM 271, H100 SXM 794 TFLOP/s).
 """
 

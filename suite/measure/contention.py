@@ -6,7 +6,7 @@ beside the run moved bf16's speedup over fp32 at 1024^3 from 3.9x to 9.3x, paire
 (results/reference/paired_stability/hog: the two libraries' kernels suffer a lost core differently).
 So every timed case records how many CPUs other processes kept busy while it was timed, and where
 that left its threads fewer CPUs than they asked for, the run's headline says so
-(`suite.analysis.derived.contended`).
+(`suite.analysis.frame.derived.contended`).
 
 Read from the kernel's counters, not estimated from our own samples: the whole machine's busy time
 in /proc/stat (steal time included: in a VM, the hypervisor running other guests on our CPUs, the

@@ -90,7 +90,7 @@ def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> list[str] | None:
 
 
 def cpu_clock_mhz(sysfs: Path = Path("/sys/devices/system/cpu"), cpuinfo: Path = Path("/proc/cpuinfo")) -> float | None:
-    """The CPU's clock for its FMA peak (suite/analysis/model.py): the highest maximum clock cpufreq
+    """The CPU's clock for its FMA peak (suite/analysis/roofline/model.py): the highest maximum clock cpufreq
     reports (cpuinfo_max_freq, kHz), else the highest `cpu MHz` in /proc/cpuinfo (a VM shows its
     nominal clock there), else None."""
     try:

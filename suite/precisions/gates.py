@@ -1,5 +1,5 @@
 """The compute capability each precision needs on a CUDA GPU: the one table the recipes' own
-checks, the roofline model (`suite.analysis.model`), the GPU dry run (`suite.measure.dryrun`) and
+checks, the roofline model (`suite.analysis.roofline.model`), the GPU dry run (`suite.measure.dryrun`) and
 docs/precisions.md share. Torch-free.
 
 A precision needs what its number format needs (`FORMAT_MIN_CC`, keyed by the declaration's `peak`

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.analysis import answers, crossover, derived, energy, fleet, summary
+from suite.analysis.frame import derived
+from suite.analysis.outcome import answers, energy, fleet, summary
+from suite.analysis.roofline import crossover
 from suite.core import names
 from suite.core.text import fmt
 from suite.report.pages import PLOT_SUFFIX, environment, figure, filled, md_image, md_table, md_text, publish, write_pages
@@ -120,7 +122,7 @@ def _roofline_cell(r) -> str:
     return " ".join(x for x in (fraction, bound) if x)
 
 
-# "Which precision" answers for the budgets of `suite.analysis.answers`: TIGHT and LOOSE (rel. error
+# "Which precision" answers for the budgets of `suite.analysis.outcome.answers`: TIGHT and LOOSE (rel. error
 # 1e-3 and 1e-2; a training step's loss within 0.001 and 0.01 nats of its reference) and TRAINED
 # (fastest measured: any error, but a training step only within the loss margin).
 PICK_TABLE = [("workload", "workload"), ("setting", "case"), ("baseline", "baseline"),
@@ -154,7 +156,7 @@ def _pick_cells(picks: pd.DataFrame) -> list[str]:
 
 def _pick_rows(df: pd.DataFrame) -> list[dict]:
     """Per setting (the first MAX_CASE_ROWS): the pick within each report budget and the fastest
-    measured (`suite.analysis.answers.recommend`)."""
+    measured (`suite.analysis.outcome.answers.recommend`)."""
     df = answers.with_settings(df)
     shown = df[df["setting_key"].isin(df["setting_key"].unique()[:MAX_CASE_ROWS])]  # a setting's pick needs its rows only
     fastest, tight, loose = answers.recommend_each(shown, [answers.TRAINED, answers.TIGHT, answers.LOOSE])

@@ -1,4 +1,4 @@
-"""Render a comparison (`suite.analysis.compare.Comparison`): `index.html`, `report.md`, SVG plots.
+"""Render a comparison (`suite.analysis.regression.compare.Comparison`): `index.html`, `report.md`, SVG plots.
 
 `report.md` starts with a short summary meant for a CI job summary (`cat report.md >>
 $GITHUB_STEP_SUMMARY`): the gate's outcome, what the data can and cannot show (`Comparison.reach`:
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from suite.analysis import compare, stats
+from suite.analysis.regression import compare, stats
 from suite.core import names
 from suite.core.text import fmt
 from suite.report import figures

@@ -1,4 +1,4 @@
-"""The fleet report: records from several devices (`suite.analysis.fleet`) in one folder.
+"""The fleet report: records from several devices (`suite.analysis.outcome.fleet`) in one folder.
 
     <out>/index.html, report.md     across devices: the answer per recipe (where it pays), then each
                                     recipe's speedup per case side by side, one column per device,
@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from suite.analysis import fleet
+from suite.analysis.outcome import fleet
 from suite.core import names
 from suite.core.text import fmt
 from suite.report.pages import PLOT_SUFFIX, environment, figure, md_image, md_table, md_text, publish, write_pages

@@ -1,4 +1,4 @@
-"""Render a scenario's history (`suite.analysis.history.History`): one plot per workload x precision
+"""Render a scenario's history (`suite.analysis.regression.history.History`): one plot per workload x precision
 (each case's speedup per run, or its time per run where the precision has no speedup: the baseline
 precision), segment levels and change points drawn, plus `report.md` and `index.html` listing the
 change points with what differs between the runs on either side. Nothing is computed here beyond
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from suite.analysis import history
+from suite.analysis.regression import history
 from suite.core.names import slug
 from suite.core.text import fmt
 from suite.report.pages import PLOT_SUFFIX, environment, figure, md_image, md_table, md_text, publish, write_pages

@@ -5,7 +5,7 @@ the order its folders declare), never by which precisions a plot happens to hold
 does not leave the cycle, so bf16 is one colour in the speedup, throughput and accuracy plots of
 one page and of the next report. A precision no folder declares (records from elsewhere) takes a
 place from its name's checksum. The variants of one precision (`bf16_adamw8bit` and
-`bf16_adamw8bit (master=bf16_sr)`, `suite.analysis.labels`) share its colour and marker and differ
+`bf16_adamw8bit (master=bf16_sr)`, `suite.analysis.frame.labels`) share its colour and marker and differ
 in line style and marker fill.
 """
 

@@ -1,7 +1,7 @@
 """Plots of a run's records, as SVG (`suite.report.figures`: every point named on hover) in the one
 palette (`suite.report.palette`). Plots draw, never compute: every value comes from a record column
 or from `suite.analysis`. A series is named by its case's short name (`variant`, `shape`:
-`suite.analysis.labels`), and a plot that would hold a single series it cannot set against
+`suite.analysis.frame.labels`), and a plot that would hold a single series it cannot set against
 anything (throughput of the baseline alone, speed against accuracy with one timed precision) is
 left out: where speed is emulated or absent (FP8 on a CPU), `accuracy` shows what was measured,
 the error per recipe and shape. A plot only one workload or precision means is its folder's
@@ -19,8 +19,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from suite.analysis.derived import is_emulated
-from suite.analysis.labels import sort_key, with_labels
+from suite.analysis.frame.derived import is_emulated
+from suite.analysis.frame.labels import sort_key, with_labels
 from suite.report import figures, palette
 from suite.scenario import registry
 

@@ -239,7 +239,7 @@ CORE: list[Column] = [
         ("joules_per_tflop", "float", "J/TFLOP", "joules_per_call per TFLOP of the call's work (flops / 1e12)"),
     ),
     *_group(
-        "roofline model (suite/analysis/model.py, docs/model.md)", False,
+        "roofline model (suite/analysis/roofline/model.py, docs/model.md)", False,
         ("predicted_ms", "float", "ms", "the model's time of one call: each kernel at the device's achievable compute "
                                         "or bandwidth, waves and launch floor"),
         ("predicted_speedup", "float", "", "the model's speedup over the baseline precision for this case", RATIO),

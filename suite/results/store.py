@@ -591,7 +591,7 @@ def read_file(path: str | Path, lean: bool = False) -> pd.DataFrame:
     """A results file's records (checked against the record contract of its own schema version,
     migrated to this one, checked again). `lean`, for reading a million records into a report: list
     columns (per-sample times, loss curves) stay Arrow arrays, null where a record has none, rather
-    than a numpy array per cell (`suite.analysis.derived.stalls` reads them columnar), and columns no
+    than a numpy array per cell (`suite.analysis.frame.derived.stalls` reads them columnar), and columns no
     record fills are left out (the contract's stay); made into pandas, they would cost seconds."""
     path = location.where(path)
     return _records(path, *_read_table(path), lean)

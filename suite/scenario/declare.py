@@ -151,7 +151,7 @@ class Library:
 @dataclass(frozen=True)
 class Casts:
     """The kernels a scaling kind scales and casts its operands with, as the roofline model counts
-    them (`suite.analysis.model`, docs/model.md): torch-free functions of the folder, each handed
+    them (`suite.analysis.roofline.model`, docs/model.md): torch-free functions of the folder, each handed
     the model (its `Kernel`, `tiny`, `eager_cast`, `eager_block_cast`), which it may not import.
 
     - `fused(model, role, elements, source, first, width)`: one operand's casts in a training step
@@ -184,18 +184,18 @@ class Hooks:
 
     - `derived`: derive(df) -> df with columns of its own added, where its records are (a training
       step's loss gap to its reference); run on the records "which precision" and the headline judge,
-      once they hold speedups, short names and their `setting_key` (`suite.analysis.answers.with_settings`).
+      once they hold speedups, short names and their `setting_key` (`suite.analysis.outcome.answers.with_settings`).
     - `answers`: answer(df, kit) -> sentences the headline adds after the crossovers (the update-side
       answer), from the records with their settings and derived columns; `kit` is
-      `suite.analysis.answers.Kit` (`with_settings`, `short`, `loss_margin_nats`).
+      `suite.analysis.outcome.answers.Kit` (`with_settings`, `short`, `loss_margin_nats`).
     - `plots`: `Plot`s drawn for every workload's records after the workload's own, as those are
       (a drawing returns None where the records hold nothing of its folder's); a precision's plots.
     - `scalings`: a scaling kind its recipes declare (`PrecisionRecord.scaling`) -> its `Casts`, the
-      roofline model's cost terms for it (`suite.analysis.model`); a kind is declared by one folder
+      roofline model's cost terms for it (`suite.analysis.roofline.model`); a kind is declared by one folder
       (Transformer Engine's MXFP8 recipes use the `mx` folder's `microscaled`).
     - `anchors`: anchors(model) -> rows (source, device, case, published value, unit, the model's
       value): measurements published for its recipes, which the roofline model is checked against
-      (`suite.analysis.published`, docs/model.md); `model` is `suite.analysis.model`.
+      (`suite.analysis.roofline.published`, docs/model.md); `model` is `suite.analysis.roofline.model`.
     """
 
     derived: tuple[str, ...] = ()
@@ -214,7 +214,7 @@ class PrecisionRecord:
     # format its GEMMs run in (fp32, tf32, bf16, fp16, fp8, fp4)
     peak: str | None = None
     description: str = ""
-    # --- the roofline model (suite/analysis/model.py, docs/model.md) ---
+    # --- the roofline model (suite/analysis/roofline/model.py, docs/model.md) ---
     # how it scales and casts its operands, for a recipe that does: a kind a folder declares the
     # model's cast kernels of (`Hooks.scalings`: fp8's tensorwise, rowwise, rowwise_with_gw_hp; te's
     # delayed, current, block; mx's microscaled)
@@ -244,7 +244,7 @@ class WorkloadRecord:
     columns: tuple[Column, ...] = ()  # the record columns it adds to the core ones
     # GEMMs of (m, k, n) one call runs (a layer's training step: three), for cost estimates
     gemms_per_call: int = 1
-    # what one call is to the roofline model (suite/analysis/model.py KERNELS): matmul,
+    # what one call is to the roofline model (suite/analysis/roofline/model.py KERNELS): matmul,
     # grouped_matmul, linear_step, norm_linear_step; None: not modelled
     roofline: str | None = None
     # grouped_matmul: "module:function" (torch-free), (m, params) -> (the rows of each group's

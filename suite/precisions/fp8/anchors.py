@@ -1,5 +1,5 @@
 """Measurements published for this folder's recipes, which the roofline model is checked against
-(this folder's `anchors` hook: `suite.analysis.published` gathers them; docs/model.md shows them).
+(this folder's `anchors` hook: `suite.analysis.roofline.published` gathers them; docs/model.md shows them).
 
 Source: torchao's float8 README (torchao/float8/README.md, "Performance"): FP8 (dynamic tensorwise)
 against bf16 on an H100, the float8_roofline.py microbenchmark of that version: LNLinearSigmoid
@@ -7,7 +7,7 @@ against bf16 on an H100, the float8_roofline.py microbenchmark of that version: 
 time. "Example 1 (small shapes): M, K, N = 1024, 2048, 1024, benchmark speedup is 0.80"; "Example 2
 (large shapes): M, K, N = 4096, 8192, 16384, benchmark speedup is 1.39".
 
-Torch-free, importing no later stage: the model (`suite.analysis.model`) is handed to it.
+Torch-free, importing no later stage: the model (`suite.analysis.roofline.model`) is handed to it.
 """
 
 from __future__ import annotations

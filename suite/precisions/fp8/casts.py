@@ -1,5 +1,5 @@
 """The roofline model's cast kernels for this folder's scaling kinds (its `scalings` hook:
-`suite.scenario.declare.Casts`), torch-free and handed the model (`suite.analysis.model`).
+`suite.scenario.declare.Casts`), torch-free and handed the model (`suite.analysis.roofline.model`).
 
 Bytes per kernel as torchao counts them: compiled, its benchmarks/float8/float8_roofline.py via
 torchao/testing/training/roofline_utils.py; eager, one kernel per op of torchao's float8_utils /

@@ -1,5 +1,5 @@
 """Measurements published for this folder's recipes, which the roofline model is checked against
-(this folder's `anchors` hook: `suite.analysis.published` gathers them; docs/model.md shows them).
+(this folder's `anchors` hook: `suite.analysis.roofline.published` gathers them; docs/model.md shows them).
 
 Source: torchao's MoE training README (torchao/prototype/moe_training/README.md): MXFP8 grouped
 GEMMs (`torchao_scaled_grouped_mm`) against bf16 `torch._grouped_mm`, forward and backward, on an
@@ -8,7 +8,7 @@ Llama 4 and DeepSeek-V3 shapes from commit 5e79e5ed3434aa04281931039da1bab338c41
 0.14.0+gitc7b8e13da, torch 2.10.0a0); the small-N shape (0.858x) from the version at
 838dcebb13be7cd7b7ae5d1d8c4e674c89a5d7b8 (PR #3163), which the current README no longer lists.
 
-Torch-free, importing no later stage: the model (`suite.analysis.model`) is handed to it.
+Torch-free, importing no later stage: the model (`suite.analysis.roofline.model`) is handed to it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The roofline model's cast kernels for block-scaled formats (`microscaled`: MXFP8's 1x32 and
 NVFP4's 1x16 blocks; this folder's `scalings` hook, `suite.scenario.declare.Casts`), torch-free and
-handed the model (`suite.analysis.model`). Transformer Engine's MXFP8 and NVFP4 recipes share it."""
+handed the model (`suite.analysis.roofline.model`). Transformer Engine's MXFP8 and NVFP4 recipes share it."""
 
 from __future__ import annotations
 

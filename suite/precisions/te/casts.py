@@ -1,6 +1,6 @@
 """The roofline model's cast kernels for Transformer Engine's scaling kinds (this folder's
 `scalings` hook, `suite.scenario.declare.Casts`), torch-free and handed the model
-(`suite.analysis.model`). TE casts with its own kernels, eager or compiled: no eager terms."""
+(`suite.analysis.roofline.model`). TE casts with its own kernels, eager or compiled: no eager terms."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ at what memory per parameter.
 
 A setting (the training-step cases of one run that share a baseline case) answers when its recipes
 store the update differently (their textbook bytes per parameter differ): fp32 against bf16
-autocast stores the same 16 bytes and is a compute question, which `suite.analysis.answers` covers.
-Torch-free; what it needs of the analysis is handed to it (`suite.analysis.answers.Kit`).
+autocast stores the same 16 bytes and is a compute question, which `suite.analysis.outcome.answers` covers.
+Torch-free; what it needs of the analysis is handed to it (`suite.analysis.outcome.answers.Kit`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pandas as pd
 
 def _name(r) -> str:
     """The recipe as the report names it: with its own parameters where cases differ in them
-    (`bf16_adamw8bit (master=bf16_sr)`, `suite.analysis.labels`)."""
+    (`bf16_adamw8bit (master=bf16_sr)`, `suite.analysis.frame.labels`)."""
     return str(r["variant"])
 
 

@@ -1,4 +1,4 @@
-"""What the roofline model counts of a grouped GEMM case (`suite.analysis.model`, through the
+"""What the roofline model counts of a grouped GEMM case (`suite.analysis.roofline.model`, through the
 workload's `groups` hook): its rows per expert, and whether one kernel multiplies them all."""
 
 from __future__ import annotations

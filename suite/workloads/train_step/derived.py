@@ -19,7 +19,7 @@ def with_loss_gaps(df: pd.DataFrame) -> pd.DataFrame:
     master weights: `suite/precisions/update/`), where it was measured in the setting, so the update
     answer (suite/precisions/update/answers.py) and "which precision" judge a recipe alike; else the
     fp32 twin each case trains on the same batches (`loss_delta_vs_fp32`). Needs `setting_key`
-    (`suite.analysis.answers.with_settings` runs it: this folder's `derived` hook)."""
+    (`suite.analysis.outcome.answers.with_settings` runs it: this folder's `derived` hook)."""
     if "loss_gap_nats" in df:
         return df
     twin = pd.to_numeric(df["loss_delta_vs_fp32"], errors="coerce") if "loss_delta_vs_fp32" in df \

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.analysis import derived, labels
+from suite.analysis.frame import derived, labels
 from suite.results import store
 
 # What a reader looks at first, in this order; the other filled columns follow in the file's order.
@@ -29,7 +29,7 @@ def load(path: str | Path, workload: str | None = None, all_runs: bool = False,
     the newest run of each scenario (`all_runs=True`: every run), of one `workload` if given.
 
     Columns: `label` ("256x256x256 bf16": the case's shape and precision, named by only what differs
-    between the cases read, `suite.analysis.labels`), `speedup` (over the baseline, same run and device:
+    between the cases read, `suite.analysis.frame.labels`), `speedup` (over the baseline, same run and device:
     the paired speedup where the two were timed in paired rounds, else the baseline's median time over
     this case's, `speedup_medians`; NaN where either did not run or the case's time is emulated, as FP8
     on a CPU), `baseline_time_ms`, then every other

@@ -4,7 +4,7 @@ its baseline and bound, FP8's split into GEMMs and casts, and where each recipe 
 
 from __future__ import annotations
 
-from suite.analysis import crossover, model
+from suite.analysis.roofline import crossover, model
 from suite.core.errors import UserError
 from suite.core import peaks
 from suite.scenario import plan, registry

@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from suite.analysis import labels
+from suite.analysis.frame import labels
 from suite.results import columns
 from suite.scenario import registry
 from suite.scenario.params import params_without
@@ -129,7 +129,7 @@ def shape_label(row) -> str:
 
 def shape_labels(df: pd.DataFrame) -> pd.Series:
     """Each row's short shape name: M x K x N and only the workload parameters that differ within
-    the frame (`suite.analysis.labels`; a frame that was named whole keeps its names)."""
+    the frame (`suite.analysis.frame.labels`; a frame that was named whole keeps its names)."""
     return labels.with_labels(df)["shape"]
 
 

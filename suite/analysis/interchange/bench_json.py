@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from suite.core import files, jsontext, names
-from suite.analysis import derived
+from suite.analysis.frame import derived
 from suite.scenario import plan
 from suite.results import columns, store
 from suite.results.atomic import atomic_write_text

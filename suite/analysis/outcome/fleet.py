@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from suite.analysis import answers, derived
+from suite.analysis.frame import derived
+from suite.analysis.outcome import answers
 
 # what a record of a run asking for a device this machine lacks is labelled (it has no device name)
 NOT_AVAILABLE = " (not available)"

@@ -1,5 +1,5 @@
 """The roofline model against published measurements: each one with its source, the model's
-prediction for the same case and the error. `python -m suite.analysis.published` prints the
+prediction for the same case and the error. `python -m suite.analysis.roofline.published` prints the
 table docs/model.md holds (a test fails when they differ).
 
 A recipe's measurements are its folder's (`suite.scenario.declare.Hooks.anchors`: torchao's float8
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from suite.analysis import model
+from suite.analysis.roofline import model
 from suite.scenario import registry
 
 MAMF = "mamf-finder (ml-engineering)"

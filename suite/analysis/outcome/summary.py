@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.analysis import answers, crossover, derived, labels
+from suite.analysis.frame import derived, labels
+from suite.analysis.outcome import answers
+from suite.analysis.roofline import crossover
 from suite.core.text import fmt
 from suite.results import groups
 
@@ -19,7 +21,7 @@ SUMMARY_COLUMNS = [
 
 
 def summary_records(df: pd.DataFrame) -> list[dict]:
-    """Per workload and precision (its short unique name, `suite.analysis.labels`): case counts by
+    """Per workload and precision (its short unique name, `suite.analysis.frame.labels`): case counts by
     status, the best TFLOP/s, the geometric-mean speedup over the in-run baseline, the median
     relative error and whether its speed is emulated, as numbers (None where not measured):
     `run --json`'s "summary" (docs/schemas/run.schema.json)."""
@@ -51,9 +53,9 @@ def summary_rows(df: pd.DataFrame) -> list[dict]:
 def headline(df: pd.DataFrame, families: list[dict] | None = None) -> list[str]:
     """The first lines of a report, each a sentence with its numbers: that it is partial, if so;
     the answer (per workload, at its largest case, each precision's speedup over the baseline and
-    its error: `suite.analysis.answers`), then what the folders' answer hooks add (for update-side
+    its error: `suite.analysis.outcome.answers`), then what the folders' answer hooks add (for update-side
     recipes, which trained to within a margin of the fp32-master loss and at what bytes per
-    parameter: `suite.analysis.answers.declared_answers`); then what makes the numbers unusual (a
+    parameter: `suite.analysis.outcome.answers.declared_answers`); then what makes the numbers unusual (a
     slow path and its cause, cases cut short by the cap, stalls) and what was not measured and why."""
     df = labels.with_labels(df)  # names shared by every line: cases differing in parameters never pool
     lines = (_partial_lines(df) + _subset_lines(df) + groups.shard_lines(df) + answers.largest_setting_answers(df)

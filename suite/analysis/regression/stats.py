@@ -4,7 +4,7 @@ Every comparison is made on a log scale and oriented so that a positive change i
 - speedup (a ratio measured inside one run): d = log(candidate speedup / baseline speedup);
 - absolute time: d = log(baseline time / candidate time).
 
-**Runs are the unit of replication** (`run_changes`, used by `suite.analysis.compare`). A run's value
+**Runs are the unit of replication** (`run_changes`, used by `suite.analysis.regression.compare`). A run's value
 of a case is its median over the run's repetitions (robust to a bimodal run, where a minority of
 repetitions is 2x slow), so the samples inside a run only serve to locate it; what varies between
 runs (another process on a shared machine, a throttled card, a different VM) is seen only by
@@ -42,7 +42,7 @@ The distributions (Student-t, chi-square) are computed here from the regularized
 and gamma functions (continued fraction and series, as in Abramowitz and Stegun 26.5.8 and 6.5.29),
 so that no SciPy is needed.
 
-`suite.analysis.history` applies the same test to the runs before and after each candidate change
+`suite.analysis.regression.history` applies the same test to the runs before and after each candidate change
 point (`Fit` and `Fit.change`), so that history and compare cannot disagree on the same runs.
 """
 
@@ -470,7 +470,7 @@ def detectable(spread: Spread, kb: int, kc: int, confidence: float = DEFAULT_CON
 
 # --- every split of a segment at once (history) -----------------------------------------------------
 #
-# `suite.analysis.history` scores every split of a segment of runs by `fit(before, after).test(case)`.
+# `suite.analysis.regression.history` scores every split of a segment of runs by `fit(before, after).test(case)`.
 # Refitting each split from scratch costs O(runs x cases) per split in Python, O(runs^2 x cases) per
 # segment. Here a segment is a matrix (rows: its runs in order, columns: cases, NaN: no value) and
 # the side fits of all its prefixes (and, reversed, suffixes) come at once: each case's mean from

@@ -22,7 +22,7 @@ gives every case one verdict:
 Every case whose verdict is not "same" (not unchanged, skipped or failed on both sides, nor n/a with
 an unchanged time) lists in `explanation` what differs between the two sides' runs of it: versions,
 device, clocks, code hash, threads, and per case the kernel that ran where records hold one
-(`suite.analysis.envdiff`).
+(`suite.analysis.regression.envdiff`).
 
 The headline verdict is about the speedup (a ratio inside one run, so it survives a different card,
 clock or machine): the paired one (`speedup_paired`, from the rounds in which the case and its baseline
@@ -30,7 +30,7 @@ were timed interleaved, which a level drifting within the run does not move) whe
 in every run, else the ratio of the two cases' medians; `speedup_kind` says which. The two kinds are
 fitted apart (their run-to-run spreads differ), each with its own `spread` and `reach`: `speedup` (the
 paired ones, where any case has them) and `speedup (ratio of medians)` beside them. Absolute times get the same treatment in `time_verdict` (regressed = slower),
-only where both sides ran on the same device model. Statistics: `suite.analysis.stats` (runs are the
+only where both sides ran on the same device model. Statistics: `suite.analysis.regression.stats` (runs are the
 unit of replication; each case's verdict at `confidence`).
 
 The gate (`Comparison.failing`, the CLI's exit status): a case fails when its verdict (or, with the
@@ -57,7 +57,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from suite.analysis import derived, envdiff, stats
+from suite.analysis.frame import derived
+from suite.analysis.regression import envdiff, stats
 from suite.core.errors import UserError
 
 MISSING, NEW_SKIP, NEW_FAILURE = "missing", "new-skip", "new-failure"

@@ -15,7 +15,7 @@ Verdicts (`--fail-on`, comma-joined): regressed, improved, baseline-changed (spe
 baseline-changed: the speedup moved because the baseline precision's time did), time:regressed,
 time:improved (time series' change points, the baseline precision's own included: a baseline
 regression), new-failure, new-skip; or none. The change points were already held to the calibrated
-false-alarm rate per series (`suite.analysis.history`); the gate adds no test of its own.
+false-alarm rate per series (`suite.analysis.regression.history`); the gate adds no test of its own.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from suite.analysis import compare, derived, history, stats
+from suite.analysis.frame import derived
+from suite.analysis.regression import compare, history, stats
 from suite.core.errors import UserError
 
 TIME_PREFIX = compare.TIME_PREFIX

@@ -20,7 +20,7 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from suite.analysis import derived
+from suite.analysis.frame import derived
 from suite.results import columns
 
 # Looked at first, in this order, where the records hold them: what usually explains a moved

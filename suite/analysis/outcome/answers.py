@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from suite.analysis import derived, labels
+from suite.analysis.frame import derived, labels
 from suite.core.errors import UserError
 from suite.scenario import registry
 from suite.scenario.params import params_without

@@ -27,7 +27,7 @@ from typing import Callable, get_args
 
 import pandas as pd
 
-from suite.analysis import envdiff
+from suite.analysis.regression import envdiff
 from suite.core.errors import UserError
 from suite.measure.env import ISA_ENV
 from suite.results import columns

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.analysis import derived
+from suite.analysis.frame import derived
 from suite.scenario import registry
 
 # The formats (vendor-peak columns a recipe declares) of the recipes set against a baseline in BASE.

@@ -3,7 +3,7 @@
 A *family* is a line of shapes one sweep walks: M = K = N (square sweeps), or M alone (the tokens)
 at a fixed K and N. Along it, a recipe's crossover is the smallest size at which it beats the
 baseline: measured, from the sweep's speedups, interpolated on log axes between the two measured
-sizes whose speedups straddle 1; predicted, from the roofline model (`suite.analysis.model`) on a
+sizes whose speedups straddle 1; predicted, from the roofline model (`suite.analysis.roofline.model`) on a
 fine grid of sizes, refined by bisection. The report's answer line says both: "fp8_rowwise (gemm)
 pays from M=K=N of about 2900 on this NVIDIA H100 80GB HBM3 (predicted 2600)".
 """
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from suite.analysis import derived, model
+from suite.analysis.frame import derived
+from suite.analysis.roofline import model
 
 # The predicted crossover is searched between these sizes, on a grid of 16 steps per doubling.
 SEARCH = (16, 65536)

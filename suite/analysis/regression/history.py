@@ -28,7 +28,7 @@ Calibration (false change points per series, power, where the step is placed): d
 
 A speedup change point whose case's own time did not change between the same runs while its
 baseline precision's time changed the other way is `baseline-changed`, as in compare. Every change
-point lists what differs between the runs before and after it (`suite.analysis.envdiff`).
+point lists what differs between the runs before and after it (`suite.analysis.regression.envdiff`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from suite.analysis import compare, derived, envdiff, stats
+from suite.analysis.frame import derived
+from suite.analysis.regression import compare, envdiff, stats
 from suite.core.errors import UserError
 from suite.results import columns, select, store
 
