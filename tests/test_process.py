@@ -82,17 +82,10 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_a_segfault_is_one_failed_case(child):
-    record = Process("cpu", timeout_s=120, command=child("segv")).run_case(case("segfault"), META)
-    assert record["status"] == "failed"
-    assert record["reason"] == "crashed: signal 11 (SIGSEGV)"
-    assert "Segmentation fault" in record["isolate_log"]  # faulthandler's dump from the child
-    assert record["case_id"] == case("segfault").case_id
-
-
-def test_a_setting_whose_process_crashes_runs_each_case_again_alone(child):
+def test_a_segfault_is_one_failed_case_and_its_setting_runs_each_case_again_alone(child):
     """A unit (a setting's cases, timed together in one process) that segfaults costs only the case
-    that crashes: each case without a record runs again in a process of its own, and says so."""
+    that crashes: each case without a record runs again in a process of its own (`run_case`: a unit
+    of one), and says so; the segfault alone is one failed case. One test: each process imports torch."""
     from suite.measure.executors.base import Unit
 
     ok, bad = case(), case("segfault", "bf16")
@@ -100,7 +93,9 @@ def test_a_setting_whose_process_crashes_runs_each_case_again_alone(child):
     assert [r["case_id"] for r in records] == [ok.case_id, bad.case_id]
     assert records[0]["status"] == "ok" and records[0]["isolated"]
     assert records[0]["pairing_note"].startswith("the process timing its setting together crashed (signal 11")
-    assert records[1]["status"] == "failed" and records[1]["reason"] == "crashed: signal 11 (SIGSEGV)"
+    crashed = records[1]  # what the segfaulting case's own process left
+    assert crashed["status"] == "failed" and crashed["reason"] == "crashed: signal 11 (SIGSEGV)"
+    assert "Segmentation fault" in crashed["isolate_log"]  # faulthandler's dump from the child
 
 
 def test_an_exit_without_a_record_names_the_status_and_last_log_line(child):
@@ -128,7 +123,7 @@ def test_a_hang_times_out_and_its_whole_process_group_is_killed(child, tmp_path)
     assert not alive(helper)
 
 
-def test_isolate_from_the_command_line(write_scenario, tmp_path):
+def test_isolate_from_the_command_line_with_the_runs_threads_setting(write_scenario, tmp_path):
     scenario = write_scenario(quick_toml("iso", """
         [[sweep]]
         workload = "gemm"
@@ -137,7 +132,7 @@ def test_isolate_from_the_command_line(write_scenario, tmp_path):
     """))
     results = tmp_path / "results"
     rc = cli.main(["run", str(scenario), "--results", str(results), "--no-report", "--quiet",
-                   "--isolate", "--case-timeout", "300"])
+                   "--isolate", "--case-timeout", "300", "--threads", "1"])
     assert rc == 0
     (path,) = (results / "iso").glob("*.parquet")
     df = store.read_file(path)
@@ -146,6 +141,8 @@ def test_isolate_from_the_command_line(write_scenario, tmp_path):
     # The child's numbers arrive intact: bf16 operands carry 8 significant bits (unit roundoff
     # 2^-9 ~ 2e-3), so the GEMM's relative error against float64 is a few 1e-3 (it was 2.9e-3).
     assert 1e-4 < df["rel_err"].iloc[0] < 2e-2
+    # the isolated case ran with the run's threads setting (the child sets it, and records it)
+    assert list(df["cpu_threads"]) == [1] and list(df["threads_setting"]) == [1]
 
 
 def test_case_timeout_without_isolate_is_a_usage_error(write_scenario, capsys, tmp_path):
@@ -178,15 +175,34 @@ raise SystemExit(child.main(["--serve"]))
 """
 
 
+def sticky_cases(*modes):
+    return [plan.Case("w", "sticky", "fp32", None, None, None, None, params={"mode": mode, "i": i}, seed=0,
+                      timing=FAST, device="cpu") for i, mode in enumerate(modes)]
+
+
+def sticky_worker(**kw):
+    return cuda_worker.CudaWorker("cpu", command=[sys.executable, "-c", WORKER_CHILD.replace("ROOT", repr(str(ROOT)))], **kw)
+
+
 def test_a_sticky_cuda_error_costs_one_case_and_the_worker_is_replaced():
-    cases = [plan.Case("w", "sticky", "fp32", None, None, None, None, params={"mode": mode, "i": i}, seed=0,
-                       timing=FAST, device="cpu")
-             for i, mode in enumerate(["ok", "poison", "ok", "segv", "ok"])]
-    worker = cuda_worker.CudaWorker("cpu", command=[sys.executable, "-c", WORKER_CHILD.replace("ROOT", repr(str(ROOT)))])
+    # one worker for both halves (each worker started imports torch): first the cases that keep it,
+    # a warning and a failure, then the ones that cost it, a sticky error and a crash
+    worker = sticky_worker()
     try:
-        records = [worker.run_case(case, META) for case in cases]
+        kept = [worker.run_case(case, META) for case in sticky_cases("warn", "ok", "fail", "ok")]
+        started_before_the_sticky_error = worker.started
+        records = [worker.run_case(case, META) for case in sticky_cases("ok", "poison", "ok", "segv", "ok")]
     finally:
         worker.close()
+    # warnings of a case reach its record, and a failed case keeps its last lines
+    assert [r["status"] for r in kept] == ["ok", "ok", "failed", "ok"]
+    warned = kept[0]["worker_warnings"].splitlines()
+    assert any("UserWarning: cuBLAS fell back to a slower kernel" in w for w in warned)
+    assert "Failed to load /site-packages/torchao/_C.so: undefined symbol" in warned
+    assert kept[1]["worker_warnings"] is None and kept[3]["worker_warnings"] is None  # each case its own
+    assert "the kernel said: no" in kept[2]["isolate_log"] and "ValueError" in kept[2]["reason"]
+    assert started_before_the_sticky_error == 1  # a failed case is no reason to replace the worker
+
     assert [r["status"] for r in records] == ["ok", "failed", "ok", "failed", "ok"]
     assert STICKY_ERROR in records[1]["reason"] and records[1]["worker_replaced"]
     assert records[3]["reason"].startswith("crashed: signal 11 (SIGSEGV)")
@@ -210,30 +226,6 @@ def test_a_worker_that_dies_timing_a_setting_runs_each_case_again_alone():
     assert records[1]["reason"].startswith("crashed: signal 11 (SIGSEGV)")
     assert all("crashed (signal 11 (SIGSEGV)): run again alone" in r["pairing_note"] for r in records[::2])
     assert worker.started == 3  # the unit's; after it died, one for the cases alone up to the segfault, one after
-
-
-def test_an_isolated_case_runs_with_the_runs_threads_setting(write_scenario, tmp_path):
-    scenario = write_scenario(quick_toml("thr", """
-        [[sweep]]
-        workload = "gemm"
-        precisions = ["fp32"]
-        mkn = [[32, 32, 32]]
-    """))
-    results = tmp_path / "results"
-    assert cli.main(["run", str(scenario), "--results", str(results), "--no-report", "--quiet", "--isolate",
-                     "--threads", "1"]) == 0
-    (path,) = (results / "thr").glob("*.parquet")
-    df = store.read_file(path)
-    assert list(df["cpu_threads"]) == [1] and list(df["threads_setting"]) == [1] and df["isolated"].all()
-
-
-def sticky_cases(*modes):
-    return [plan.Case("w", "sticky", "fp32", None, None, None, None, params={"mode": mode, "i": i}, seed=0,
-                      timing=FAST, device="cpu") for i, mode in enumerate(modes)]
-
-
-def sticky_worker(**kw):
-    return cuda_worker.CudaWorker("cpu", command=[sys.executable, "-c", WORKER_CHILD.replace("ROOT", repr(str(ROOT)))], **kw)
 
 
 def test_a_hung_case_times_out_its_worker_is_replaced_and_the_run_goes_on():
@@ -264,21 +256,6 @@ def test_the_default_limit_is_ten_case_caps_and_at_least_a_compiles_worth():
     long = plan.Case("w", "sticky", "fp32", None, None, None, None, params={"mode": "ok"}, seed=0,
                      timing=StopRule(case_cap_s=120.0), device="cpu")
     assert cuda_worker.case_timeout(long) == 1200.0
-
-
-def test_warnings_of_a_case_reach_its_record_and_a_failed_case_keeps_its_last_lines():
-    worker = sticky_worker()
-    try:
-        records = [worker.run_case(case, META) for case in sticky_cases("warn", "ok", "fail", "ok")]
-    finally:
-        worker.close()
-    assert [r["status"] for r in records] == ["ok", "ok", "failed", "ok"]
-    warned = records[0]["worker_warnings"].splitlines()
-    assert any("UserWarning: cuBLAS fell back to a slower kernel" in w for w in warned)
-    assert "Failed to load /site-packages/torchao/_C.so: undefined symbol" in warned
-    assert records[1]["worker_warnings"] is None and records[3]["worker_warnings"] is None  # each case its own
-    assert "the kernel said: no" in records[2]["isolate_log"] and "ValueError" in records[2]["reason"]
-    assert worker.started == 1
 
 
 @pytest.mark.parametrize("line, warning", [

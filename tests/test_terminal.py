@@ -109,11 +109,19 @@ def test_the_end_of_run_summary_reads_cleanly_in_a_real_terminal(tiny_folder, co
     assert notes and all(len(line) <= columns for line in notes), "\n".join(notes)
 
 
-@functools.cache  # one `recommend --json` launch for the three tests that read it (seconds of CPU each)
+@functools.cache  # one `recommend --json` for the three tests that read it
 def _recommend_words() -> frozenset[str]:
+    """The settings and speedups `recommend` picks, from its JSON (in this process: what is tested
+    is the text the processes below print)."""
+    import contextlib
+    import io
     import json
 
-    doc = validated(json.loads(piped(["recommend", str(REFERENCE), "--max-rel-err", "1e-2", "--json"], ROOT)), "recommend")
+    from suite import cli
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert cli.main(["recommend", str(REFERENCE), "--max-rel-err", "1e-2", "--json"]) == 0
+    doc = validated(json.loads(out.getvalue()), "recommend")
     words = {p["setting"] for p in doc["picks"] if " " not in p["setting"]}
     return frozenset(words | {f"{p['speedup']:.3g}x" for p in doc["picks"] if p["speedup"] is not None})
 

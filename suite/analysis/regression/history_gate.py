@@ -91,14 +91,19 @@ def new_change_points(now: history.History, before: history.History | None) -> l
 def new_statuses(records: pd.DataFrame, runs: list[str], new_runs: int) -> list[Failure]:
     """Cases a newest run failed or skipped that the latest earlier run holding them did not."""
     newest, rank = set(runs[-new_runs:]), {r: i for i, r in enumerate(runs)}
+    held = records[records["run_id"].isin(rank)]
+    ordered = held.assign(_rank=held["run_id"].map(rank)).sort_values("_rank", kind="stable")
+    in_newest = ordered["run_id"].isin(newest)
+    # each case's row in the latest earlier run and in the latest newest run holding it: one pass
+    # over the rows, not a sort per case (a nightly's history holds thousands of cases)
+    earlier = dict(zip(ordered.loc[~in_newest, "case_id"], ordered.loc[~in_newest, "status"]))
+    latest = {row["case_id"]: row for row in ordered[in_newest].to_dict("records")}
     out = []
-    for case_id, rows in records[records["run_id"].isin(rank)].groupby("case_id", sort=False):
-        rows = rows.assign(_rank=rows["run_id"].map(rank)).sort_values("_rank")
-        earlier, latest = rows[~rows["run_id"].isin(newest)], rows[rows["run_id"].isin(newest)]
-        if earlier.empty or latest.empty:
+    for case_id in held["case_id"].unique():
+        if case_id not in earlier or case_id not in latest:
             continue
-        last = latest.iloc[-1]
-        verdict = compare.transition(str(earlier.iloc[-1]["status"]), str(last["status"]))
+        last = latest[case_id]
+        verdict = compare.transition(str(earlier[case_id]), str(last["status"]))
         if verdict in (compare.NEW_FAILURE, compare.NEW_SKIP):
             label = f"{last['workload']} {last['precision']} {derived.shape_label(last)}"
             out.append(Failure(case_id, label, verdict, str(last["run_id"]),
