@@ -150,23 +150,23 @@ def measured_families(df: pd.DataFrame) -> list[dict]:
     newest run of each scenario: the measured and the predicted crossover. Only timed (not
     emulated) cases count."""
     df = derived.with_speedups(derived.latest_runs(df))
-    ok = df[(df["status"] == "ok") & ~derived.is_emulated(df) & df["speedup"].notna() & df["m"].notna()
-            & (df["precision"] != df["baseline"])]
-    if ok.empty:
+    timed = (df["status"] == "ok") & ~derived.is_emulated(df) & df["speedup"].notna() & df["m"].notna() \
+        & (df["precision"] != df["baseline"])
+    at = np.flatnonzero(timed.to_numpy(bool))  # the rows counted, taken of the few columns a crossing needs
+    if not len(at):
         return []
+    ok = df[["run_id", "workload", "precision", "params", "m", "k", "n", "speedup"]].iloc[at]
     m, k, n = (ok[d].astype("int64") for d in ("m", "k", "n"))
     square = (m == k) & (k == n)  # family key columns: (-1, -1) for M = K = N, else the fixed K and N
-    ok = ok.assign(family_k=k.where(~square, -1), family_n=n.where(~square, -1))
-    # grouped on the few columns a crossing needs (a group of the whole frame copies every column)
+    narrow = ok.assign(family_k=k.where(~square, -1), family_n=n.where(~square, -1), row=at)
     keys = ["run_id", "workload", "precision", "params", "family_k", "family_n"]
-    narrow = ok[keys + ["m", "speedup"]].assign(row=np.arange(len(ok)))
     rows = []
     for (run, workload, precision, params, fk, fn), g in narrow.groupby(keys, sort=False):
         measured = measured_crossing(g["m"].to_numpy(float), g["speedup"].to_numpy(float))
         if measured is None:
             continue
         family = Family("square") if fk < 0 else Family("tokens", int(fk), int(fn))
-        first = ok.iloc[g["row"].iat[0]].to_dict()
+        first = df.iloc[g["row"].iat[0]].to_dict()
         device = model.device_for(first)
         parsed = json.loads(params) if isinstance(params, str) else {}
         predicted = predicted_crossing(workload, precision, first["baseline"], family, parsed, device) if device else None
