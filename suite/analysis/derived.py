@@ -270,7 +270,7 @@ def stalls(df: pd.DataFrame) -> pd.Series:
     ok = ((df["status"] == "ok").to_numpy(bool)) & (median > 0)
     samples = list_column(df["samples_ms"])
     lengths = pc.fill_null(pc.list_value_length(samples), 0).to_numpy()
-    values = pc.list_flatten(samples).to_numpy(zero_copy_only=False).astype(float)
+    values = pc.list_flatten(samples).to_numpy(zero_copy_only=False).astype(float, copy=False)
     parent = pc.list_parent_indices(samples).to_numpy()
     over = np.bincount(parent, weights=values > STALL_FACTOR * median[parent], minlength=len(df))
     share = np.divide(over, lengths, out=np.zeros(len(df)), where=lengths > 0)
