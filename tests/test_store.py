@@ -261,6 +261,24 @@ def test_a_column_of_mixed_types_is_kept_as_text_not_lost(tmp_path):
     assert json.loads(pq.read_schema(path).metadata[b"mpsuite.text_columns"]) == ["extra"]
 
 
+def test_a_lean_read_leaves_empty_columns_undecoded_and_still_checks_their_types(tmp_path):
+    """A report's read decodes only the columns some record fills (the file's statistics say which are
+    empty): the same frame as a whole read keeps, and an empty column in a type its declaration
+    refuses still leaves the file out."""
+    path = store.write_run([rec("a", samples_ms=[1.0, 1.1]), rec("b", samples_ms=None, sqnr_db=40.0)],
+                           tmp_path / f"{RUN}.parquet")
+    lean = store.read_file(path, lean=True)
+    whole = store.read_file(path)
+    assert "rel_ci" not in lean and "reason" in lean  # the contract's columns stay, even empty
+    assert list(lean["sqnr_db"].isna()) == [True, False] and lean["case_id"].tolist() == whole["case_id"].tolist()
+    table = pq.read_table(path)
+    at = table.schema.get_field_index("rel_ci")
+    bad = table.set_column(at, pa.field("rel_ci", pa.date32()), pa.nulls(2, pa.date32()))
+    pq.write_table(bad, path)
+    with pytest.raises(UserError, match="column rel_ci holds date32"):
+        store.read_file(path, lean=True)
+
+
 def test_a_version_5_file_calls_te_mxfp8_and_te_nvfp4_by_their_old_names(tmp_path):
     """Before torchao's formats took the names, `mxfp8` and `nvfp4` were Transformer Engine's: a file
     of schema 5 or older is read with TE's new names and case ids, so it never joins torchao's cases."""

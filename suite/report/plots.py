@@ -179,8 +179,8 @@ SPEED_COLUMNS = ["workload", "precision", "variant", "shape", "baseline", "m", "
 def _speed_rows(df: pd.DataFrame, workload: str) -> pd.DataFrame:
     """The workload's rows whose timing is real device speed (not failed, skipped or emulated)."""
     df = with_labels(df)
-    rows = df[(df["workload"] == workload) & (df["status"] == "ok") & ~is_emulated(df)]
-    return rows.reindex(columns=SPEED_COLUMNS)  # a column no record fills is all null
+    speed = (df["workload"] == workload) & (df["status"] == "ok") & ~is_emulated(df)
+    return df.reindex(columns=SPEED_COLUMNS)[speed]  # a column no record fills is all null; the rest not copied
 
 
 def _spread(rows: pd.DataFrame, value: pd.Series) -> np.ndarray:

@@ -59,7 +59,7 @@ def _first(table: pa.Table, mask: pa.ChunkedArray, column: str) -> str:
 
 
 def _bad_count(mask) -> int:
-    return pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0
+    return pc.sum(mask).as_py() or 0  # a boolean sum counts the true values (nulls skipped)
 
 
 def _fits(kind: pa.DataType, declared: str) -> bool:
@@ -213,6 +213,8 @@ def problems(table: pa.Table, types: dict[str, str] | None = None) -> list[str]:
     bad = pc.invert(pc.is_in(table.column("status"), value_set=pa.array(STATUSES)))
     if _bad_count(bad):
         out.append(f"status must be one of {', '.join(STATUSES)} ({_first(table, bad, 'status')})")
+    if _unique_cases(table):
+        return out + _range_problems(table) + _instant_problems(table)
     keys = pa.table({"run": table.column("run_id"), "case": table.column("case_id")})
     counts = keys.group_by(["run", "case"]).aggregate([([], "count_all")])
     dup = counts.filter(pc.greater(counts.column("count_all"), 1))
@@ -220,6 +222,13 @@ def problems(table: pa.Table, types: dict[str, str] | None = None) -> list[str]:
         out.append(f"{dup.num_rows} case_id(s) appear more than once in one run "
                    f"(first: {dup.column('case')[0].as_py()} in run {dup.column('run')[0].as_py()})")
     return out + _range_problems(table) + _instant_problems(table)
+
+
+def _unique_cases(table: pa.Table) -> bool:
+    """Whether no case id is there twice in the whole table, so none is twice within a run: what
+    settles a file of one run by counting distinct ids (cheaper than counting (run, case) pairs)."""
+    case_ids = table.column("case_id")
+    return len(pc.unique(case_ids)) == len(case_ids)
 
 
 def _out_of_range(values: pa.Array, accepts) -> pa.Array:
@@ -299,6 +308,14 @@ def check(table: pa.Table, source, types: dict[str, str] | None = None) -> None:
     if found:
         more = f" (and {len(found) - 1} more problem{'s' if len(found) > 2 else ''})" if len(found) > 1 else ""
         raise UserError(f"{source}: {found[0]}{more}")
+
+
+def check_types(schema: pa.Schema, source, types: dict[str, str] | None = None) -> None:
+    """Raise one line naming `source` where a column of `schema`, left out of a read because no
+    record fills it, is in a type its declaration refuses (as `check` would on the column read)."""
+    found = type_problems(conform(schema.empty_table(), types), types)
+    if found:
+        raise UserError(f"{source}: {found[0]}")
 
 
 def _is_text(value) -> bool:

@@ -146,12 +146,24 @@ def geomean(xs) -> float:
     return float(np.exp(np.log(v).mean())) if len(v) else math.nan
 
 
+def _narrow(df: pd.DataFrame, names) -> pd.DataFrame:
+    """The columns of `names` that `df` has: what a grouping then copies (a million records' group
+    of every column costs seconds)."""
+    return df[[c for c in names if c in df]]
+
+
+# What `summary` and `slow_paths` read of a record.
+SUMMARY_READS = ("workload", "variant", "precision", "status", "emulated", "tflops", "speedup", "rel_err")
+SLOW_PATH_READS = ("run_id", "variant", "baseline", "precision", "status", "emulated", "speedup", "device",
+                   "cpu_isa", "cpu_flags", "cpu_isa_env")
+
+
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (workload, precision): case counts by status, best TFLOP/s, geomean speedup,
     median relative error. Emulated timings are not speed: their throughput columns stay empty."""
     df = labels.with_labels(with_speedups(df))
     rows = []
-    for (workload, variant), g in df.groupby(["workload", "variant"], sort=False):
+    for (workload, variant), g in _narrow(df, SUMMARY_READS).groupby(["workload", "variant"], sort=False):
         ok = g[g["status"] == "ok"]
         real = ok[~is_emulated(ok)]
         rows.append({
@@ -219,7 +231,7 @@ def slow_paths(df: pd.DataFrame) -> list[dict]:
     """Per run and precision whose measured speedups (geomean, non-emulated) are below
     SLOW_PATH_BELOW: how many times slower than the baseline it is, over how many cases, and the
     likely cause (`slow_path_cause`). Slowest first."""
-    df = labels.with_labels(with_speedups(df))
+    df = _narrow(labels.with_labels(with_speedups(df)), SLOW_PATH_READS)
     ok = df[(df["status"] == "ok") & ~is_emulated(df) & df["speedup"].notna()]
     out = []
     for (run, variant, baseline), g in ok.groupby(["run_id", "variant", "baseline"], sort=False):
@@ -259,7 +271,7 @@ def stalls(df: pd.DataFrame) -> pd.Series:
     ok = ((df["status"] == "ok").to_numpy(bool)) & (median > 0)
     samples = list_column(df["samples_ms"])
     lengths = pc.fill_null(pc.list_value_length(samples), 0).to_numpy()
-    values = pc.list_flatten(samples).to_numpy(zero_copy_only=False).astype(float)
+    values = pc.list_flatten(samples).to_numpy(zero_copy_only=False).astype(float, copy=False)
     parent = pc.list_parent_indices(samples).to_numpy()
     over = np.bincount(parent, weights=values > STALL_FACTOR * median[parent], minlength=len(df))
     share = np.divide(over, lengths, out=np.zeros(len(df)), where=lengths > 0)

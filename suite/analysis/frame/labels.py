@@ -46,13 +46,24 @@ def _word(key: str, value, field) -> str:
 
 def _varying(dicts: list[dict], keys) -> list[str]:
     """The keys among `keys` whose value (absent = the default) differs between the dicts."""
-    return [k for k in keys if len({json.dumps(d.get(k), sort_keys=True) for d in dicts}) > 1]
+    distinct = list({id(d): d for d in dicts}.values())  # a dict shared by many combinations counts once
+    return [k for k in keys if len({json.dumps(d.get(k), sort_keys=True) for d in distinct}) > 1]
+
+
+def _parsed(params) -> list[dict]:
+    """Each combination's parameters as a dict, parsed once per distinct text (a combination is a
+    shape too: a million records hold a hundred thousand of them, and a few thousand texts)."""
+    texts: dict = {}
+    for p in params:
+        if p not in texts:
+            value = json.loads(p) if isinstance(p, str) and p else {}
+            texts[p] = value if isinstance(value, dict) else {}
+    return [texts[p] for p in params]
 
 
 def _names(combos: pd.DataFrame) -> tuple[list[str], list[str]]:
     """(variant, params part of the shape) for each row of distinct (workload, precision, params)."""
-    parsed = [json.loads(p) if isinstance(p, str) and p else {} for p in combos["params"]]
-    parsed = [p if isinstance(p, dict) else {} for p in parsed]
+    parsed = _parsed(combos["params"].tolist())
     variant, shape_words = [""] * len(combos), [""] * len(combos)
     positions = pd.Series(range(len(combos)), index=combos.index)
     for workload, g in combos.groupby("workload", sort=False, dropna=False):
@@ -62,15 +73,20 @@ def _names(combos: pd.DataFrame) -> tuple[list[str], list[str]]:
         p_keys = {k for name in g["precision"].unique() for k in _fields(registry.PRECISIONS, name)}
         all_keys = sorted({k for i in at for k in parsed[i]})
         shape_keys = _varying([parsed[i] for i in at], [k for k in all_keys if k in w_fields or k not in p_keys])
+        words = {id(parsed[i]): parsed[i] for i in at}  # named once per distinct parameters
+        words = {key: " ".join(_word(k, p[k], w_fields.get(k)) for k in shape_keys if k in p) for key, p in words.items()}
         for i in at:
-            shape_words[i] = " ".join(_word(k, parsed[i][k], w_fields.get(k)) for k in shape_keys if k in parsed[i])
+            shape_words[i] = words[id(parsed[i])]
         for precision, pg in g.groupby("precision", sort=False, dropna=False):
             pat = positions[pg.index].tolist()
             p_fields = _fields(registry.PRECISIONS, precision)
             keys = _varying([parsed[i] for i in pat], sorted(k for k in p_fields if k not in w_fields))
+            names = {}
             for i in pat:
-                words = [_word(k, parsed[i][k], p_fields.get(k)) for k in keys if k in parsed[i]]
-                variant[i] = f"{precision} ({', '.join(words)})" if words else str(precision)
+                if id(parsed[i]) not in names:
+                    words = [_word(k, parsed[i][k], p_fields.get(k)) for k in keys if k in parsed[i]]
+                    names[id(parsed[i])] = f"{precision} ({', '.join(words)})" if words else str(precision)
+                variant[i] = names[id(parsed[i])]
     return variant, shape_words
 
 
@@ -101,7 +117,9 @@ def with_labels(df: pd.DataFrame) -> pd.DataFrame:
                             for name in ("workload", "precision", "params", "m", "k", "n")})
     variant, words = _names(combos)
     shaped = combos[["m", "k", "n"]].notna().all(axis=1) & combos[["m", "k", "n"]].ne(None).all(axis=1)
-    dims = [f"{int(r.m)}x{int(r.k)}x{int(r.n)}" if s else "" for r, s in zip(combos.itertuples(), shaped)]
+    named: dict = {}  # each distinct shape written once
+    dims = [named.setdefault((m, k, n), f"{int(m)}x{int(k)}x{int(n)}") if s else ""
+            for m, k, n, s in zip(combos["m"], combos["k"], combos["n"], shaped)]
     shape = [f"{d} {w}".strip() or str(workload) for d, w, workload in zip(dims, words, combos["workload"])]
     # object columns: taken from the few distinct names without converting a million strings
     df["variant"] = pd.Series(np.asarray(variant, dtype=object)[codes], index=df.index, dtype=object)

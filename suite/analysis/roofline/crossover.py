@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from suite.analysis.frame import derived
@@ -75,16 +76,22 @@ def measured_crossing(sizes, speedups) -> Crossing | None:
     """The size from which on the measured speedups stay above 1: the last rise through 1,
     interpolated linearly in log(size) against log(speedup) between the two measured sizes around
     it ("always" when it beats the baseline at every size; "never" when at none; "not_largest"
-    when it beats it somewhere but not at the largest size)."""
-    points = sorted((float(s), float(v)) for s, v in zip(sizes, speedups) if v > 0 and math.isfinite(v))
-    if len({s for s, _ in points}) < 2:
+    when it beats it somewhere but not at the largest size). Columnar: a family of a million
+    records' sweep holds hundreds of points."""
+    size, speedup = np.asarray(sizes, dtype=float), np.asarray(speedups, dtype=float)
+    kept = (speedup > 0) & np.isfinite(speedup)
+    size, speedup = size[kept], speedup[kept]
+    if len(np.unique(size)) < 2:
         return None
-    if all(beats(v) for _, v in points):
-        return Crossing("always", points[0][0])
-    if not beats(points[-1][1]):
-        return Crossing("never" if not any(beats(v) for _, v in points) else "not_largest", points[-1][0])
-    i = max(j for j in range(1, len(points)) if not beats(points[j - 1][1]))
-    (x0, y0), (x1, y1) = points[i - 1], points[i]
+    order = np.lexsort((speedup, size))  # by size, then speedup
+    size, speedup = size[order], speedup[order]
+    wins = speedup > 1.0 + 1e-9  # `beats`, elementwise
+    if wins.all():
+        return Crossing("always", float(size[0]))
+    if not wins[-1]:
+        return Crossing("never" if not wins.any() else "not_largest", float(size[-1]))
+    i = int(np.flatnonzero(~wins[:-1])[-1]) + 1
+    (x0, y0), (x1, y1) = (float(size[i - 1]), float(speedup[i - 1])), (float(size[i]), float(speedup[i]))
     t = -math.log(y0) / (math.log(y1) - math.log(y0))
     return Crossing("crosses", math.exp(math.log(x0) + t * (math.log(x1) - math.log(x0))))
 
@@ -144,21 +151,23 @@ def measured_families(df: pd.DataFrame) -> list[dict]:
     newest run of each scenario: the measured and the predicted crossover. Only timed (not
     emulated) cases count."""
     df = derived.with_speedups(derived.latest_runs(df))
-    ok = df[(df["status"] == "ok") & ~derived.is_emulated(df) & df["speedup"].notna() & df["m"].notna()
-            & (df["precision"] != df["baseline"])]
-    if ok.empty:
+    timed = (df["status"] == "ok") & ~derived.is_emulated(df) & df["speedup"].notna() & df["m"].notna() \
+        & (df["precision"] != df["baseline"])
+    at = np.flatnonzero(timed.to_numpy(bool))  # the rows counted, taken of the few columns a crossing needs
+    if not len(at):
         return []
+    ok = df[["run_id", "workload", "precision", "params", "m", "k", "n", "speedup"]].iloc[at]
     m, k, n = (ok[d].astype("int64") for d in ("m", "k", "n"))
     square = (m == k) & (k == n)  # family key columns: (-1, -1) for M = K = N, else the fixed K and N
-    ok = ok.assign(family_k=k.where(~square, -1), family_n=n.where(~square, -1))
+    narrow = ok.assign(family_k=k.where(~square, -1), family_n=n.where(~square, -1), row=at)
+    keys = ["run_id", "workload", "precision", "params", "family_k", "family_n"]
     rows = []
-    for (run, workload, precision, params, fk, fn), g in ok.groupby(
-            ["run_id", "workload", "precision", "params", "family_k", "family_n"], sort=False):
-        measured = measured_crossing(g["m"], g["speedup"])
+    for (run, workload, precision, params, fk, fn), g in narrow.groupby(keys, sort=False):
+        measured = measured_crossing(g["m"].to_numpy(float), g["speedup"].to_numpy(float))
         if measured is None:
             continue
         family = Family("square") if fk < 0 else Family("tokens", int(fk), int(fn))
-        first = g.iloc[0].to_dict()
+        first = df.iloc[g["row"].iat[0]].to_dict()
         device = model.device_for(first)
         parsed = json.loads(params) if isinstance(params, str) else {}
         predicted = predicted_crossing(workload, precision, first["baseline"], family, parsed, device) if device else None
