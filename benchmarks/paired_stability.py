@@ -131,7 +131,7 @@ def speedup_table(runs: list[pd.DataFrame]) -> tuple[list[str], float, float]:
             cvs_medians.append(cv(medians))
             mark = f"{cv(paired):6.1%}"
         else:
-            mark = "   n/a"  # timed sequentially in some run: no paired speedup to compare
+            mark = "   n/a"  # timed alone or sequentially in some run: no paired speedup to compare
         lines.append(f"{label:<22} {shown:<30} {mark}   {' '.join(f'{m:.3g}' for m in medians):<30} "
                      f"{cv(medians):6.1%}")
     median = (lambda xs: statistics.median(xs) if xs else float("nan"))

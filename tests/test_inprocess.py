@@ -207,6 +207,28 @@ def test_a_slow_path_setting_is_timed_one_case_after_another_and_the_record_says
     assert "one bf16 call takes 300x one fp32 call" in bf16["pairing_note"]
 
 
+def test_one_slow_precision_is_timed_alone_and_the_others_keep_their_paired_speedups():
+    """fp16 300x slower than fp32, bf16 native (an EPYC without AVX512-FP16): fp16 is timed alone and
+    says why, bf16 stays paired with fp32; the CPU this runs on does not matter (virtual time)."""
+    clock = by_dtype({torch.float32: 0.05, torch.bfloat16: 0.025, torch.float16: 15.0})
+    fp32, bf16, fp16 = inprocess.run_setting(setting(), CPU, clock, META)
+    assert [r["status"] for r in (fp32, bf16, fp16)] == ["ok"] * 3
+    assert (fp32["pairing"], bf16["pairing"], fp16["pairing"]) == ("paired", "paired", "alone")
+    assert fp32["pairing_note"] is None and bf16["pairing_note"] is None
+    assert "one fp16 call takes 600x one bf16 call" in fp16["pairing_note"]
+    assert bf16["speedup_paired"] == pytest.approx(2.0) and bf16["paired_rounds"] >= 5
+    assert fp16.get("speedup_paired") is None and fp16.get("paired_rounds") is None  # a ratio of medians only
+    assert fp16["time_ms_median"] == 15.0 and fp32["time_ms_median"] == 0.05  # the baseline's rounds' median
+    assert len({r["pairing_group"] for r in (fp32, bf16, fp16)}) == 1
+
+
+def test_a_baseline_timed_alone_leaves_the_paired_ones_without_a_paired_speedup_and_says_why():
+    clock = by_dtype({torch.float32: 15.0, torch.bfloat16: 0.05, torch.float16: 0.05})
+    fp32, bf16, fp16 = inprocess.run_setting(setting(), CPU, clock, META)
+    assert (fp32["pairing"], bf16["pairing"], fp16["pairing"]) == ("alone", "paired", "paired")
+    assert bf16.get("speedup_paired") is None and bf16["pairing_note"].startswith("its baseline was timed alone: ")
+
+
 def test_partners_are_timed_but_give_no_record():
     """A resumed run whose journal has the baseline already: it is timed again beside the others (so
     their paired speedups have it in the same rounds), and only the others get records."""

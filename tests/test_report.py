@@ -216,6 +216,18 @@ def test_settings_timed_one_case_after_another_are_counted_with_why():
     assert not any("one case after another" in line for line in summary.headline(df))
 
 
+def test_cases_timed_alone_beside_their_settings_rounds_are_counted_with_why():
+    df = cpu_run("avx2")
+    note = "one fp16 call takes 600x one fp32 call (more than 100x: a slow path)"
+    df["pairing"], df["pairing_group"], df["pairing_note"] = "paired", ["a", "a", "b", "b"], None
+    df.loc[[1, 3], ["pairing", "pairing_note"]] = ["alone", note]
+    lines = summary.headline(df)
+    assert not any("one case after another" in line for line in lines)  # the settings stayed paired
+    line = next(line for line in lines if "timed alone" in line)
+    assert line == ("2 case(s) were timed alone, their calls too slow for a round, while the rest of their settings "
+                    f"stayed paired: their speedups are ratios of medians only; e.g. {note}.")
+
+
 def test_a_partial_run_says_so_first(tmp_path):
     from suite.results import store
 

@@ -524,10 +524,11 @@ def test_a_party_whose_calls_raise_is_dropped_and_the_others_get_their_measureme
     assert a.stop_reason == c.stop_reason == "budget" and len(a.batches) == len(c.batches) == len(out.order)
 
 
-def test_a_slow_path_is_timed_one_case_after_another_and_says_why():
+def test_a_slow_path_with_nothing_left_to_pair_is_timed_one_case_after_another_and_says_why():
     clock = shared()
     out = timing.measure_paired(parties(clock, fp32=0.1, bf16=30.0), seed=0, wall=clock.wall)  # 300x
     assert not out.paired and "one bf16 call takes 300x one fp32 call" in out.note and not out.order
+    assert out.alone == {}  # nothing stayed paired: the whole setting is sequential
     fp32, bf16 = out.measurements
     assert fp32.stop_reason in ("budget", "max_samples") and bf16.stop_reason == "budget"
     assert fp32.batches[-1].end_s <= bf16.batches[0].start_s  # one after the other
@@ -536,6 +537,29 @@ def test_a_slow_path_is_timed_one_case_after_another_and_says_why():
     out = timing.measure_paired(parties(clock, fp32=1.0, bf16=5_000.0), seed=0, wall=clock.wall)
     assert not out.paired and "too slow for the case cap (10 s) to hold a warm-up and 5 samples" in out.note
     assert out.measurements[1].warmup_reason == "slow"
+
+
+@pytest.mark.parametrize("fp16_ms", [30.0, 5_000.0])  # 300x once warm; too slow for the cap at once
+def test_one_slow_precision_is_timed_alone_and_the_others_stay_paired(fp16_ms):
+    """fp16 on a CPU without native fp16 (an EPYC without AVX512-FP16: seconds a call), bf16 native:
+    fp16 is timed on its own after the rounds, fp32 and bf16 stay paired, whatever the CPU."""
+    clock = shared()
+    out = timing.measure_paired(parties(clock, fp32=0.1, bf16=0.05, fp16=fp16_ms), seed=0, wall=clock.wall)
+    assert out.paired and out.note is None and all(e is None for e in out.errors)
+    assert list(out.alone) == [2] and "one fp16 call takes" in out.alone[2]
+    assert len(out.order) >= QUICK.min_samples and all(sorted(r) == [0, 1] for r in out.order)  # fp16 in none
+    fp32, bf16, fp16 = out.measurements
+    assert len(fp32.batches) == len(bf16.batches) == len(out.order)
+    # its samples after the rounds (a call too slow for the cap keeps its first, calibrating, call too)
+    assert max(fp32.batches[-1].end_s, bf16.batches[-1].end_s) <= fp16.batches[-1].start_s
+    assert fp16.samples_ms and set(fp16.samples_ms) <= {fp16_ms * (1 + j) for j in (-0.002, 0.0, 0.002)}
+
+
+def test_two_slow_precisions_are_timed_alone_beside_the_pair_of_the_other_two():
+    clock = shared()
+    out = timing.measure_paired(parties(clock, fp32=0.1, tf32=0.1, bf16=30.0, fp16=40.0), seed=0, wall=clock.wall)
+    assert out.paired and sorted(out.alone) == [2, 3] and all(sorted(r) == [0, 1] for r in out.order)
+    assert all(m is not None for m in out.measurements)
 
 
 def test_a_slow_call_that_fits_a_rounds_slice_is_still_paired():

@@ -1,7 +1,8 @@
 """The cases of one setting measured in this process: each case's recipe set up, its workload
 prepared, its first call checked for accuracy, then the one timing loop (`suite.measure.timing`)
-for all of them together: their batches interleaved in paired rounds (`timing.measure_paired`), or
-one case after another where they cannot be paired. Returns each case's record
+for all of them together: their batches interleaved in paired rounds (`timing.measure_paired`), a
+case whose call does not fit a round timed alone after them, or one case after another where they
+cannot be paired. Returns each case's record
 (`suite.measure.record`); a failing case never raises, and never costs the others their records.
 
 A setting is a case and the cases measured against the same baseline (`suite.fleet.shard.settings`:

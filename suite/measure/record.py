@@ -166,14 +166,17 @@ def paired_speedup(base, own) -> dict:
 
 def pairing(result, index: int, group: str, baseline_index: int | None, alone_why: str | None) -> dict:
     """The pairing columns of party `index` of paired rounds (`timing.Paired`) of the setting `group`:
-    how it was timed, with the seed of the rounds' order; its paired speedup over party
-    `baseline_index` (None: its baseline is not among the parties, `alone_why` says why), or why
-    there is none."""
+    how it was timed (paired, alone beside the others' rounds, or its whole setting sequential), with
+    the seed of the rounds' order; its paired speedup over party `baseline_index` (None: its baseline
+    is not among the parties, `alone_why` says why), or why there is none."""
     own = result.measurements[index]
-    out = {"pairing": "paired" if result.paired else "sequential", "pairing_group": group, "pairing_seed": result.seed,
-           "pairing_note": result.note}
-    if not result.paired or own is None or baseline_index == index:
+    mode = "sequential" if not result.paired else "alone" if index in result.alone else "paired"
+    out = {"pairing": mode, "pairing_group": group, "pairing_seed": result.seed,
+           "pairing_note": result.alone.get(index, result.note)}
+    if mode != "paired" or own is None or baseline_index == index:
         return out
+    if baseline_index in result.alone:  # its batches are not in the rounds: no round to pair with
+        return {**out, "pairing_note": f"its baseline was timed alone: {result.alone[baseline_index]}"}
     base = result.measurements[baseline_index] if baseline_index is not None else None
     if base is None:
         return {**out, "pairing_note": alone_why}

@@ -630,10 +630,11 @@ class _Loop:
 # budget, so a level that drifts over seconds (another job, a clock change) is the same for every
 # case of a round (Google Benchmark's random interleaving of repetitions, google/benchmark#1051).
 ROUND_FRACTION = 0.05
-# One call of a case more than this many times another's, and too long for a round's slice of the
-# budget: the setting is timed one case after another. Precisions a device runs natively differ by less: dense fp8 against fp32 on an H100 SXM is
-# 1979 / 67 = 30x (suite/core/peaks.py); a CPU without native bf16 runs bf16 100-400x slower than fp32
-# (docs/timing.md), where the few samples of the slow case would set the pace of every round.
+# One call of a case more than this many times the fastest's, and too long for a round's slice of
+# the budget: that case is timed alone, the others stay paired. Precisions a device runs natively
+# differ by less: dense fp8 against fp32 on an H100 SXM is 1979 / 67 = 30x (suite/core/peaks.py); a
+# CPU without native bf16 runs bf16 100-400x slower than fp32 (docs/timing.md), where the few samples
+# of the slow case would set the pace of every round.
 MAX_CALL_RATIO = 100.0
 
 
@@ -665,8 +666,10 @@ class Peer(Protocol):
 class Paired:
     """What `measure_paired` gives, per party in order: its Measurement, or the error that ended it
     (an exception its calls raised). `paired`: the batches were interleaved, round i holding batch i
-    of every party (and block i of the peer, `peer_ms`); else `note` says why each was timed alone.
-    `seed` seeded the order of each round (`order`: party indices, the peer as len(parties))."""
+    of every party in the rounds (and block i of the peer, `peer_ms`); else `note` says why each was
+    timed alone. `alone`: the parties whose calls did not fit a round (index: why), each timed on its
+    own after the others' rounds. `seed` seeded the order of each round (`order`: party indices, the
+    peer as len(parties))."""
 
     measurements: list[Measurement | None]
     errors: list[Exception | None]
@@ -675,6 +678,7 @@ class Paired:
     seed: int
     order: list[list[int]] = field(default_factory=list)
     peer_ms: list[list[float]] = field(default_factory=list)
+    alone: dict[int, str] = field(default_factory=dict)
 
 
 def measure_paired(parties: list[Party], *, seed: int, peer: Peer | None = None,
@@ -685,10 +689,12 @@ def measure_paired(parties: list[Party], *, seed: int, peer: Peer | None = None,
     own, then their batches interleaved, each round in a random order drawn from `seed`, round after
     round under their one rule: every case's samples known well enough, the parties' budgets together
     spent, or their case caps together reached (each case's cap counts its own time only). A party
-    whose calls raise is dropped (its error kept) and the others go on. Where they cannot be paired
-    (`unpaired_reason`: their rules differ, one is slow against its cap, or, once warm, one call is
-    more than MAX_CALL_RATIO times another's and longer than a round's slice) each party is timed alone, one after another, as
-    `measure` times a case (warmed up again, just before its samples)."""
+    whose calls raise is dropped (its error kept) and the others go on. A party whose call does not
+    fit a round (`too_slow_for_rounds`: slow against its cap, or, once warm, more than MAX_CALL_RATIO
+    times another's and longer than a round's slice) is timed alone after the others' rounds, as
+    `measure` times a case (warmed up again, just before its samples); the rest stay paired. Where
+    fewer than two are left to pair, or their rules differ (`unpaired_reason`), each party is timed
+    alone, one after another."""
     wall = wall or getattr(parties[0].clock, "wall", time.perf_counter)
     loops: list[_Loop | None] = []
     out = Paired([None] * len(parties), [None] * len(parties), False, None, seed)
@@ -697,16 +703,16 @@ def measure_paired(parties: list[Party], *, seed: int, peer: Peer | None = None,
         loop.pause()
         out.errors[i] = _step(party, loop, lambda: loop.start(party.fn, party.first_call_ms))
         loops.append(None if out.errors[i] else loop)
-    out.note = unpaired_reason(parties, loops, peer)
+    out.note = unpaired_reason(parties, loops, peer) or _set_aside(parties, loops, peer, out, warm=False)
     if out.note is None:
         for i, loop in enumerate(loops):
-            if loop is not None:
+            if loop is not None and i not in out.alone:
                 out.errors[i] = _step(parties[i], loop, lambda: loop.warm_up(sm_clock_mhz))
-        out.note = unpaired_reason(parties, [lp if e is None else None for lp, e in zip(loops, out.errors)], peer,
-                                   warm=True)
+        out.note = _set_aside(parties, loops, peer, out, warm=True)
     if out.note is not None:
+        out.alone = {}
         return _one_by_one(parties, loops, peer, sm_clock_mhz, out)
-    live = {i: loop for i, loop in enumerate(loops) if loop is not None and out.errors[i] is None}
+    live = {i: loop for i, loop in enumerate(loops) if _in_rounds(i, loops, out)}
     out.paired = True
     reason = _Rounds(parties, live, parties[0].rule, random.Random(seed), peer, out).run()
     for i, loop in live.items():
@@ -714,7 +720,30 @@ def measure_paired(parties: list[Party], *, seed: int, peer: Peer | None = None,
             out.errors[i] = _step(parties[i], loop, loop.energy_window)
         if out.errors[i] is None:
             out.measurements[i] = loop.result(reason)
+    for i in out.alone:  # after the rounds, so the paired cases' warm-ups are not minutes old
+        _alone(parties, loops, i, sm_clock_mhz, out)
     return out
+
+
+def _in_rounds(i: int, loops: list, out: Paired) -> bool:
+    """Party i goes on in the rounds: started, not failed, not set aside to be timed alone."""
+    return loops[i] is not None and out.errors[i] is None and i not in out.alone
+
+
+def _set_aside(parties: list[Party], loops: list, peer: Peer | None, out: Paired, warm: bool) -> str | None:
+    """Set aside (into `out.alone`) the parties whose calls do not fit a round; why none can be
+    paired where fewer than two are left to (the set-aside parties' reasons), else None."""
+    kept = [loop if _in_rounds(i, loops, out) else None for i, loop in enumerate(loops)]
+    out.alone.update(too_slow_for_rounds(parties, kept, warm))
+    kept = [loop if _in_rounds(i, loops, out) else None for i, loop in enumerate(loops)]
+    note = unpaired_reason(parties, kept, peer)
+    return "; ".join(out.alone.values()) if note and out.alone else note
+
+
+def _alone(parties: list[Party], loops: list, i: int, sm_clock_mhz, out: Paired) -> None:
+    """Party i timed alone (`_Loop.alone`): its measurement, or the error its calls raised."""
+    loop = loops[i]
+    out.errors[i] = _step(parties[i], loop, lambda: out.measurements.__setitem__(i, loop.alone(sm_clock_mhz)))
 
 
 def _one_by_one(parties: list[Party], loops: list, peer: Peer | None, sm_clock_mhz, out: Paired) -> Paired:
@@ -722,7 +751,7 @@ def _one_by_one(parties: list[Party], loops: list, peer: Peer | None, sm_clock_m
     of the peer's."""
     for i, loop in enumerate(loops):
         if loop is not None and out.errors[i] is None:
-            out.errors[i] = _step(parties[i], loop, lambda: out.measurements.__setitem__(i, loop.alone(sm_clock_mhz)))
+            _alone(parties, loops, i, sm_clock_mhz, out)
     if peer is not None and any(m is not None for m in out.measurements):
         out.peer_ms.append(peer.block(parties[0].rule.budget_s))
     return out
@@ -739,29 +768,40 @@ def _step(party: Party, loop: _Loop, step: Callable[[], object]) -> Exception | 
     return None
 
 
-def unpaired_reason(parties: list[Party], loops: list, peer: Peer | None, warm: bool = False) -> str | None:
-    """Why these parties cannot be timed in paired rounds, or None when they can: before the
-    warm-up (their loops started: the first call timed), and once warm (`warm`: the ratio of their
-    calls, from the warm-up's last batch, the first call being no guide to a steady one)."""
+def unpaired_reason(parties: list[Party], loops: list, peer: Peer | None) -> str | None:
+    """Why none of these parties (those with a loop) can be timed in paired rounds, or None when
+    they can: fewer than two of them (the peer counts), or their rules differ."""
     live = [(p, loop) for p, loop in zip(parties, loops) if loop is not None]
     if len(live) + (peer is not None and bool(live)) < 2:
         return "nothing to pair with: the other cases of its setting did not get this far"
     if any(p.rule != live[0][0].rule for p, _ in live):
         return "the cases' timing rules differ (their sweeps' [timing] tables)"
-    if not warm:
-        for party, loop in live:
-            if loop.slow:
-                return (f"one {party.name} call takes {loop.first_rep_ms / loop.per_rep:.4g} ms: too slow for the "
-                        f"case cap ({loop.cap_s:g} s) to hold a warm-up and {loop.rule.min_samples} samples")
-        return None
-    (fast, f), (slow, s) = min(live, key=lambda pl: pl[1].steady_s()), max(live, key=lambda pl: pl[1].steady_s())
-    ratio = s.steady_s() / f.steady_s() if f.steady_s() > 0 else math.inf
-    # A slow call that still fits a round's slice paces nothing: the rounds hold one call of it each,
-    # and pairing is what cancels the load that may have made it look slow.
-    if ratio > MAX_CALL_RATIO and s.steady_s() > ROUND_FRACTION * s.rule.budget_s:
-        return (f"one {slow.name} call takes {ratio:.0f}x one {fast.name} call (more than {MAX_CALL_RATIO:g}x: a "
-                "slow path, such as bf16 on a CPU without native bf16, or a busy machine stalling the slower one)")
     return None
+
+
+def too_slow_for_rounds(parties: list[Party], loops: list, warm: bool = False) -> dict[int, str]:
+    """The parties (those with a loop) whose calls do not fit a round, and why: before the warm-up
+    (their first call timed), one too slow for its cap to hold a warm-up and the minimum samples;
+    once warm (`warm`: the warm-up's batches, the first call being no guide to a steady one), one
+    more than MAX_CALL_RATIO times the fastest's and longer than a round's slice of the budget."""
+    live = [(i, parties[i], loop) for i, loop in enumerate(loops) if loop is not None]
+    if not warm:
+        return {i: (f"one {party.name} call takes {loop.first_rep_ms / loop.per_rep:.4g} ms: too slow for the case "
+                    f"cap ({loop.cap_s:g} s) to hold a warm-up and {loop.rule.min_samples} samples")
+                for i, party, loop in live if loop.slow}
+    if len(live) < 2:
+        return {}
+    fast, f = min(((p, loop) for _, p, loop in live), key=lambda pl: pl[1].steady_s())
+    out = {}
+    for i, slow, s in live:
+        ratio = s.steady_s() / f.steady_s() if f.steady_s() > 0 else math.inf
+        # A slow call that still fits a round's slice paces nothing: the rounds hold one call of it
+        # each, and pairing is what cancels the load that may have made it look slow.
+        if ratio > MAX_CALL_RATIO and s.steady_s() > ROUND_FRACTION * s.rule.budget_s:
+            out[i] = (f"one {slow.name} call takes {ratio:.0f}x one {fast.name} call (more than {MAX_CALL_RATIO:g}x: "
+                      "a slow path, such as bf16 on a CPU without native bf16, or a busy machine stalling the slower "
+                      "one)")
+    return out
 
 
 class _Rounds:

@@ -115,9 +115,13 @@ CORE: list[Column] = [
         "paired timing (a setting's cases timed together, docs/timing.md)", False,
         ("pairing", "string", "", "paired: its batches were interleaved with those of the other cases of its setting "
                                   "(its baseline, the precisions against it; a fidelity case: its peer harness) in "
-                                  "rounds, each round in a seeded random order; sequential: its setting was timed one "
-                                  "case after another (pairing_note says why); null: nothing to pair it with"),
-        ("pairing_note", "string", "", "why its setting was timed sequentially, or why it has no speedup_paired"),
+                                  "rounds, each round in a seeded random order; alone: its call did not fit a round, so "
+                                  "it was timed on its own after the rounds of the others, which stayed paired "
+                                  "(pairing_note says why; its speedup is the ratio of medians); sequential: its "
+                                  "setting was timed one case after another (pairing_note says why); null: nothing to "
+                                  "pair it with"),
+        ("pairing_note", "string", "", "why its setting was timed sequentially, or it alone, or why it has no "
+                                       "speedup_paired"),
         ("pairing_group", "string", "", "its setting: the smallest case_id of the cases timed together"),
         ("pairing_seed", "int", "", "the seed of the rounds' random order", ANY),
         ("paired_rounds", "int", "", "rounds with a batch of both it and its baseline"),

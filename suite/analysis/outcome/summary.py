@@ -179,18 +179,29 @@ def _contention_lines(df: pd.DataFrame) -> list[str]:
 
 
 def _sequential_lines(df: pd.DataFrame) -> list[str]:
-    """Settings timed one case after another rather than in paired rounds (`pairing` sequential):
-    how many, and why (the commonest reason, with its numbers)."""
+    """Settings timed one case after another rather than in paired rounds (`pairing` sequential),
+    and cases timed alone beside their settings' rounds (`pairing` alone): how many, and why (the
+    commonest reason, with its numbers)."""
     if "pairing" not in df:
         return []
+    lines = []
     seq = df[df["pairing"] == "sequential"]
-    if seq.empty:
-        return []
-    settings = seq.drop_duplicates(["run_id", "pairing_group"])
-    notes = settings["pairing_note"].dropna()
-    why = f"; e.g. {notes.value_counts().index[0]}" if len(notes) else ""
-    return [f"{len(settings)} setting(s) were timed one case after another, not in paired rounds, so their "
-            f"speedups are ratios of medians only{why}."]
+    if not seq.empty:
+        settings = seq.drop_duplicates(["run_id", "pairing_group"])
+        lines.append(f"{len(settings)} setting(s) were timed one case after another, not in paired rounds, so their "
+                     f"speedups are ratios of medians only{_commonest(settings['pairing_note'])}.")
+    alone = df[df["pairing"] == "alone"]
+    if not alone.empty:
+        lines.append(f"{len(alone)} case(s) were timed alone, their calls too slow for a round, while the rest of "
+                     "their settings stayed paired: their speedups are ratios of medians only"
+                     f"{_commonest(alone['pairing_note'])}.")
+    return lines
+
+
+def _commonest(notes: pd.Series) -> str:
+    """The commonest of these notes as "; e.g. <note>", or nothing where there is none."""
+    notes = notes.dropna()
+    return f"; e.g. {notes.value_counts().index[0]}" if len(notes) else ""
 
 
 def _stall_advice(stalled: pd.DataFrame) -> str:
