@@ -108,6 +108,9 @@ def test_an_interval_below_its_columns_95_percent_shows_its_level(records):
     rows = report.build_view(records)["cases"][:5]
     assert [row["speedup"] for row in rows[:4]] == ["1x", "3.9x (3.7-4.1, 75%)", "1x", "4.2x (4-4.4)"]
     assert [row["spread"] for row in rows] == ["1.0% (75%)", "1.0%", "1.0% (93.8%)", "1.0% (≤91%)", "1.0%"]
+    assert dict(report.build_view(records)["case_columns"])["spread"] == "±95% CI"
+    old = report.build_view(records.drop(columns="rel_ci_level"))  # runs before issue #38 only: the title says it
+    assert dict(old["case_columns"])["spread"] == report.OLD_SPREAD and old["cases"][3]["spread"] == "1.0%"
 
 
 def test_html_escapes_record_strings(records, tmp_path):
