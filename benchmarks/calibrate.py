@@ -71,7 +71,8 @@ RUN_COUNTS = (1, 2, 3, 5)
 EFFECTS = (0.20, 0.50)
 CLEAN, PLANTED_COMPARISONS, SEED = 200, 25, 20261201
 # A record's columns from its own paired rounds, which a synthetic run does not copy.
-PAIRED_COLUMNS = ("speedup_paired", "speedup_paired_low", "speedup_paired_high", "paired_ratios", "paired_rounds")
+PAIRED_COLUMNS = ("speedup_paired", "speedup_paired_low", "speedup_paired_high", "speedup_paired_level", "paired_ratios",
+                  "paired_rounds")
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,23 @@ def test_a_paired_speedup_is_the_speedup_with_its_interval_and_the_ratio_of_medi
     assert any(line.startswith("gemm at 128") and "bf16 is 4.2x faster" in line for line in summary.headline(records))
 
 
+def test_an_interval_below_its_columns_95_percent_shows_its_level(records):
+    """Issue #38: a paired interval from 5 rounds or fewer is their range, and a rel_ci from 3 to 5
+    batches is at their range's level: the cell says the level; a run from before the fix, whose
+    rel_ci was McGill's notch (no rel_ci_level), says what that covers at most."""
+    records["speedup_paired"] = [None, 3.9, None, 4.2, None, None]
+    records["speedup_paired_low"] = [None, 3.7, None, 4.0, None, None]
+    records["speedup_paired_high"] = [None, 4.1, None, 4.4, None, None]
+    records["speedup_paired_level"] = [None, 0.75, None, 0.96, None, None]
+    records["rel_ci_level"] = [0.75, 0.9572, 0.9375, None, 0.96, None]
+    rows = report.build_view(records)["cases"][:5]
+    assert [row["speedup"] for row in rows[:4]] == ["1x", "3.9x (3.7-4.1, 75%)", "1x", "4.2x (4-4.4)"]
+    assert [row["spread"] for row in rows] == ["1.0% (75%)", "1.0%", "1.0% (93.8%)", "1.0% (≤91%)", "1.0%"]
+    assert dict(report.build_view(records)["case_columns"])["spread"] == "±95% CI"
+    old = report.build_view(records.drop(columns="rel_ci_level"))  # runs before issue #38 only: the title says it
+    assert dict(old["case_columns"])["spread"] == report.OLD_SPREAD and old["cases"][3]["spread"] == "1.0%"
+
+
 def test_html_escapes_record_strings(records, tmp_path):
     records.loc[5, "reason"] = "<script>alert(1)</script>"
     records["scenario"] = "<b>s</b>"

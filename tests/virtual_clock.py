@@ -8,6 +8,8 @@ tests use: these tests pin the loop's rules (stopping, caps, batches, pairing) t
 
 from __future__ import annotations
 
+import math
+
 from typing import Callable
 
 
@@ -52,9 +54,13 @@ def fixed(call_ms: float, run: bool = True) -> VirtualClock:
 
 def shared(level: Callable[[float], float] = lambda now: 1.0, jitter: float = 0.002) -> VirtualClock:
     """One timeline for several parties: fn returns its call's milliseconds, times the machine's
-    `level(now)` (a drift every party sees alike), times a jitter of a few per mille (so that no
-    stream is exactly constant, and paired rounds run their budget)."""
-    return VirtualClock(lambda fn, i, now: fn() * level(now) * (1 + jitter * ((i + 1) % 3 - 1)))
+    `level(now)` (a drift every party sees alike), times a jitter of a few per mille, different for
+    every call (a Weyl sequence: no two calls take the same time, so the median's interval from
+    the order statistics is never zero, and paired rounds run their budget)."""
+    return VirtualClock(lambda fn, i, now: fn() * level(now) * (1 + jitter * (2 * ((i + 1) * GOLDEN % 1) - 1)))
+
+
+GOLDEN = (math.sqrt(5) - 1) / 2  # the fractions of its multiples never repeat and fill [0, 1) evenly
 
 
 def by_dtype(ms_by_dtype: dict, default_ms: float = 1.0) -> VirtualClock:

@@ -127,6 +127,7 @@ def measured(result, prepared) -> dict:
         rel_ci=result.rel_ci,
         rel_ci_window=result.rel_ci_window,
         rel_ci_batches=result.rel_ci_batches,
+        rel_ci_level=result.rel_ci_level,
         rel_spread=result.rel_spread,
         stop_reason=result.stop_reason,
         warmup_calls=result.warmup_calls,
@@ -154,14 +155,15 @@ def round_ratios(numerator: list[float], denominator: list[float]) -> list[float
 
 def paired_speedup(base, own) -> dict:
     """A case's speedup from paired rounds (`timing.Paired`): per round, its baseline's batch median
-    over its own in the same round, and the median of those ratios with its distribution-free 95%
-    interval from the rounds (`quantiles.median_interval`)."""
+    over its own in the same round, and the median of those ratios with its distribution-free
+    interval from the rounds (`quantiles.median_interval`: 95% or more from 6 rounds, with 5 or fewer
+    their range at the lower level it has, which `speedup_paired_level` says)."""
     ratios = round_ratios(base.batch_medians_ms, own.batch_medians_ms)
     if not ratios:
         return {"pairing_note": "no round holds a batch of both it and its baseline"}
-    low, high = median_interval(ratios)
+    low, high, level = median_interval(ratios)
     return {"speedup_paired": quantile(sorted(ratios), 0.5), "speedup_paired_low": low, "speedup_paired_high": high,
-            "paired_ratios": ratios, "paired_rounds": len(ratios)}
+            "speedup_paired_level": level, "paired_ratios": ratios, "paired_rounds": len(ratios)}
 
 
 def pairing(result, index: int, group: str, baseline_index: int | None, alone_why: str | None) -> dict:

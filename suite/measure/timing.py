@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Callable, ContextManager, NamedTuple, Protocol
 
 from suite.core.errors import TimingUnsupported
-from suite.core.quantiles import MIN_BATCHES, batch_medians, quantile, rel_ci_of_batches, rel_ci_of_median, rel_spread
+from suite.core.quantiles import (
+    MIN_BATCHES, batch_medians, median_level, quantile, rel_ci_level, rel_ci_of_batches, rel_ci_of_median, rel_spread,
+)
 from suite.scenario.stop_rule import StopRule
 
 
@@ -44,14 +46,22 @@ from suite.scenario.stop_rule import StopRule
 # The rules
 
 
+# The level the stopping rule's target is a half-width at: "converged" needs the samples' interval of
+# the median (`quantiles.median_interval`) to reach it, so at least 6 samples (5 give their range, 94%).
+TARGET_LEVEL = 0.95
+
+
 def stop_reason(samples: list[float], spent_s: float, rule: StopRule, medians: list[float] | None = None) -> str | None:
-    """Why to stop measuring now, or None to keep going. Checked after each batch. `medians`: the
-    batches' medians so far; given, "converged" also needs them to agree (MIN_BATCHES of them, their
-    CI within the target too), so that a level drifting between batches is not called known."""
+    """Why to stop measuring now, or None to keep going. Checked after each batch. "converged": the
+    median's 95% interval from the samples within `target_rel_ci`. `medians`: the batches' medians so
+    far; given, "converged" also needs them to agree (MIN_BATCHES of them, their interval, at the
+    level their count allows, within the target too), so that a level drifting between batches is
+    not called known."""
     n = len(samples)
     if n >= rule.max_samples:
         return "max_samples"
-    if n >= rule.min_samples and rel_ci_of_median(samples) <= rule.target_rel_ci:
+    if (n >= rule.min_samples and median_level(n) >= TARGET_LEVEL
+            and rel_ci_of_median(samples) <= rule.target_rel_ci):
         between = rel_ci_of_batches(medians) if medians is not None else 0.0
         if between is not None and between <= rule.target_rel_ci:
             return "converged"
@@ -380,6 +390,7 @@ class Measurement:
     rel_ci: float = field(init=False)
     rel_ci_window: float = field(init=False)
     rel_ci_batches: float | None = field(init=False)
+    rel_ci_level: float | None = field(init=False)
     rel_spread: float = field(init=False)
 
     def __post_init__(self):
@@ -388,8 +399,10 @@ class Measurement:
         self.p10_ms = quantile(xs, 0.1)
         self.p90_ms = quantile(xs, 0.9)
         self.rel_ci_window = rel_ci_of_median(xs)
-        self.rel_ci_batches = rel_ci_of_batches(self.batch_medians_ms)
+        medians = self.batch_medians_ms
+        self.rel_ci_batches = rel_ci_of_batches(medians)
         self.rel_ci = max(self.rel_ci_window, self.rel_ci_batches or 0.0)
+        self.rel_ci_level = rel_ci_level(len(xs), len(medians))
         self.rel_spread = rel_spread(xs)
 
     @property

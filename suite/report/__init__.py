@@ -55,6 +55,7 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
     rows = []
     head = df.head(MAX_CASE_ROWS)
     declared = _declared_case_columns()
+    leveled = _has(df, "rel_ci_level")  # else every rel_ci is McGill's: the column's title says so
     cells = zip(head.to_dict("records"), derived.is_emulated(head), derived.stalls(head), derived.shape_labels(head),
                 derived.variants(head))
     for r, emu, stall, shape, variant in cells:
@@ -72,7 +73,7 @@ def _case_rows(df: pd.DataFrame) -> list[dict]:
             "css": r["status"] + (" throttled" if throttled or stalled or (ok and isinstance(r.get("implausible"), str))
                                   else ""),
             "time_ms": fmt(r.get("time_ms_median"), ".4g") if ok else "",
-            "spread": fmt(r.get("rel_ci"), ".1%") if ok else "",
+            "spread": _spread_cell(r, leveled) if ok else "",
             "stop": _stop_note(r) if ok else "",
             "tflops": fmt(r.get("tflops"), ".4g") if speed else "",
             "pct_peak": fmt(r.get("pct_of_peak"), ".1f", "%") if speed else "",
@@ -98,14 +99,38 @@ def _declared_case_columns() -> list[tuple[str, str, str]]:
     return list(found.values())
 
 
+# An interval's level shown beside it where below this (the column's title says 95%).
+SHOWN_BELOW = 0.95
+
+
+def _level_note(level) -> str:
+    """', 75%': the level an interval reached where it is below the column's 95% (too few rounds or
+    batches for more); '' where it reached 95%."""
+    return f", {100 * level:.3g}%" if level is not None and pd.notna(level) and level < SHOWN_BELOW else ""
+
+
+def _spread_cell(r, leveled: bool) -> str:
+    """'1.2%': the median's CI half-width at 95% or more; '3.1% (75%)': at the lower level its
+    samples or batches allowed (`rel_ci_level`); '1.2% (≤91%)': a run before issue #38 among later
+    ones (`leveled`; a table of such runs only says it in its title, `OLD_SPREAD`)."""
+    value, level = fmt(r.get("rel_ci"), ".1%"), r.get("rel_ci_level")
+    if not value or value == "inf":
+        return value
+    if level is None or pd.isna(level):
+        return f"{value} (≤91%)" if leveled else value
+    note = _level_note(level)
+    return f"{value} ({note[2:]})" if note else value
+
+
 def _speedup_cell(r) -> str:
-    """'2.95x (2.8-3.1)': a paired speedup and its 95% interval from the rounds; '3x': a ratio of
-    medians (a setting timed one case after another)."""
+    """'2.95x (2.8-3.1)': a paired speedup and its interval from the rounds, at 95% or more; '2.9x
+    (2.8-3.1, 75%)': at the lower level its rounds allowed (`speedup_paired_level`: 5 rounds or fewer
+    give their range); '3x': a ratio of medians (a setting timed one case after another)."""
     value = fmt(r.get("speedup"), ".3g", "x")
     if not value or pd.isna(r.get("speedup_paired")):
         return value
     low, high = fmt(r.get("speedup_paired_low"), ".3g"), fmt(r.get("speedup_paired_high"), ".3g")
-    return f"{value} ({low}-{high})" if low and high else value
+    return f"{value} ({low}-{high}{_level_note(r.get('speedup_paired_level'))})" if low and high else value
 
 
 def _predicted_cell(r) -> str:
@@ -263,9 +288,20 @@ CASE_COLUMNS = [
 PAIRED_COLUMNS = [("medians", "ratio of medians")]
 
 
+# The spread column's title where no record has `rel_ci_level` (runs before issue #38): their rel_ci
+# is McGill's notch, 1.57 IQR / sqrt(n), which covers 88-91% from 30 samples and less below.
+OLD_SPREAD = "±CI (≤91%: 1.57 IQR/√n)"
+
+
+def _has(df: pd.DataFrame, column: str) -> bool:
+    return column in df and df[column].notna().any()
+
+
 def _case_columns(df: pd.DataFrame) -> list[tuple[str, str]]:
-    has = lambda column: column in df and df[column].notna().any()  # noqa: E731
+    has = lambda column: _has(df, column)  # noqa: E731
     columns = list(CASE_COLUMNS)
+    if not has("rel_ci_level"):
+        columns = [(key, OLD_SPREAD if key == "spread" else label) for key, label in columns]
     if has("speedup_paired"):
         columns = [(key, "speedup, paired rounds (95%)" if key == "speedup" else label) for key, label in columns]
         at = next(i for i, (key, _) in enumerate(columns) if key == "speedup") + 1

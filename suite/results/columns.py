@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from suite.scenario import registry
-from suite.scenario.declare import ANY, CALL_MS, RATIO, Column, Range
+from suite.scenario.declare import ANY, CALL_MS, LEVEL, RATIO, Column, Range
 
 # Ranges beyond each type's default (`suite.scenario.declare.Column.accepts`): what the arithmetic
 # on a column needs, checked before any of it (`suite.results.validate`).
@@ -73,14 +73,23 @@ CORE: list[Column] = [
     ),
     *_group(
         "timing", False,
-        ("rel_ci", "float", "fraction", "half-width of the median's 95% CI over the median: the larger of rel_ci_window "
-                                        "and rel_ci_batches, so a level that drifted between batches widens it (inf "
-                                        "for one sample)"),
-        ("rel_ci_window", "float", "fraction", "the same from the samples alone, as if they were independent: 1.57 IQR / "
-                                               "sqrt(n) over the median (what the spread within the window allows)"),
-        ("rel_ci_batches", "float", "fraction", "the same with batches as the replicates (1.57 IQR of the batch medians / "
-                                                "sqrt(batches)): the drift between batches, or paired rounds (null "
-                                                "with fewer than 3 batches)"),
+        ("rel_ci", "float", "fraction", "half-width of the median's interval over the median, at rel_ci_level: the "
+                                        "larger of rel_ci_window and rel_ci_batches, so a level that drifted between "
+                                        "batches widens it (inf for one sample); up to issue #38 (rel_ci_level null) "
+                                        "McGill's 1.57 IQR / sqrt(n) of both, which covers 88-91% from 30 samples "
+                                        "and 68-72% at 3-5"),
+        ("rel_ci_window", "float", "fraction", "the same from the samples alone, as if they were independent: half the "
+                                               "width of the median's order-statistic interval (exact binomial, at "
+                                               "least 95% from 6 samples, 93.75% at 5) over the median (what the "
+                                               "spread within the window allows)"),
+        ("rel_ci_batches", "float", "fraction", "the same with the batch medians as the replicates (their interval "
+                                                "covers 75% with 3 batches, 87.5% with 4, 93.75% with 5, at least 95% "
+                                                "from 6): the drift between batches, or paired rounds (null with fewer "
+                                                "than 3 batches)"),
+        ("rel_ci_level", "float", "fraction", "what rel_ci covers at least, whether the samples are independent or "
+                                              "their level drifts between batches: the lower of the two intervals' "
+                                              "levels (0.95 or more from 6 samples and 6 batches); null for runs "
+                                              "before issue #38 and for a single sample", LEVEL),
         ("rel_spread", "float", "fraction", "IQR over the median of single samples"),
         ("stop_reason", "string", "", "converged, budget, max_samples, or cap (the whole-case cap cut it short)"),
         ("warmup_calls", "int", "", "calls before the timed ones"),
@@ -127,9 +136,15 @@ CORE: list[Column] = [
         ("paired_rounds", "int", "", "rounds with a batch of both it and its baseline"),
         ("speedup_paired", "float", "x", "its speedup over its baseline from the paired rounds: the median over the "
                                          "rounds of the baseline's batch median / its own in the same round", RATIO),
-        ("speedup_paired_low", "float", "x", "lower end of the 95% interval of speedup_paired, from the rounds "
-                                             "(distribution-free: order statistics of the per-round ratios)", RATIO),
+        ("speedup_paired_low", "float", "x", "lower end of speedup_paired's interval from the rounds (distribution-"
+                                             "free: order statistics of the per-round ratios), at speedup_paired_level",
+         RATIO),
         ("speedup_paired_high", "float", "x", "upper end of that interval", RATIO),
+        ("speedup_paired_level", "float", "fraction", "that interval's coverage (exact binomial: at least 0.95 from 6 "
+                                                      "rounds; with 5 or fewer the rounds' range, 1 - 2^(1-rounds): "
+                                                      "1 round 0, 3 rounds 0.75, 5 rounds 0.9375); runs before issue "
+                                                      "#38 lack it, and reading them fills it in from paired_rounds",
+         LEVEL),
         ("paired_ratios", "list<float>", "x", "the per-round speedups speedup_paired is the median of", RATIO),
     ),
     *_group(

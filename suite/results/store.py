@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from suite.core import files, jsontext, names
+from suite.core.quantiles import median_level
 from suite.results import columns, groups, journal, lease, location, validate
 from suite.results.atomic import atomic_write
 from suite.core.errors import JournalError, UserError
@@ -598,7 +599,7 @@ def read_file(path: str | Path, lean: bool = False) -> pd.DataFrame:
     than a numpy array per cell (`suite.analysis.frame.derived.stalls` reads them columnar), and columns no
     record fills are left out (the contract's stay); made into pandas, they would cost seconds."""
     path = location.where(path)
-    return _records(path, *_read_table(path, lean), lean)
+    return with_interval_levels(_records(path, *_read_table(path, lean), lean))
 
 
 def _records(path, version: int, table: pa.Table, left_out: pa.Schema, lean: bool = False) -> pd.DataFrame:
@@ -623,6 +624,28 @@ def _records(path, version: int, table: pa.Table, left_out: pa.Schema, lean: boo
         version += 1
     if not current:
         check_records(records_of(df), path)
+    return df
+
+
+# Interval columns -> the count of values each interval was taken from: runs before issue #38 stored
+# the intervals without their coverage, a function of that count alone (`quantiles.median_level`).
+# (The fidelity workload's own interval is its folder's: its old runs keep a null level, which its
+# column's description explains.)
+LEVEL_OF_COUNT = {"speedup_paired_level": "paired_rounds"}
+
+
+def with_interval_levels(df: pd.DataFrame) -> pd.DataFrame:
+    """The records with each paired interval's level filled in where a file predates it: the stored
+    ends are the same order statistics as now, and only their coverage was unsaid (read as 95%)."""
+    for level, count in LEVEL_OF_COUNT.items():
+        if count not in df:
+            continue
+        counts = pd.to_numeric(df[count], errors="coerce")
+        missing = counts.gt(0) & (df[level].isna() if level in df else True)
+        if missing.any():
+            filled = counts[missing].map({n: median_level(int(n)) for n in counts[missing].unique()})
+            df[level] = (df[level] if level in df else pd.Series(np.nan, index=df.index)).astype(float)
+            df.loc[missing, level] = filled
     return df
 
 
@@ -728,7 +751,7 @@ def read_journal(path: str | Path) -> pd.DataFrame:
     df = _table(contents.records).to_pandas()
     df["run_partial"] = True
     df["run_planned_cases"] = len((contents.header or {}).get("plan") or []) or None
-    return df
+    return with_interval_levels(df)
 
 
 def _warn(message: str) -> None:
@@ -847,7 +870,8 @@ def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, lean
         runs = [p.name[: -len(JOURNAL_SUFFIX)] for p in journals]
         pending = f"; unfinished run(s) without a results file yet: {', '.join(runs)}" if runs else ""
         raise UserError(f"no results (*.parquet) under {where}{why}{pending}")
-    return groups.as_runs(_in_file_order(_once(parts, sources, warn)), warn)  # a fleet run's shards: one run
+    # a fleet run's shards: one run
+    return with_interval_levels(groups.as_runs(_in_file_order(_once(parts, sources, warn)), warn))
 
 
 def _in_file_order(parts: list[Part]) -> pd.DataFrame:

@@ -43,6 +43,7 @@ COUNT = Range(0.0)  # sizes and counts (whole numbers by their type)
 RATIO = Range(1e-12, high=1e12)  # speedups and ratios: inverted, logged, one over another in compare
 DURATION = Range(0.0)  # ms or s that may be zero (a warm-up skipped): the default of those units
 CALL_MS = Range(1e-6, high=1e12)  # one call's time in ms: 1 ns (a kernel launch takes microseconds) to 30 years
+LEVEL = Range(0.0, high=1.0)  # an interval's coverage, a probability
 
 
 @dataclass(frozen=True)

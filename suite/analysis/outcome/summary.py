@@ -154,7 +154,7 @@ def _unusual_lines(df: pd.DataFrame) -> list[str]:
             fewest = int(capped["n_samples"].min())
             lines.append(f"{len(capped)} case(s) stopped at the whole-case cap with fewer samples than asked "
                          f"(as few as {fewest}): one call is slow against the cap, so their medians are "
-                         "known less well (see ±95% CI).")
+                         "known less well (see their ±CI).")
     stalled = df[derived.stalls(df).notna()]
     if len(stalled):
         lines.append(f"{len(stalled)} case(s) show stalls (at least {derived.STALL_SHARE:.0%} of samples over "

@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from suite.scenario.declare import CALL_MS, RATIO, WorkloadRecord, columns
+from suite.scenario.declare import CALL_MS, LEVEL, RATIO, WorkloadRecord, columns
 from suite.scenario.params import Params
 
 
@@ -26,8 +26,13 @@ COLUMNS = columns(
     ("fidelity_ratio", "float", "", "the suite's time over the peer's: the median over paired rounds of the suite's "
                                     "batch median / the peer's block median in the same round (the ratio of "
                                     "medians where the two were not interleaved)", RATIO),
-    ("fidelity_ratio_low", "float", "", "lower end of the 95% interval of fidelity_ratio, from the rounds", RATIO),
+    ("fidelity_ratio_low", "float", "", "lower end of fidelity_ratio's interval from the rounds (order statistics "
+                                        "of the per-round ratios, at fidelity_ratio_level)", RATIO),
     ("fidelity_ratio_high", "float", "", "upper end of that interval", RATIO),
+    ("fidelity_ratio_level", "float", "fraction", "that interval's coverage (exact binomial: at least 0.95 from 6 "
+                                                  "rounds; with 5 or fewer the rounds' range, 1 - 2^(1-rounds): 3 "
+                                                  "rounds 0.75); null in runs before issue #38: the level follows "
+                                                  "from fidelity_rounds", LEVEL),
     ("fidelity_ratio_medians", "float", "", "suite median / peer median over all their samples", RATIO),
     ("fidelity_rounds", "int", "", "paired rounds fidelity_ratio was taken from (0: timed one after the other)"),
 )

@@ -151,11 +151,12 @@ class PeerTiming:
     def columns(self, samples_ms: list[float], ratios: list[float], own_median_ms: float) -> dict[str, object]:
         ref = quantile(sorted(samples_ms), 0.5) if samples_ms else None
         medians = own_median_ms / ref if ref else None
-        low, high = median_interval(ratios) if ratios else (None, None)
+        low, high, level = median_interval(ratios) if ratios else (None, None, None)
         return {"ref_time_ms_median": ref, "ref_n_samples": len(samples_ms),
                 "ref_calls_per_sample": self.calls_per_sample or None,
                 "fidelity_ratio": quantile(sorted(ratios), 0.5) if ratios else medians,
-                "fidelity_ratio_low": low, "fidelity_ratio_high": high, "fidelity_ratio_medians": medians,
+                "fidelity_ratio_low": low, "fidelity_ratio_high": high, "fidelity_ratio_level": level,
+                "fidelity_ratio_medians": medians,
                 "fidelity_rounds": len(ratios)}
 
 
