@@ -247,6 +247,7 @@ class Cell:
     clean: int = 0
     speedup_tests: int = 0
     speedup_alarms: int = 0  # unchanged speedups called regressed or improved
+    speedup_ambiguous: int = 0  # unchanged speedups called ambiguous
     time_tests: int = 0
     time_alarms: int = 0
     exits: int = 0  # clean comparisons the default gate fails
@@ -258,6 +259,7 @@ class Cell:
             "FA/case speedup": _share(self.speedup_alarms, self.speedup_tests, 2),
             "FA/case time": _share(self.time_alarms, self.time_tests, 2),
             "P(exit 1) clean": _share(self.exits, self.clean, 1),
+            "ambiguous/case": _share(self.speedup_ambiguous, self.speedup_tests, 2),
         }
         for effect, (n, found, gated) in sorted(self.planted.items()):
             out[f"power {effect:.0%}"] = _share(found, n, 0)
@@ -272,9 +274,17 @@ def _share(k: int, n: int, digits: int) -> str:
 ALARMS = (stats.REGRESSED, stats.IMPROVED)
 
 
+def cell_options(runs: int) -> compare.Options:
+    """The options a row of `runs` runs per side is calibrated with: the defaults, but for 2 runs
+    `--min-runs 2` (by default 2 runs per side are insufficient-runs: what opting in costs)."""
+    return compare.Options(min_runs=max(2, min(runs, stats.DEFAULT_MIN_RUNS)))
+
+
 def run_cell(tmpl: pd.DataFrame, noise: Noise, runs: int, clean: int, planted: int, seed: int,
-             effects: tuple[float, ...] = EFFECTS, options: compare.Options = compare.Options()) -> Cell:
-    """`clean` comparisons without a change and `planted` per effect, drawn from the model."""
+             effects: tuple[float, ...] = EFFECTS, options: compare.Options | None = None) -> Cell:
+    """`clean` comparisons without a change and `planted` per effect, drawn from the model, with
+    `options` (None: `cell_options(runs)`)."""
+    options = cell_options(runs) if options is None else options
     cell = Cell(noise.name, runs)
     for i in range(clean):
         result = run_compare(*sides(tmpl, noise, runs, _rng(seed, noise.name, runs, "clean", i)), options)
@@ -284,6 +294,7 @@ def run_cell(tmpl: pd.DataFrame, noise: Noise, runs: int, clean: int, planted: i
         cell.clean += 1
         cell.speedup_tests += len(speedup)
         cell.speedup_alarms += int(speedup["speedup_verdict"].isin(ALARMS).sum())
+        cell.speedup_ambiguous += int((speedup["speedup_verdict"] == stats.AMBIGUOUS).sum())
         cell.time_tests += len(timed)
         cell.time_alarms += int(timed["time_verdict"].isin(ALARMS).sum())
         cell.exits += int(bool(cases["gate"].any()))
@@ -325,9 +336,10 @@ MODES = ("sequential", "paired")
 
 @dataclass
 class DriftCell:
-    """One drift model, timed one case after another and in paired rounds: per mode the minimum
-    detectable change of each clean comparison (its speedup `Reach.detectable`), its false alarms,
-    and the planted cases found."""
+    """One drift model, timed one case after another and in paired rounds: per mode the interval
+    half-width of a typical speedup's change in each clean comparison (`stats.detectable`: what a
+    change must exceed to be told from noise about half the time), its false alarms, and the planted
+    cases found."""
 
     model: str
     detectable: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in MODES})
@@ -359,7 +371,8 @@ def run_drift_cell(tmpl: pd.DataFrame, noise: Noise, clean: int, planted: int, s
             result = run_compare(*sides(tmpl, noise, DRIFT_RUNS, _rng(seed, "drift", noise.name, mode, i),
                                         paired=paired), options)
             speedup = result.cases[result.cases["metric"] == "speedup"]
-            cell.detectable[mode].append(result.reach["speedup"].detectable)
+            reach = result.reach["speedup"]
+            cell.detectable[mode].append(stats.detectable(reach.spread, *reach.runs, options.confidence))
             cell.tests[mode] += len(speedup)
             cell.alarms[mode] += int(speedup["speedup_verdict"].isin(ALARMS).sum())
         for i in range(planted):
@@ -407,9 +420,10 @@ iid noise underneath:
 {command}
 ```
 
-**Columns.** **detectable**: the minimum detectable change of a typical speedup at {runs} runs
-per side (`compare`'s reach: the interval's half-width, as a ratio; median over the clean
-comparisons); **FA/case**: unchanged speedups called regressed or improved; **power {effect}**:
+**Columns.** **detectable**: the half-width of a typical speedup change's interval at {runs} runs
+per side (`stats.detectable`, as a ratio; median over the clean comparisons): a change of this size
+is told from noise about half the time (the report's headline gives the change found with 80%
+power, larger by the minimum effect and more); **FA/case**: unchanged speedups called regressed or improved; **power {effect}**:
 planted cases called regressed. Under `{worst}` a speedup timed sequentially must change by about
 {worst_seq} to be told from drift; timed in paired rounds, by {worst_paired}.
 
@@ -619,6 +633,7 @@ def write_section(path: Path, name: str, text: str) -> None:
 def page(text: str, command: str, seed: int, clean: int, planted: int, tmpl: pd.DataFrame) -> str:
     speedups = int((tmpl["case_id"] != tmpl["baseline_case_id"]).sum())
     return PAGE.format(table=text, command=command, seed=seed, clean=clean, planted=planted,
+                       default_min_runs=stats.DEFAULT_MIN_RUNS,
                        template=TEMPLATE.relative_to(ROOT), speedups=speedups, cases=len(tmpl), samples=SAMPLES,
                        planted_cases=PLANTED)
 
@@ -650,12 +665,16 @@ repetitions per run from the noise model of its row:
 
 A clean comparison draws both sides from the same model ({clean} per cell); a planted one slows
 {planted_cases} speedup cases by 20% or 50% on the candidate side ({planted} comparisons per effect
-and cell).
+and cell). Every row has the default options, but the rows of 2 runs per side, which have
+`--min-runs 2`: by default ({default_min_runs} runs per side) a case with 2 runs is
+`insufficient-runs`, and these rows show what opting in to 2 costs.
 
 **Columns.**
 
 - **FA/case speedup**, **FA/case time**: the share of unchanged cases whose speedup (time) verdict
-  is `regressed` or `improved` (per-case confidence 99%, minimum effect 5%).
+  is `regressed` or `improved` (per-case confidence 99%, minimum effect 5%: the whole interval
+  beyond it); **ambiguous/case**: the share of unchanged speedups called `ambiguous` (a change whose
+  interval straddles the minimum effect: neither a pass nor a regression, never gated by default).
 - **P(exit 1) clean**: the share of clean comparisons the default gate fails
   (`--fail-on regressed,time:regressed,new-failure,new-skip`, family-wise 99% by Holm's method).
 - **power 20%**, **power 50%**: the share of planted cases whose speedup verdict is `regressed`;
@@ -663,7 +682,10 @@ and cell).
   the family-wise level).
 
 With 1 run per side no case is ever `regressed` or `improved`: run-to-run noise is not observable
-from one run, the verdict is `insufficient-runs`. With bursts, a case that has a burst in any of its
+from one run, the verdict is `insufficient-runs`. With 2 (`--min-runs 2`) the run shifts' variance
+has 2 degrees of freedom; where it is underestimated, Welch-Satterthwaite's degrees of freedom grow
+and the t quantile shrinks exactly when the standard error is too small, so bursts of load raise
+false alarms above the per-case level: hence the default of {default_min_runs}. With bursts, a case that has a burst in any of its
 runs or its baseline's comes out `noisy`, so power falls as runs are added (more runs, more bursts);
 a run-to-run noise of 10% hides 20% changes at 3 runs. Record 3 runs per side.
 

@@ -193,13 +193,16 @@ def test_one_run_per_side_never_calls_a_regression_and_says_what_to_record(runs)
 
 def test_family_wise_gate_is_stricter_than_a_per_case_verdict(runs):
     """With a known noise floor (sd 5% per run, 1 run per side) a change's z statistic is set by its
-    size alone: at z = 3 the case is regressed at 99% (p = 0.0027), but over the 25 tests of the
-    default gate (10 speedups, 15 times) Holm needs p < 0.01 / 25, so the gate passes; at z = 6 it fails."""
+    size alone: at z = 3.4 the case is regressed at 99% (its interval clears the 5% minimum effect;
+    p = 0.0007), but over the 25 tests of the default gate (10 speedups, 15 times) Holm needs
+    p < 0.01 / 25, so the gate passes; at z = 6 it fails. At z = 3 the interval excludes no change
+    but reaches inside 5%: ambiguous, which the default gate never fails, and which fails a gate that
+    names it only at the family-wise level too."""
     _, (a, _) = runs
     target = steadiest(a)
     se = math.log1p(0.05) * math.sqrt(2)
     opts = compare.Options(min_runs=1, noise=0.05)
-    for z, fails in ((3.0, False), (6.0, True)):
+    for z, fails in ((3.4, False), (6.0, True)):
         cand = variant(a, scale={target: math.exp(z * se)})
         result = compare.compare(side("baseline", a), side("candidate", cand), opts)
         hit = result.cases.set_index("case_id").loc[target]
@@ -207,6 +210,16 @@ def test_family_wise_gate_is_stricter_than_a_per_case_verdict(runs):
         assert hit["verdict"] == "regressed" and hit["time_verdict"] == "regressed"
         assert compare.family_size(result.cases, opts.fail_on) == 25
         assert bool(hit["gate"]) is fails and (target in set(result.failing()["case_id"])) is fails
+    result = compare.compare(side("baseline", a), side("candidate", variant(a, scale={target: math.exp(3 * se)})), opts)
+    hit = result.cases.set_index("case_id").loc[target]
+    assert hit["verdict"] == hit["time_verdict"] == "ambiguous" and not hit["gate"]
+    assert math.log(hit["speedup_ratio_low"]) < -math.log1p(0.05) < math.log(hit["speedup_ratio_high"]) < 0
+    assert result.failing(compare.parse_fail_on("ambiguous,time:ambiguous")).empty  # p 0.0027: not family-wise
+    strict = compare.Options(min_runs=1, noise=0.05, fail_on=("ambiguous",))
+    cand = variant(a, scale={target: math.exp(3 * se)})
+    lone = compare.compare(side("baseline", a), side("candidate", cand), strict)
+    assert compare.family_size(lone.cases, strict.fail_on) == 10  # the speedup tests alone
+    assert lone.failing().empty
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +271,7 @@ def test_default_gate_exit_status(synthetic, tmp_path, monkeypatch, capsys, row)
         # the baseline's own time does.
         assert set(speedup["verdict"]) <= {"baseline-changed", "improved"}
         assert (speedup["verdict"] == "baseline-changed").mean() > 0.5
-        assert [d.sentence for d in result.drift] == ["speedups over fp32 rose because fp32 got 1.49x slower"]
+        assert [d.sentence for d in result.drift] == ["speedups over fp32 rose because fp32 got 1.5x slower"]
         assert set(failing["precision"]) == {"fp32"} and (failing["time_verdict"] == "regressed").all()
         assert (fp32["verdict"] == "n/a").all() and (fp32["time_verdict"] == "regressed").all()
         assert result.failing(("regressed", "new-failure")).empty
@@ -289,7 +302,8 @@ def test_cli_writes_the_report_and_gates(synthetic, tmp_path, capsys, quick_png)
         assert (out / name).stat().st_size > 0
     md = (out / "report.md").read_text()
     assert md.startswith("# mpsuite comparison: cmp") and "## Needs attention" in md
-    assert "With 3 runs per side, a typical case's change must exceed about" in md and "| fails |" in md
+    assert "With 3 runs per side, a typical case is found regressed with 80% power when it changes by" in md
+    assert "| fails |" in md
     html = (out / "index.html").read_text()
     assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert cli.main(["compare", base, cand, "--out", str(tmp_path / "again"), "--fail-on", "none"]) == 0
@@ -440,7 +454,8 @@ def test_noise_is_a_floor_under_the_estimate(four):
     _, dfs = four
     base = pd.concat(dfs[:2], ignore_index=True)
     estimated = compare.compare(side("baseline", base), side("candidate", copies(dfs[:2])))
-    floored = compare.compare(side("baseline", base), side("candidate", copies(dfs[:2])), compare.Options(noise=0.5))
+    floored = compare.compare(side("baseline", base), side("candidate", copies(dfs[:2])),
+                              compare.Options(noise=0.5, min_runs=2))
     assert floored.spread["speedup"].floor == pytest.approx(math.log1p(0.5) ** 2)
     assert floored.spread["speedup"].sd == pytest.approx(max(math.log1p(0.5), estimated.spread["speedup"].sd))
     speedup = floored.cases[floored.cases["metric"] == "speedup"]
@@ -493,6 +508,12 @@ def test_a_slower_baseline_is_baseline_changed_named_in_the_headline_and_fails_t
     assert doc["counts"]["baseline-changed"] == 12 and doc["headline"][0].startswith("speedups over fp32 rose because")
     assert doc["headline"][1] == "12 baseline-changed, 6 skipped, 6 n/a"
     assert sorted(doc["failing"]) == sorted(fp32["case_id"])
+    (speedups, times) = doc["reach"]  # what each test can show, named as the 80%-power change it finds
+    assert (speedups["test"], times["test"]) == ("speedup", "time") and speedups["runs"] == [3, 3]
+    reach = direct.reach["speedup"]
+    assert speedups["found_with_80_power"] == pytest.approx(reach.detectable) and reach.detectable > 0.05
+    assert speedups["gate_found_with_80_power"] > speedups["found_with_80_power"]
+    assert "found regressed with 80% power" in speedups["sentence"]
     (drift,) = doc["drift"]
     assert drift["baseline"] == "fp32" and drift["attributed"] and drift["speedup_ratio"] == pytest.approx(1.5, rel=0.03)
     report = (tmp_path / "out" / "report.md").read_text()
@@ -536,3 +557,15 @@ def test_every_verdict_that_is_not_the_same_lists_what_differs():
         kernel = "kernel changed: onednn:brgemm:avx512_core_amx -> onednn:ref:any"
         assert (kernel in row["explanation"]) == (row["precision"] == "bf16")
     assert "torch 2.13.0+cpu -> 2.14.1+cu130" in result.environment.lines()
+
+
+def test_the_json_schema_names_every_verdict():
+    """compare --json's schema lists the verdicts, ambiguous among them, exactly as compare gives them."""
+    import json
+
+    schema = json.loads((Path(__file__).resolve().parent.parent / "docs/schemas/compare.schema.json").read_text())
+    case = schema["properties"]["cases"]["items"]["properties"]
+    assert case["verdict"]["enum"] == list(compare.VERDICTS) and stats.AMBIGUOUS in compare.VERDICTS
+    for column in ("speedup_verdict", "time_verdict"):
+        assert set(case[column]["enum"]) == {*compare.DECIDED, compare.INSUFFICIENT_RUNS, "", None}
+    assert compare.parse_fail_on("ambiguous,time:ambiguous") == ("ambiguous", "time:ambiguous")

@@ -15,7 +15,7 @@ from suite.results import location
 # compare's defaults, spelled out so that building the parser imports no pandas (tests/test_compare.py
 # checks they are suite.analysis.regression.compare.DEFAULT_FAIL_ON and suite.analysis.regression.stats.DEFAULT_MIN_RUNS).
 DEFAULT_FAIL_ON = ("regressed", "time:regressed", "new-failure", "new-skip")
-DEFAULT_MIN_RUNS = 2
+DEFAULT_MIN_RUNS = 3
 
 ARGUMENTS = [
     *arguments.STATISTICS, *arguments.JSON,
@@ -23,11 +23,13 @@ ARGUMENTS = [
     arg("candidate", help="selector of the candidate runs (e.g. torch=2.14.1 or results/cpu)"),
     arg("--fail-on", default=",".join(DEFAULT_FAIL_ON),
         help="verdicts that make the exit status 1, comma-separated; the time: prefix gates on "
-        f"absolute times (default: {','.join(DEFAULT_FAIL_ON)}; none to never fail). regressed and "
-        "improved must also hold at the family-wise --confidence (Holm over the cases)"),
+        f"absolute times (default: {','.join(DEFAULT_FAIL_ON)}; none to never fail). regressed, "
+        "improved and ambiguous (a change straddling --min-effect, either way; never in the default) must also "
+        "hold at the family-wise --confidence (Holm over the cases)"),
     arg("--min-runs", type=arguments.min_runs, default=DEFAULT_MIN_RUNS,
         help=f"runs per side a case needs for a regressed/improved verdict (default: {DEFAULT_MIN_RUNS}; "
-        "record 3 per side); with fewer it is insufficient-runs"),
+        "2 is allowed but keeps its false alarms above the per-case level: docs/calibration.md); with "
+        "fewer it is insufficient-runs"),
     arg("--noise", type=arguments.fraction, default=None,
         help="a known run-to-run sd of one run's value, relative (0.03 = 3%%), used as a floor under "
         "the estimate; with --min-runs 1 it lets single runs be compared (default: estimated only)"),
@@ -71,10 +73,26 @@ def document(result, failing, out) -> dict:
         case["params"] = json.loads(case["params"]) if isinstance(case.get("params"), str) and case["params"] else {}
     return {**{role: {k: side[k] for k in ("selector", "runs", "summary")}
                for role, side in zip(("baseline", "candidate"), view["sides"])},
-            "gate": view["gate"], "headline": compare_page.headline_lines(result), "counts": result.counts(),
+            "gate": view["gate"], "headline": compare_page.headline_lines(result), "reach": reach(result),
+            "counts": result.counts(),
             "failing": list(failing["case_id"]), "report": str(out),
             "drift": [{**dataclasses.asdict(d), "sentence": d.sentence} for d in result.drift],
             "differences": result.environment.as_json()["differences"], "cases": cases}
+
+
+def reach(result) -> list[dict]:
+    """What each test's data can show (`compare.Reach`): the change a typical case is found with 80%
+    power, per case and by the gate, and the sentence the report prints."""
+    from suite.report import compare_page
+
+    def number(x: float) -> float | None:
+        return x if x == x and abs(x) != float("inf") else None
+
+    return [{"test": key, "kind": r.kind or None, "runs": list(r.runs), "compared": r.compared, "tested": r.tested,
+             "relative_sd": number(r.spread.relative) if r.spread.observable else None,
+             "found_with_80_power": number(r.detectable), "gate_found_with_80_power": number(r.gate_detectable),
+             "sentence": compare_page.reach_text(r, result)}
+            for key, r in result.reach.items() if r.compared]
 
 
 COMMAND = Command("compare", main, "compare two sets of runs case by case (exit 1 on --fail-on)", ARGUMENTS,

@@ -24,13 +24,13 @@ from suite.report.pages import PLOT_SUFFIX, environment, figure, filled, md_imag
 from suite.results import columns, location
 
 ATTENTION = (
-    "regressed", "new-failure", "new-skip", "baseline-changed", "missing", "improved", "recovered",
+    "regressed", "new-failure", "new-skip", "baseline-changed", "ambiguous", "missing", "improved", "recovered",
 )
 # The two sides of a comparison (not precisions: a case's precision is its row's name).
 SIDE_COLOURS = ("#2e86c1", "#e67e22")
 VERDICT_COLORS = {
     "regressed": "#c0392b", "improved": "#1e8449", "unchanged": "#7f8c8d", "noisy": "#d4ac0d",
-    "insufficient-runs": "#af7ac5", "baseline-changed": "#2e86c1",
+    "ambiguous": "#ca6f1e", "insufficient-runs": "#af7ac5", "baseline-changed": "#2e86c1",
 }
 SIDE_COLUMNS = [
     ("torch_version", "torch"), (columns.LIBRARIES, ""), ("cuda_version", "CUDA"), ("driver_version", "driver"),
@@ -134,7 +134,7 @@ def _runs(reach) -> str:
     return f"{kb} run{'s' if kb != 1 else ''} per side" if kb == kc else f"{kb} and {kc} runs per side"
 
 
-def _reach_text(reach, cmp: compare.Comparison) -> str:
+def reach_text(reach, cmp: compare.Comparison) -> str:
     """What one metric's data can and cannot show, in a sentence or two."""
     o = cmp.options
     label = "Absolute times (same device)"
@@ -158,8 +158,14 @@ def _reach_text(reach, cmp: compare.Comparison) -> str:
         text += f", {improved} improved"
     if moved:
         text += f", {moved} moved by their baseline precision (baseline-changed)"
-    text += (f". With {_runs(reach)}, a typical case's change must exceed about ±{reach.detectable:.0%} to be told "
-             f"from run-to-run noise (run-to-run sd {reach.spread.relative:.1%} of one run's value)")
+    ambiguous = int((verdicts == stats.AMBIGUOUS).sum())
+    if ambiguous:
+        text += (f", {ambiguous} ambiguous (a change whose interval straddles ±{o.min_effect:.0%}: neither a pass "
+                 f"nor a regression)")
+    text += (f". With {_runs(reach)}, a typical case is found regressed with 80% power when it changes by "
+             f"±{reach.detectable:.0%} (per case, at {o.confidence:.0%}), and fails the gate with 80% power at "
+             f"±{reach.gate_detectable:.0%} (family-wise over its tests; run-to-run sd {reach.spread.relative:.1%} "
+             f"of one run's value)")
     if reach.metric == "speedup":
         worst = f"a speedup drop of {1 - reach.worst:.0%}" if reach.worst < 1 else "no drop"
     else:
@@ -205,7 +211,7 @@ def build_view(cmp: compare.Comparison) -> dict:
         "drift": [d.detail for d in cmp.drift],
         "differences": cmp.environment.summary(),
         "gate": _gate_text(cmp),
-        "reach": [_reach_text(r, cmp) for r in cmp.reach.values() if r.compared],
+        "reach": [reach_text(r, cmp) for r in cmp.reach.values() if r.compared],
         "method": (
             f"Each run gives one value per case: its median time over the run's repetitions, and its speedup: "
             f"from paired rounds where both sides have one in every run (the median over rounds of the baseline "
@@ -217,13 +223,14 @@ def build_view(cmp: compare.Comparison) -> dict:
             f"cases and both sides (the median of the per-case variances over the median of chi-square(k-1)/(k-1)). "
             f"Change = candidate / baseline, with a {o.confidence:.0%} Student-t interval (Welch-Satterthwaite "
             f"degrees of freedom, the pooled part at half its own). A case is regressed or improved when its "
-            f"interval excludes no change, the change is at least {o.min_effect:.0%} and both sides have at least "
+            f"whole interval lies beyond ±{o.min_effect:.0%} and both sides have at least "
             f"{o.min_runs} runs of it; baseline-changed when the speedup moved so but the case's own time did not "
             f"while its baseline precision's time moved the other way; insufficient-runs with fewer; unchanged when the interval lies within "
-            f"±{o.min_effect:.0%} or the change is significant but smaller; noisy when the interval straddles no "
+            f"±{o.min_effect:.0%}; ambiguous when it excludes no change but straddles ±{o.min_effect:.0%} (neither "
+            f"a pass nor a regression); noisy when the interval straddles no "
             f"change and reaches past ±{o.min_effect:.0%}. Absolute times are compared the same way, only when both "
-            f"sides ran on the same device model. The gate fails on the verdicts of --fail-on; a regressed or "
-            f"improved case must also be significant at the family-wise {o.confidence:.0%} (Holm's step-down over "
+            f"sides ran on the same device model. The gate fails on the verdicts of --fail-on; a regressed, "
+            f"improved or ambiguous case must also be significant at the family-wise {o.confidence:.0%} (Holm's step-down over "
             f"the {m} tests the gate looks at); a baseline precision's time regression also fails time:regressed "
             f"when a speedup against it is baseline-changed at that level. Every verdict that is not the same "
             f"lists what differs between the sides' runs of it (versions, device, clocks, code, threads, the "
@@ -414,9 +421,13 @@ def text_summary(cmp: compare.Comparison, failing: pd.DataFrame) -> str:
         "what differs: " + ("; ".join(view["differences"]) or "nothing recorded"),
     ]
     per_case = {c.case_id: c.differences for c in cmp.environment.cases}  # the kernel that ran, ...
-    for row, case_id in zip(case_rows(failing), failing["case_id"]):
-        change = row["speedup_change"] or row["time_change"]
-        tag = row["verdict"] + (f", time {row['time_verdict']}" if row["time_verdict"] else "")
-        lines.append(f"  {tag:<28} {row['workload']} {row['precision']} {row['shape']}  {change}  {row['detail']}"
-                     .rstrip() + "".join(f"; {d.text}" for d in per_case.get(case_id, ())))
+    # the failing cases, then the ambiguous ones that pass: a change of a size the data cannot place
+    ambiguous = cmp.cases[(cmp.cases["verdict"].eq(stats.AMBIGUOUS) | cmp.cases["time_verdict"].eq(stats.AMBIGUOUS))
+                          & ~cmp.cases["case_id"].isin(failing["case_id"])]
+    for rows, note in ((failing, ""), (ambiguous, " (not gated)")):
+        for row, case_id in zip(case_rows(rows), rows["case_id"]):
+            change = row["speedup_change"] or row["time_change"]
+            tag = row["verdict"] + (f", time {row['time_verdict']}" if row["time_verdict"] else "") + note
+            lines.append(f"  {tag:<28} {row['workload']} {row['precision']} {row['shape']}  {change}  {row['detail']}"
+                         .rstrip() + "".join(f"; {d.text}" for d in per_case.get(case_id, ())))
     return "\n".join(lines)

@@ -5,12 +5,13 @@ gives every case one verdict:
 
 | verdict           | meaning |
 |-------------------|---------|
-| regressed         | the speedup over the in-run baseline precision fell by at least the minimum effect, its interval excludes no change, and each side has at least `min_runs` runs of the case |
+| regressed         | the speedup over the in-run baseline precision fell by at least the minimum effect: its whole interval lies below -minimum effect, and each side has at least `min_runs` runs of the case |
 | improved          | the same, upwards |
+| ambiguous         | the interval excludes no change but straddles the minimum effect: the speedup moved, by an amount the data cannot place above or below the minimum effect (more runs can) |
 | baseline-changed  | the speedup changed (as for regressed/improved) while the case's own time did not and its baseline precision's time did, the other way: the baseline moved, not this precision (`Comparison.drift` says by how much) |
-| unchanged         | the interval lies within +-minimum effect, or the change is significant but smaller than it |
+| unchanged         | the interval lies within +-minimum effect |
 | noisy             | the interval straddles no change and reaches past the minimum effect: the data cannot tell |
-| insufficient-runs | a side has fewer runs of the case than `min_runs` (default 2), or no case has 2 runs on a side: run-to-run noise is not observable, so no call is made (record 3 runs per side) |
+| insufficient-runs | a side has fewer runs of the case than `min_runs` (default 3), or no case has 2 runs on a side: run-to-run noise is not observable, so no call is made (record 3 runs per side) |
 | missing           | the case is on one side only (`detail` says which) |
 | new-skip          | measured on the baseline side, skipped on the candidate side |
 | new-failure       | not failed on the baseline side, failed on the candidate side |
@@ -34,13 +35,15 @@ only where both sides ran on the same device model. Statistics: `suite.analysis.
 unit of replication; each case's verdict at `confidence`).
 
 The gate (`Comparison.failing`, the CLI's exit status): a case fails when its verdict (or, with the
-`time:` prefix, its time verdict) is one of `fail_on`. For `regressed` and `improved` the change
-must also be significant at the family-wise `confidence` over every test the gate looks at (Holm's
+`time:` prefix, its time verdict) is one of `fail_on`. For `regressed`, `improved` and `ambiguous`
+(which `fail_on` may name, either way: a strict gate that fails on any change it cannot show to be
+smaller than the minimum effect; the default does not) the change must also be significant at the family-wise `confidence` over every test the gate looks at (Holm's
 step-down over the speedup tests, and the time tests when a `time:` verdict is named), so that a
 comparison of many unchanged cases fails by chance at most 1 - confidence of the time. The default
 gate is `DEFAULT_FAIL_ON`: a slower speedup, a slower absolute time on the same device (which is
 also how the baseline precision getting slower shows: its speedup is 1 by definition), a new
-failure, a new skip; `improved` never fails it. A baseline precision's time regression also fails a
+failure, a new skip; `improved` never fails it, nor `ambiguous`, which is neither a pass nor a
+regression: the report lists it among the cases that need attention. A baseline precision's time regression also fails a
 `time:regressed` gate when speedups measured against it are baseline-changed at the family-wise
 level: the speedup, a ratio inside one run, is immune to the whole-run shifts that leave an absolute
 time test with few degrees of freedom, and the case's own unchanged time puts the change on the
@@ -66,7 +69,7 @@ RECOVERED, SKIPPED, FAILED, NOT_APPLICABLE = "recovered", "skipped", "failed", "
 BASELINE_CHANGED = "baseline-changed"
 INSUFFICIENT_RUNS = stats.INSUFFICIENT
 VERDICTS = (
-    stats.REGRESSED, NEW_FAILURE, NEW_SKIP, BASELINE_CHANGED, MISSING, stats.NOISY, INSUFFICIENT_RUNS,
+    stats.REGRESSED, NEW_FAILURE, NEW_SKIP, BASELINE_CHANGED, stats.AMBIGUOUS, MISSING, stats.NOISY, INSUFFICIENT_RUNS,
     stats.IMPROVED, RECOVERED, stats.UNCHANGED, SKIPPED, FAILED, NOT_APPLICABLE,
 )
 # Verdicts that say a case is the same on both sides: it needs no explanation.
@@ -74,7 +77,9 @@ SAME = (stats.UNCHANGED, SKIPPED, FAILED)
 TIME_PREFIX = "time:"
 DEFAULT_FAIL_ON = (stats.REGRESSED, TIME_PREFIX + stats.REGRESSED, NEW_FAILURE, NEW_SKIP)
 # Verdicts that are statistical decisions: the gate holds them to the family-wise level.
-TESTED = (stats.REGRESSED, stats.IMPROVED, BASELINE_CHANGED)
+TESTED = (stats.REGRESSED, stats.IMPROVED, BASELINE_CHANGED, stats.AMBIGUOUS)
+# The verdicts of a case with enough runs for a test (the gate's family, the reach's tested cases).
+DECIDED = (stats.REGRESSED, stats.IMPROVED, stats.AMBIGUOUS, stats.UNCHANGED, stats.NOISY)
 MOVED = (stats.REGRESSED, stats.IMPROVED)
 METRICS = ("speedup", "time")
 # The two kinds of speedup a record may have: from paired rounds (`speedup_paired`: the cases of a
@@ -191,7 +196,8 @@ class Reach:
     compared: int  # cases measured on both sides with this metric
     tested: int  # ... of which have enough runs for a verdict
     runs: tuple[int, int]  # typical (median) runs per case on the baseline and candidate side
-    detectable: float  # relative change a typical case needs to be told from noise (interval half-width); NaN if none
+    detectable: float  # relative change a typical case is called regressed with 80% power at the per-case confidence; NaN if none
+    gate_detectable: float  # ... that fails the gate with 80% power (Bonferroni over the gate's tests, Holm's first step); NaN if none
     worst: float  # the least favourable end of any tested case's interval, as a ratio (speedup: lowest; time: highest); NaN if none
     kind: str = ""  # speedups: PAIRED or MEDIANS, the kind these cases were compared on
 
@@ -301,7 +307,7 @@ def _family(cases: pd.DataFrame, fail_on: tuple[str, ...]) -> dict[str, np.ndarr
     out = {}
     for metric, names in (("speedup", plain), ("time", timed)):
         if names & set(TESTED) or (metric == "speedup" and timed & set(MOVED)):
-            tested = cases[f"{metric}_verdict"].isin([stats.REGRESSED, stats.IMPROVED, stats.UNCHANGED, stats.NOISY])
+            tested = cases[f"{metric}_verdict"].isin(DECIDED)
             out[metric] = cases[f"{metric}_p"].where(tested, np.nan).to_numpy(float)
     return out
 
@@ -649,17 +655,20 @@ def _finish(c: _Case, changes: dict[str, dict[str, stats.Change]], spread: dict[
 def _reach(metric: str, kind: str | None, cases: pd.DataFrame, spread: stats.Spread,
            changes: dict[str, stats.Change], opts: Options) -> Reach:
     compared = list(changes.values())
+    m = max(1, family_size(cases, opts.fail_on))  # every test the gate adjusts for, of all kinds
     if kind is not None:
         cases = cases[cases["speedup_kind"] == kind]
-    tested = cases[cases[f"{metric}_verdict"].isin([stats.REGRESSED, stats.IMPROVED, stats.UNCHANGED, stats.NOISY])]
+    tested = cases[cases[f"{metric}_verdict"].isin(DECIDED)]
     runs = ((int(np.median([c.base.runs for c in compared])), int(np.median([c.cand.runs for c in compared])))
             if compared else (0, 0))
     if metric == "speedup":
         worst = float(tested["speedup_ratio_low"].min()) if len(tested) else math.nan
     else:
         worst = float(tested["time_ratio_high"].max()) if len(tested) else math.nan
-    return Reach(metric, spread, len(compared), len(tested), runs, stats.detectable(spread, *runs, opts.confidence)
-                 if compared else math.nan, worst, kind or "")
+    found = (stats.power_change(spread, *runs, opts.confidence, opts.min_effect),
+             stats.power_change(spread, *runs, 1.0 - (1.0 - opts.confidence) / m, opts.min_effect))
+    return Reach(metric, spread, len(compared), len(tested), runs, *(found if compared else (math.nan, math.nan)),
+                 worst, kind or "")
 
 
 def _baseline_changes(work: list[_Case]) -> None:
