@@ -4,6 +4,7 @@
     python -m benchmarks.calibrate --out docs/calibration.md
     python -m benchmarks.calibrate --models "bursts 10%" --runs 3 --clean 20 --planted 5
     python -m benchmarks.calibrate --history --out docs/calibration.md   # history's table
+    python -m benchmarks.calibrate --episodes --out docs/calibration.md  # history: episodes, steps, drift
     python -m benchmarks.calibrate --drift --out docs/calibration.md     # sequential against paired
 
 Synthetic runs are built from one real record (`TEMPLATE`, a committed run of scenarios/cpu.toml):
@@ -33,6 +34,9 @@ comparison's index only.
 speedup cases by 20% from a run drawn at random with at least `STEP_MARGIN` runs on each side.
 Counted per cell (model x runs): false change points per series (speedup, and time), and power: the
 share of planted series with a change point within one run of the step (and exactly at it).
+`--episodes` does the same on 30-run series (`EPISODE_RUNS`) for the changes of `SCHEDULES`: steps of
+10% and 30%, a four-run episode 30% slower then reverted, a 30% drift over the series; counted per
+cell: the share of flat speedup series flagged, and of planted ones where each change was found.
 `--drift` sets timing one case after another against paired rounds (the suite's, docs/timing.md) under
 drift *within* a run (`DRIFT_MODELS`: a slow trend, and a machine switching between two speeds): each
 synthetic run then has a timeline (`timeline`), each repetition's time the machine's speed at its
@@ -449,12 +453,21 @@ STEP, STEP_MARGIN = 0.20, 5  # the planted step, and the fewest runs on each sid
 
 
 def synthetic_history(tmpl: pd.DataFrame, noise: Noise, runs: int, rng: np.random.Generator,
-                      slow: dict[str, float] | None = None, step: int | None = None) -> pd.DataFrame:
-    """`runs` synthetic runs, oldest first; `slow` ({case_id: factor}) applies from run `step` on."""
+                      slow: dict[str, float] | None = None, step: int | None = None,
+                      until: int | None = None) -> pd.DataFrame:
+    """`runs` synthetic runs, oldest first; `slow` ({case_id: factor}) applies from run `step` on
+    (until run `until`, where it is reverted: an episode)."""
+    return synthetic_series(tmpl, noise, rng, [slow if step is not None and step <= i < (until or runs) else None
+                                               for i in range(runs)])
+
+
+def synthetic_series(tmpl: pd.DataFrame, noise: Noise, rng: np.random.Generator,
+                     slow: list[dict[str, float] | None]) -> pd.DataFrame:
+    """One synthetic run per entry of `slow`, oldest first, each with its planted factors."""
     out = []
-    for i in range(runs):
+    for i, factors in enumerate(slow):
         run_id = f"20000101T{i // 60:02d}{i % 60:02d}00Z-{rng.integers(1 << 24):06x}"
-        out.append(synthetic_run(tmpl, noise, rng, run_id, slow if step is not None and i >= step else None))
+        out.append(synthetic_run(tmpl, noise, rng, run_id, factors))
     return pd.concat(out, ignore_index=True)
 
 
@@ -558,9 +571,110 @@ it: rarely in a long series. Drop or rerun runs caught by bursts of load.
 """
 
 
+# --- history: short episodes, steps of 10 and 30%, drift (issue #38) ---------------------------------------
+
+EPISODE_RUNS, EPISODE_CLEAN, EPISODE_PLANTED = 30, 40, 20
+EPISODE_MARGIN = 5  # the fewest runs before a planted change and after it (after an episode's end)
+
+
+def _step(factor: float):
+    def schedule(runs: int, rng: np.random.Generator) -> tuple[list[float], tuple[int, ...]]:
+        at = int(rng.integers(EPISODE_MARGIN, runs - EPISODE_MARGIN + 1))
+        return [factor if i >= at else 1.0 for i in range(runs)], (at,)
+    return schedule
+
+
+def _episode(factor: float, length: int):
+    def schedule(runs: int, rng: np.random.Generator) -> tuple[list[float], tuple[int, ...]]:
+        at = int(rng.integers(EPISODE_MARGIN, runs - EPISODE_MARGIN - length + 1))
+        return [factor if at <= i < at + length else 1.0 for i in range(runs)], (at, at + length)
+    return schedule
+
+
+def _drift(total: float):
+    def schedule(runs: int, rng: np.random.Generator) -> tuple[list[float], tuple[int, ...]]:
+        return [(1.0 + total) ** (i / (runs - 1)) for i in range(runs)], ()
+    return schedule
+
+
+# name -> schedule(runs, rng): the planted cases' slowdown per run and where its changes are. A
+# change is found where a change point lies within one run of each (drift: where any is found).
+SCHEDULES = {"step 10%": _step(1.10), "step 30%": _step(1.30), "episode 30% x4": _episode(1.30, 4),
+             "drift 30%": _drift(0.30)}
+
+
+@dataclass
+class EpisodeCell:
+    """Counts of one model x series length: flat series flagged, and planted changes found."""
+
+    model: str
+    runs: int
+    flat: int = 0  # speedup series of clean histories
+    flagged: int = 0  # ... with a change point
+    planted: dict[str, int] = field(default_factory=dict)  # schedule -> planted speedup series
+    found: dict[str, int] = field(default_factory=dict)
+
+    def row(self) -> dict[str, str]:
+        return {"noise": self.model, "runs": str(self.runs), "flat series flagged": _share(self.flagged, self.flat, 1),
+                **{f"found: {name}": _share(self.found.get(name, 0), self.planted.get(name, 0), 0)
+                   for name in SCHEDULES}}
+
+
+def run_episode_cell(tmpl: pd.DataFrame, noise: Noise, runs: int, clean: int, planted: int, seed: int,
+                     options: history.Options = history.Options()) -> EpisodeCell:
+    """`clean` histories without a change, and `planted` per schedule of SCHEDULES in which the
+    planted speedup cases follow it."""
+    cell, targets = EpisodeCell(noise.name, runs), planted_cases(tmpl)
+    for i in range(clean):
+        h = history.analyse(synthetic_history(tmpl, noise, runs, _rng(seed, "episode clean", noise.name, runs, i)),
+                            "synthetic", options)
+        flags = [bool(s.change_points) for s in h.series if s.metric == history.SPEEDUP]
+        cell.flat, cell.flagged = cell.flat + len(flags), cell.flagged + sum(flags)
+    for name, schedule in SCHEDULES.items():
+        for i in range(planted):
+            rng = _rng(seed, "episode", name, noise.name, runs, i)
+            factors, changes = schedule(runs, rng)
+            h = history.analyse(synthetic_series(tmpl, noise, rng, [{c: f for c in targets} for f in factors]),
+                                "synthetic", options)
+            for s in (s for s in h.series if s.case_id in targets and s.metric == history.SPEEDUP):
+                at = [cp.index for cp in s.change_points]
+                hit = all(any(abs(k - c) <= 1 for k in at) for c in changes) if changes else bool(at)
+                cell.planted[name] = cell.planted.get(name, 0) + 1
+                cell.found[name] = cell.found.get(name, 0) + hit
+    return cell
+
+
+def episode_page(text: str, command: str, seed: int, clean: int, planted: int) -> str:
+    return EPISODE_PAGE.format(table=text, command=command, seed=seed, clean=clean, planted=planted,
+                               planted_cases=PLANTED, margin=EPISODE_MARGIN)
+
+
+EPISODE_PAGE = """\
+## History: short episodes, steps and drift
+
+How often `python -m suite history` (default settings) flags a flat series, and finds a planted
+change, on series of synthetic runs as above. Produced by `benchmarks/calibrate.py`, seed {seed}:
+
+```bash
+{command}
+```
+
+**flat series flagged**: speedup series with any change point, in {clean} clean histories per cell
+(20 speedup series each). **found**: of {planted} histories per change and cell, in which
+{planted_cases} speedup cases are slowed, the share of those series where each planted change has a
+change point within one run of it: a step of 10% or 30% from a run drawn at random with at least
+{margin} runs on each side; an episode of four runs 30% slower, then reverted (both its ends
+found); a drift of 30% spread evenly over the series (any change point found).
+
+{table}
+"""
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.calibrate", description=__doc__.split("\n\n")[0])
     p.add_argument("--history", action="store_true", help="calibrate history's change points instead of compare")
+    p.add_argument("--episodes", action="store_true", help="calibrate history on short episodes, steps of 10 and "
+                   "30%% and drift (default: 30 runs a series)")
     p.add_argument("--drift", action="store_true", help="sequential against paired timing under drift within a run "
                    f"({DRIFT_RUNS} runs per side)")
     p.add_argument("--models", help="noise models, comma-separated (default: all of the mode's): "
@@ -577,14 +691,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="write the mode's section of the Markdown page here (docs/calibration.md) as well as "
                    "printing the table")
     args = p.parse_args(argv)
-    mode = "history" if args.history else "drift" if args.drift else "compare"
-    catalogue = {"history": HISTORY_BY_NAME, "drift": DRIFT_BY_NAME, "compare": BY_NAME}[mode]
+    mode = "history" if args.history else "episodes" if args.episodes else "drift" if args.drift else "compare"
+    catalogue = {"history": HISTORY_BY_NAME, "episodes": HISTORY_BY_NAME, "drift": DRIFT_BY_NAME, "compare": BY_NAME}[mode]
     models = [catalogue[name.strip()] for name in (args.models or ",".join(catalogue)).split(",") if name.strip()]
-    default_counts = {"history": HISTORY_LENGTHS, "drift": (DRIFT_RUNS,), "compare": RUN_COUNTS}[mode]
+    default_counts = {"history": HISTORY_LENGTHS, "episodes": (EPISODE_RUNS,), "drift": (DRIFT_RUNS,),
+                      "compare": RUN_COUNTS}[mode]
     counts = [int(r) for r in (args.runs or ",".join(map(str, default_counts))).split(",")]
-    clean = args.clean if args.clean is not None else {"history": None, "drift": DRIFT_CLEAN, "compare": CLEAN}[mode]
+    clean = args.clean if args.clean is not None else \
+        {"history": None, "episodes": EPISODE_CLEAN, "drift": DRIFT_CLEAN, "compare": CLEAN}[mode]
     planted = args.planted if args.planted is not None else \
-        {"history": HISTORY_PLANTED, "drift": DRIFT_PLANTED, "compare": PLANTED_COMPARISONS}[mode]
+        {"history": HISTORY_PLANTED, "episodes": EPISODE_PLANTED, "drift": DRIFT_PLANTED,
+         "compare": PLANTED_COMPARISONS}[mode]
     tmpl = template()
     cells = _cells(mode, tmpl, [(noise, runs) for noise in models for runs in counts], clean, planted, args)
     text = table(cells)
@@ -593,6 +710,7 @@ def main(argv: list[str] | None = None) -> int:
         given = list(sys.argv[1:] if argv is None else argv)
         command = shlex.join(["python", "-m", "benchmarks.calibrate", *given])
         section = {"history": lambda: history_page(text, command, args.seed, clean, planted),
+                   "episodes": lambda: episode_page(text, command, args.seed, clean, planted),
                    "drift": lambda: drift_page(cells, command, args.seed, clean, planted),
                    "compare": lambda: page(text, command, args.seed, clean, planted, tmpl)}[mode]
         write_section(Path(args.out), mode, section())
@@ -605,7 +723,7 @@ def _drift_cell(tmpl, noise, runs, clean, planted, seed) -> DriftCell:
 
 def _cells(mode: str, tmpl: pd.DataFrame, grid: list, clean, planted: int, args) -> list:
     """The mode's cells of the grid (model x runs), computed in parallel."""
-    cell = {"history": run_history_cell, "drift": _drift_cell, "compare": run_cell}[mode]
+    cell = {"history": run_history_cell, "episodes": run_episode_cell, "drift": _drift_cell, "compare": run_cell}[mode]
     started = time.monotonic()
     # Cells are independent and seeded by their own keys, so the order they finish in changes nothing.
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:

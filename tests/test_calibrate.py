@@ -149,6 +149,18 @@ def test_history_keeps_false_change_points_rare_and_finds_and_places_a_step(tmpl
     assert cell.planted == 20 and cell.near >= 16 and cell.exact >= 12  # 80% within one run of the step
 
 
+def test_history_finds_a_reverted_four_run_episode_and_keeps_flat_series_quiet(tmpl):
+    """issue #38, a small seeded cell of `--episodes`: 30-run series under 3% run shifts; a 30% episode
+    of four runs, then reverted, found (both ends within one run) in at least 90% of series; flat
+    series flagged at most 5%; steps of 10% and 30% and a 30% drift found too."""
+    cell = calibrate.run_episode_cell(tmpl, calibrate.HISTORY_BY_NAME["run shifts 3%"], 30, clean=10, planted=4,
+                                      seed=SEED)
+    assert cell.flat == 200 and cell.flagged <= 0.05 * cell.flat
+    assert set(cell.planted) == set(calibrate.SCHEDULES) and all(n == 20 for n in cell.planted.values())
+    assert cell.found["episode 30% x4"] >= 18
+    assert cell.found["step 30%"] >= 18 and cell.found["step 10%"] >= 16 and cell.found["drift 30%"] >= 16
+
+
 def test_history_page_section_is_written_in_place(tmp_path):
     page = tmp_path / "calibration.md"
     calibrate.write_section(page, "compare", "# Calibration\n\ncompare table")

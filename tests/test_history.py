@@ -75,8 +75,9 @@ def test_on_three_runs_a_side_history_and_compare_make_the_same_calls(tmpl, nois
 
 @pytest.mark.parametrize("noise, factor", GRID)
 def test_on_longer_groups_history_never_finds_a_change_compare_calls_noise(tmpl, noise, factor):
-    """With 6 + 6 runs history tries 7 splits, each at 99% / 7: a change point at the groups' boundary
-    is one compare calls regressed, improved or baseline-changed at 99% on those groups."""
+    """With 6 + 6 runs a change point at the groups' boundary, with no other, is tested by compare's
+    test between the groups at 99% / 7 (the splits 12 runs allow): it is one compare calls regressed,
+    improved or baseline-changed at 99% on those groups."""
     for seed in range(3):
         for s, expected in calls(tmpl, noise, 6, factor, seed):
             for cp in s.change_points:
@@ -211,22 +212,7 @@ def test_split_confidence_is_bonferroni_over_the_splits_a_segment_allows():
     assert history.split_confidence(0.99, 30, 3) == pytest.approx(1 - 0.01 / 25)
 
 
-# --- issue #35: every split scored at once, the same change points as refitting each split ---------
-
-def refit_every_split(tester, case, runs, lo, hi, m):
-    """The split search as it was: compare's fit refitted from scratch for every split."""
-    best, best_p = None, math.inf
-    for k in range(lo + m, hi - m + 1):
-        p = tester.fit(tuple(runs[lo:k]), tuple(runs[k:hi])).test(case)[3]
-        if math.isfinite(p) and p < best_p:
-            best, best_p = k, p
-    return best
-
-
-def outcome(h: history.History) -> list:
-    return [(s.case_id, s.metric, s.device, [(cp.index, cp.p, cp.ratio, cp.low, cp.high, cp.verdict, cp.cause,
-                                              cp.explanation) for cp in s.change_points]) for s in h.series]
-
+# --- issue #38: seeded binary segmentation, every change point one compare calls between its neighbours -----
 
 def reference_histories():
     """Every committed reference folder holding a scenario with 2 or more runs."""
@@ -238,93 +224,121 @@ def reference_histories():
                 yield f"{folder.relative_to(ROOT)}:{scenario}", records, scenario
 
 
-def test_history_of_the_reference_runs_is_what_refitting_every_split_gives(monkeypatch):
-    """Verdicts, p-values, intervals of every change point on results/reference/**, bit for bit,
-    against the split search refitting every split (at --min-runs 1, 2 and 3, so that the short
-    reference histories have splits to find)."""
+def compare_calls(records: pd.DataFrame, before: list[str], after: list[str], opts: history.Options,
+                  confidence: float) -> pd.DataFrame:
+    """compare's cases between two sets of runs of these records, at `confidence`."""
+    base, cand = (compare.Side(role, role, records[records["run_id"].isin(ids)])
+                  for role, ids in (("baseline", before), ("candidate", after)))
+    decision = compare.Options(min_effect=opts.min_effect, confidence=confidence, min_runs=opts.min_runs,
+                                noise=opts.noise)
+    return compare.compare(base, cand, decision).cases.set_index("case_id")
+
+
+def assert_compare_calls_each_change_point(h: history.History, records: pd.DataFrame, name: str) -> int:
+    """Each change point is a change compare calls between its neighbouring change points' runs."""
+    column = {"speedup": "verdict", "time": "time_verdict"}
+    ids = [r.run_id for r in h.runs]
+    for s in h.series:
+        own = [ids[i] for i in s.run_index]
+        bounds = [0, *(s.run_index.index(cp.index) for cp in s.change_points), len(own)]
+        for j, cp in enumerate(s.change_points):
+            cases = compare_calls(records, own[bounds[j]:bounds[j + 1]], own[bounds[j + 1]:bounds[j + 2]],
+                                  h.options, cp.confidence)
+            assert cases.loc[s.case_id, column[s.metric]] in MOVED, (name, s.label, s.metric, cp.index)
+            assert cp.confidence == pytest.approx(history.split_confidence(
+                h.options.confidence, bounds[j + 2] - bounds[j], h.options.min_runs))
+    return len(h.change_points())
+
+
+def test_every_change_point_on_the_reference_runs_is_one_compare_calls_between_its_neighbours():
+    """At --min-runs 1, 2 and 3, so that the short reference histories have splits to find; and the
+    paired_stability runs of `cpu` pooled in time order (15 runs: 2, 1, 2, 2, 2 threads)."""
     seen = 0
-    for name, records, scenario in reference_histories():
+    pooled = store.read(sorted((ROOT / "results" / "reference" / "paired_stability").glob("*/cpu")))
+    for name, records, scenario in [*reference_histories(), ("paired_stability pooled", pooled, "cpu")]:
         for m in (1, 2, 3):
-            opts = history.Options(min_runs=m)
-            fast = outcome(history.analyse(records, scenario, opts))
-            with monkeypatch.context() as patch:
-                patch.setattr(history, "_best_split", refit_every_split)
-                assert fast == outcome(history.analyse(records, scenario, opts)), (name, m)
-            seen += sum(len(s[3]) for s in fast)
-    assert seen  # some change points among them (min_runs 1 on bursts of load)
+            h = history.analyse(records, scenario, history.Options(min_runs=m))
+            seen += assert_compare_calls_each_change_point(h, records, f"{name} m={m}")
+    assert seen  # some change points among them (the pooled runs' thread changes)
 
 
 @pytest.mark.parametrize("noise", [None, 0.02])
-def test_history_with_steps_and_gaps_is_what_refitting_every_split_gives(tmpl, monkeypatch, noise):
-    """40 runs, two steps, a case missing from some runs (its series and the fits of the others
-    differ), the noise floor on and off: the same change points, bit for bit."""
+def test_history_with_steps_and_gaps_finds_them_and_compare_calls_each(tmpl, noise):
+    """40 runs, a 25% step at run 8 and a 20% step back at run 32, a case missing from some runs (its
+    series and the fits of the others differ), the noise floor on and off."""
     rng = np.random.default_rng(35)
     planted = calibrate.planted_cases(tmpl)
     df = pd.concat([calibrate.synthetic_history(tmpl, calibrate.HISTORY_BY_NAME["run shifts 3%"], 20, rng,
                                                 {c: 1.25 for c in planted}, 8),
-                    calibrate.synthetic_history(tmpl, calibrate.HISTORY_BY_NAME["bursts 10%"], 20, rng,
-                                                {c: 0.8 for c in planted[:2]}, 12).assign(
+                    calibrate.synthetic_history(tmpl, calibrate.HISTORY_BY_NAME["run shifts 3%"], 20, rng,
+                                                {c: 1.25 for c in planted}, 0, 12).assign(
                         run_id=lambda d: d["run_id"].str.replace("20000101", "20000102"))])
     runs = sorted(df["run_id"].unique())
     df = df[~((df["case_id"] == planted[1]) & df["run_id"].isin(runs[5:9]))]
-    opts = history.Options(noise=noise)
-    fast = history.analyse(df, "cpu", opts)
-    with monkeypatch.context() as patch:
-        patch.setattr(history, "_best_split", refit_every_split)
-        assert outcome(fast) == outcome(history.analyse(df, "cpu", opts))
-    assert len(fast.change_points()) >= 4
+    h = history.analyse(df, "cpu", history.Options(noise=noise))
+    assert_compare_calls_each_change_point(h, df, f"noise {noise}")
+    where = {(s.case_id, s.metric): [cp.index for cp in s.change_points] for s in h.series if s.change_points}
+    for c in planted:  # planted[1] has no runs 5 to 8: its first run at the new level is run 9
+        assert where[(c, "speedup")] == [9 if c == planted[1] else 8, 32], c
+    assert {c for c, _ in where} == set(planted)
 
 
-def test_split_statistics_from_prefix_sums_equal_the_ones_refitted_from_scratch():
-    """stats.prefix_sides / split_pvalues against _fit_side / Fit.test of each split, to 1e-12
-    (p to 1e-9 relative: it is a tail probability of those), with missing values and one case
-    holding a single run on some sides."""
-    rng = np.random.default_rng(7)
-    y = rng.normal(0, 0.05, (30, 6)) + rng.normal(0, 0.03, (30, 1)) + np.linspace(-1, 2, 6)
-    y[3:9, 2] = np.nan
-    y[:, 5] = np.nan
-    y[[4, 20], 5] = [0.3, 0.35]
-    as_values = lambda rows: {f"c{c}": {f"r{r}": y[r, c] for r in rows if np.isfinite(y[r, c])} for c in range(6)}
-    for noise in (None, 0.05):
-        d, p = stats.split_pvalues(y, 3, noise)
-        sides = stats.prefix_sides(y, range(1, 31))
-        for j in range(1, 31):
-            side = stats._fit_side(as_values(range(j)))
-            for c, mean in side.means.items():
-                i = int(c[1:])
-                assert sides.means[j - 1, i] == pytest.approx(mean, abs=1e-12)
-                assert sides.runs[j - 1, i] == side.runs[c]
-                assert (math.isnan(side.own_var[c]) and math.isnan(sides.own_var[j - 1, i])
-                        or sides.own_var[j - 1, i] == pytest.approx(side.own_var[c], abs=1e-12))
-            assert np.nan_to_num(sides.run_var[j - 1], nan=-1) == pytest.approx(np.nan_to_num(side.run_var, nan=-1), abs=1e-12)
-            assert sides.run_df[j - 1] == side.run_df
-        for k in range(3, 28):
-            fit = stats.fit(as_values(range(k)), as_values(range(k, 30)), noise)
-            for c in sorted(fit.cases):
-                estimate, _, _, exact = fit.test(c)
-                i = int(c[1:])
-                assert d[k - 3, i] == pytest.approx(estimate, abs=1e-12)
-                assert p[k - 3, i] == pytest.approx(exact, rel=1e-9, abs=1e-300)
+def test_the_pooled_paired_stability_runs_show_the_thread_changes():
+    """issue #38: the committed paired_stability runs pooled in time order, 3 runs each of 2, 1 and 2
+    threads: compare between adjacent blocks calls bf16 256^3's speedup change (1.88 -> 3.39 -> 1.82),
+    and history finds both change points, each with compare's own call."""
+    folder = ROOT / "results" / "reference" / "paired_stability"
+    records = store.read([folder / part / "cpu" for part in ("hog", "hog_threads1", "bursts")])
+    h = history.analyse(records, "cpu")
+    assert len(h.runs) == 9 and [r.facts["run_id"] for r in h.runs] == sorted(records["run_id"].unique())
+    ids = [r.run_id for r in h.runs]
+    series = next(s for s in h.series if s.metric == "speedup" and s.label == "gemm bf16 256x256x256")
+    for lo, k, hi in ((0, 3, 6), (3, 6, 9)):
+        cases = compare_calls(records, ids[lo:k], ids[k:hi], h.options, h.options.confidence)
+        assert cases.loc[series.case_id, "verdict"] in MOVED
+    assert [cp.index for cp in series.change_points] == [3, 6]
+    first, second = series.change_points
+    assert first.ratio > 1.5 and second.ratio < 1 / 1.5 and first.confidence == second.confidence == 0.99
+    assert assert_compare_calls_each_change_point(h, records, "paired_stability") >= 2
 
 
-def test_the_exact_fits_do_not_grow_with_the_runs(tmpl, monkeypatch):
-    """Splits are scored by one scan per segment; compare's fit is refitted only for the split a
-    series picks (and the change points' causes): on histories without a step the number of fits
-    and of scans stays the same from 20 to 80 runs (it grew with the runs, one fit per split)."""
+def test_seeded_intervals_cost_n_log_n_and_hold_every_stretch_in_one_about_its_size():
+    """The search scans O(n log n) runs in all (each interval once, by prefix sums), and every stretch
+    of L >= 2 m runs holds a seeded interval of at least L / 2 runs: a short episode is scanned against
+    a few runs around it, not against the whole series."""
+    m = 3
+    for n in (6, 7, 30, 100, 1000, 4000):
+        intervals = history.seeded_intervals(n, m)
+        assert (0, n) in intervals and all(0 <= s and e <= n and e - s >= 2 * m for s, e in intervals)
+        assert sum(e - s for s, e in intervals) <= 8 * n * max(1.0, math.log2(n)), n
+        assert history.search_size(n, m) == sum(e - s - 2 * m + 1 for s, e in intervals)
+    n = 60
+    intervals = history.seeded_intervals(n, m)
+    for a in range(n):
+        for b in range(a + 2 * m, n + 1):
+            assert any(a <= s and e <= b and 2 * (e - s) >= b - a for s, e in intervals), (a, b)
+
+
+def test_the_search_level_is_bonferroni_over_every_split_it_scans():
+    assert history.search_size(6, 3) == 1 and history.scan_threshold(0.99, 6, 3) == pytest.approx(2.5758, abs=1e-4)
+    tests = history.search_size(30, 3)
+    assert tests > 25  # more than one segment's splits: every interval's
+    assert history.scan_threshold(0.99, 30, 3) == pytest.approx(stats.t_quantile(0.01 / tests, math.inf))
+
+
+def test_a_flat_history_needs_no_exact_fit(tmpl, monkeypatch):
+    """The search needs no compare fit: on histories without a change point compare's fit runs only
+    for the spreads the history reports (2: speedup and time), from 20 to 80 runs."""
     counts = []
     for runs in (20, 40, 80):
         df = calibrate.synthetic_history(tmpl, calibrate.HISTORY_BY_NAME["iid 1%"], runs, np.random.default_rng(runs))
-        fits, scans = [], []
+        fits = []
         with monkeypatch.context() as patch:
             patch.setattr(stats, "fit", lambda *a, real=stats.fit, **k: fits.append(1) or real(*a, **k))
-            patch.setattr(stats, "split_pvalues", lambda *a, real=stats.split_pvalues, **k: scans.append(1) or real(*a, **k))
             h = history.analyse(df, "cpu")
-        if h.change_points():
-            continue
-        counts.append((len(fits), len(scans)))
-    assert len(counts) >= 2
-    series = len(h.series)
-    assert all(scans == 2 and fits <= series + 3 for fits, scans in counts), counts  # 2 testers: speedup, time
+        if not h.change_points():
+            counts.append(len(fits))
+    assert len(counts) >= 2 and set(counts) == {2}, counts
 
 
 def test_many_run_files_read_as_one_batch_equal_each_file_read_alone(tmpl, tmp_path, capsys, monkeypatch):

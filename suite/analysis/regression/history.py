@@ -11,20 +11,28 @@ the machine too (bf16 over fp32 is 3x on a CPU with AMX and 1/150 on one without
 another model (a CI runner that changed CPU between nights) start a series of their own rather
 than a change point.
 
-**Change points** are found by binary segmentation (Scott and Knott 1974; Vostrikova 1981) whose
-test is compare's own. For a segment of runs, every split with at least `min_runs` runs on each side
-is scored by the change compare computes between the runs before and after it (`stats.Fit`: the
-runs as the unit of replication, the run-to-run spread pooled over every case those runs hold, a
-Student-t interval); the split with the smallest p-value is a change point when compare's verdict at
-the confidence divided among the splits tried (Bonferroni) is regressed or improved, i.e. the
-interval excludes no change and the change is at least the minimum effect. Both halves are then
-segmented again. A last pass re-tests every change point between its neighbours (the runs from the
-change point before it to the one after) and drops, weakest first, those that no longer pass, so
-that every change point reported is one compare finds between its two segments. On two groups of
-runs, one after the other, history therefore never reports a change that compare calls noisy or
-unchanged at the same confidence (its test is the same, at a level as strict or stricter); with
-three runs on each side and `min_runs` 3 there is one split to try and the two agree exactly.
-Calibration (false change points per series, power, where the step is placed): docs/calibration.md.
+**Change points** are found in two steps. The search is seeded binary segmentation (Kovacs, Li,
+Buhlmann and Munk 2023): `seeded_intervals` covers the series with intervals at every scale from the
+whole series down to 2 x `min_runs` runs, and in each the split (at least `min_runs` runs on each
+side) with the largest |z|, the difference of the mean log values after and before it over its
+standard error, is found by prefix sums: O(n log n) for n runs. The sd is the case's run-to-run sd
+from successive differences (median |difference|, which a change of level moves by one difference
+among many, never below the median of its metric's cases nor the `--noise` floor), so a short
+episode does not inflate the spread it is judged by, as one variance pooled over a whole segment
+did. A split is a candidate where |z| reaches the level `scan_threshold`: 1 - confidence divided
+among every split the seeded intervals hold (Bonferroni over the search). The strongest candidate
+of the series becomes a change point, and the two segments on either side of it are searched again
+(their seeded intervals and the segment itself), until none has a candidate.
+
+Then every change point is tested by compare's own test between its neighbours (the runs from the
+change point before it to the one after: `stats.Fit`, the runs as the unit of replication, the
+run-to-run spread pooled over every case those runs hold, a Student-t interval) at compare's
+confidence divided among the splits that stretch allows (`split_confidence`), and dropped, weakest
+first, until every one left is regressed or improved there (its interval excludes no change and the
+change is at least the minimum effect). So every change point reported is one compare finds between
+its two segments at the history's confidence or a stricter one; with 2 x `min_runs` runs there is
+one split and no search, and history's call is compare's. Calibration (false change points per
+series, power for steps, a reverted episode and drift): docs/calibration.md.
 
 A speedup change point whose case's own time did not change between the same runs while its
 baseline precision's time changed the other way is `baseline-changed`, as in compare. Every change
@@ -137,15 +145,19 @@ class History:
 
 class _Tester:
     """compare's test between two sets of runs of one metric, with the fit of each pair of run sets
-    kept: every case holding the same runs shares it (the spread is pooled over all of them). Every
-    split of a segment is scored at once (`stats.split_pvalues`, to rounding); `fit` refits one
-    split exactly, as compare does."""
+    kept: every case holding the same runs shares it (the spread is pooled over all of them). Also
+    each case's run-to-run variance for the search (`scan_var`), from its runs in `order` (time)."""
 
-    def __init__(self, values: dict[str, dict[str, float]], noise: float | None):
+    def __init__(self, values: dict[str, dict[str, float]], noise: float | None, order: list[str]):
         self.values, self.noise = values, noise
         self.fits: dict[tuple[tuple[str, ...], tuple[str, ...]], stats.Fit] = {}
-        self.column = {c: i for i, c in enumerate(values)}
-        self.scans: dict[tuple, np.ndarray] = {}  # (runs, lo, hi, min_runs) -> p [split, case]
+        own = {c: _robust_var([runs[r] for r in order if math.isfinite(runs.get(r, math.nan))])
+               for c, runs in values.items()}
+        finite = [v for v in own.values() if math.isfinite(v)]
+        pooled = float(np.median(finite)) if finite else math.nan
+        floor = math.log1p(noise) ** 2 if noise else 0.0
+        # a case's own, never below the pooled (a short series' own is a rough one) nor the floor
+        self.scan_var = {c: max([x for x in (v, pooled) if math.isfinite(x)] + [floor]) for c, v in own.items()}
 
     def fit(self, before: tuple[str, ...], after: tuple[str, ...]) -> stats.Fit:
         key = (before, after)
@@ -156,19 +168,108 @@ class _Tester:
                                        self.noise)
         return self.fits[key]
 
-    def split_p(self, runs: tuple[str, ...], lo: int, hi: int, m: int, case: str) -> np.ndarray:
-        """p of no change of `case` at each split k = lo + m .. hi - m of runs[lo:hi] (to rounding)."""
-        key = (runs, lo, hi, m)
-        if key not in self.scans:
-            rows = [[self.values[c].get(r, math.nan) for c in self.column] for r in runs[lo:hi]]
-            self.scans[key] = stats.split_pvalues(np.array(rows, dtype=float).reshape(hi - lo, len(self.column)),
-                                                  m, self.noise)[1]
-        return self.scans[key][:, self.column[case]]
+
+# A run-to-run sd from successive differences, which a level change moves by one difference out of
+# many: median |difference| / (0.6745 sqrt 2) for Gaussian noise (Hampel's MAD constant).
+MAD_OF_DIFFERENCES = 0.6744897501960817 * math.sqrt(2.0)
+
+
+def _robust_var(values: list[float]) -> float:
+    """A case's run-to-run variance from its series in run order; NaN with fewer than 3 runs."""
+    if len(values) < 3:
+        return math.nan
+    return float(np.median(np.abs(np.diff(values))) / MAD_OF_DIFFERENCES) ** 2
+
+
+def seeded_intervals(n: int, m: int) -> list[tuple[int, int]]:
+    """Seeded intervals (Kovacs, Li, Buhlmann, Munk 2023) of n runs that allow a split with m runs on
+    each side: the whole series, then at each scale l = n / sqrt(2)^j down to 2m intervals of length l
+    starting every max(1, l // 4) runs (the last ending at n): O(n) runs per scale, O(log n) scales.
+    Every stretch of a series lies near the middle of an interval about twice its length, so a short
+    episode is scanned against a few runs on either side rather than the whole series."""
+    out, length = {(0, n)}, float(n)
+    while length > 2 * m:
+        length /= math.sqrt(2.0)
+        l = max(int(round(length)), 2 * m)
+        if l < n:
+            step = max(1, l // 4)
+            out.update((s, s + l) for s in range(0, n - l + 1, step))
+            out.add((n - l, n))
+    return sorted(out, key=lambda se: (se[1] - se[0], se[0]), reverse=True)
+
+
+def search_size(n: int, m: int) -> int:
+    """The splits the scan of a series of n runs tests: over every seeded interval, those with m runs
+    on each side (the Bonferroni divisor of its level)."""
+    return sum(e - s - 2 * m + 1 for s, e in seeded_intervals(n, m)) if n >= 2 * m else 0
+
+
+def scan_threshold(confidence: float, n: int, m: int) -> float:
+    """The |z| a split must reach: two-sided, 1 - confidence shared among the `search_size` splits."""
+    return stats.t_quantile((1.0 - confidence) / max(1, search_size(n, m)), math.inf)
+
+
+def _scan(y: np.ndarray, sd: float, intervals: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(|z|, split) of the best split of each interval [s, e) of y (rows of `intervals`, all one
+    length): the difference of the means after and before the split over its sd, by prefix sums."""
+    total = np.concatenate([[0.0], np.cumsum(y - y.mean())])
+    s, e = intervals[:, :1], intervals[:, 1:]
+    k = s + np.arange(m, int(e[0, 0] - s[0, 0]) - m + 1)[None, :]
+    left, right = k - s, e - k
+    d = (total[e] - total[k]) / right - (total[k] - total[s]) / left
+    se = sd * np.sqrt(1.0 / left + 1.0 / right)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.where(se > 0, np.abs(d) / se, np.where(d == 0, 0.0, np.inf))
+    best = np.argmax(z, axis=1)
+    rows = np.arange(len(z))
+    return z[rows, best], k[rows, best]
+
+
+def _candidates(y: np.ndarray, sd: float, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every seeded interval of y as arrays (start, end) and its best split with its |z|."""
+    intervals = np.array(seeded_intervals(len(y), m), dtype=int)
+    lengths = intervals[:, 1] - intervals[:, 0]
+    z, k = np.zeros(len(intervals)), np.zeros(len(intervals), dtype=int)
+    for length in np.unique(lengths):
+        rows = np.flatnonzero(lengths == length)
+        z[rows], k[rows] = _scan(y, sd, intervals[rows], m)
+    return intervals, z, k
+
+
+def _segment(tester: _Tester, case: str, runs: list[str], opts: Options) -> list[int]:
+    """Change points (positions in `runs` of the first run at a new level) of one case's series:
+    seeded binary segmentation, then compare's test between each change point's neighbours."""
+    m, n = opts.min_runs, len(runs)
+    if n < 2 * m:
+        return []
+    if n == 2 * m:  # one split: no search, compare's test alone
+        return _prune(tester, case, runs, [m], opts)
+    y = np.array([tester.values[case][r] for r in runs])
+    sd = math.sqrt(tester.scan_var[case])
+    intervals, z, k = _candidates(y, sd, m)
+    threshold = scan_threshold(opts.confidence, n, m)
+    found, stack = [], [(0, n)]
+    while stack:
+        lo, hi = stack.pop()
+        if hi - lo < 2 * m:
+            continue
+        inside = np.flatnonzero((intervals[:, 0] >= lo) & (intervals[:, 1] <= hi))
+        # the segment itself too (a seeded interval only where it is the whole series)
+        whole_z, whole_k = _scan(y, sd, np.array([[lo, hi]]), m)
+        best_z, best_k = float(whole_z[0]), int(whole_k[0])
+        if inside.size and z[inside].max() > best_z:  # the strongest; ties: the longest interval
+            i = inside[np.argmax(z[inside])]
+            best_z, best_k = float(z[i]), int(k[i])
+        if not best_z >= threshold:
+            continue
+        found.append(best_k)
+        stack += [(lo, found[-1]), (found[-1], hi)]
+    return _prune(tester, case, runs, sorted(found), opts)
 
 
 def split_confidence(confidence: float, runs: int, min_runs: int) -> float:
-    """The confidence one split is tested at: 1 - confidence shared among the splits a segment of
-    `runs` runs allows with `min_runs` on each side (Bonferroni)."""
+    """The confidence a change point is tested at between its neighbours: 1 - confidence shared
+    among the splits a segment of `runs` runs allows with `min_runs` on each side (Bonferroni)."""
     return 1.0 - (1.0 - confidence) / max(1, runs - 2 * min_runs + 1)
 
 
@@ -179,43 +280,6 @@ def _judge(tester: _Tester, case: str, runs: list[str], lo: int, k: int, hi: int
     level = split_confidence(opts.confidence, hi - lo, opts.min_runs)
     change = tester.fit(tuple(runs[lo:k]), tuple(runs[k:hi])).change(case, level)
     return change, stats.verdict(change, opts.min_effect, opts.min_runs), level
-
-
-# Splits whose ranking p is within this of the smallest are refitted exactly before one is picked:
-# the ranking is exact to rounding (about 1e-12 relative), so the split picked is the one the exact
-# fit of every split would pick, ties going to the first, as they always did.
-TIE, TINY = 1e-6, 1e-300
-
-
-def _best_split(tester: _Tester, case: str, runs: list[str], lo: int, hi: int, m: int) -> int | None:
-    """The split of runs[lo:hi] (at least m runs each side) whose change has the smallest p-value."""
-    if hi - lo < 2 * m:
-        return None
-    ranked = tester.split_p(tuple(runs), lo, hi, m, case)
-    finite = np.isfinite(ranked)
-    if not finite.any():
-        return None
-    near = np.flatnonzero(finite & (ranked <= ranked[finite].min() * (1.0 + TIE) + TINY))
-    best, best_p = None, math.inf
-    for k in (lo + m + int(i) for i in near):
-        p = tester.fit(tuple(runs[lo:k]), tuple(runs[k:hi])).test(case)[3]
-        if math.isfinite(p) and p < best_p:
-            best, best_p = k, p
-        if best_p == 0.0:  # nothing later beats it (a large step: a run of splits whose p underflows)
-            break
-    return best
-
-
-def _segment(tester: _Tester, case: str, runs: list[str], opts: Options) -> list[int]:
-    """Change points (positions in `runs` of the first run at a new level) of one case's series."""
-    m, found, stack = opts.min_runs, [], [(0, len(runs))]
-    while stack:
-        lo, hi = stack.pop()
-        k = _best_split(tester, case, runs, lo, hi, m)
-        if k is not None and _judge(tester, case, runs, lo, k, hi, opts)[1] in compare.MOVED:
-            found.append(k)
-            stack += [(lo, k), (k, hi)]
-    return _prune(tester, case, runs, sorted(found), opts)
 
 
 def _prune(tester: _Tester, case: str, runs: list[str], found: list[int], opts: Options) -> list[int]:
@@ -338,7 +402,7 @@ def analyse(records: pd.DataFrame, scenario: str, options: Options = Options()) 
     for s, values in series:
         sign = 1.0 if s.metric == SPEEDUP else -1.0
         logs.setdefault(s.key, {})[s.case_id] = {r: sign * math.log(v) for r, v in values.items()}
-    testers = {key: _Tester(values, options.noise) for key, values in logs.items()}
+    testers = {key: _Tester(values, options.noise, ids) for key, values in logs.items()}
     ctx = _Context(testers, device_of, envdiff.RunFacts(records), options)
     for s, values in series:
         own_runs = [ids[i] for i in s.run_index]
