@@ -158,3 +158,13 @@ def test_every_scaling_kind_has_one_folders_cast_kernels(monkeypatch):
     monkeypatch.setitem(registry.HOOKS, "elsewhere", declare.Hooks(scalings={kind: target + "_TWIN"}))
     with pytest.raises(ValueError, match=f"scaling '{kind}' is declared twice"):
         registry.scalings()
+
+
+def test_a_recipe_that_casts_eagerly_has_its_kinds_eager_casts():
+    """`Casts.eager` and `Casts.layer` may be None only for a kind whose recipes all cast with their
+    library's kernels (`fused_casts`): the model calls them for every other recipe of the kind."""
+    known = registry.scalings()
+    for name, record in registry.PRECISIONS.items():
+        if record.scaling and not record.fused_casts:
+            kind = registry.load(known[record.scaling])
+            assert kind.eager is not None and kind.layer is not None, name

@@ -682,6 +682,16 @@ def test_one_slow_precision_is_timed_alone_and_the_others_stay_paired(fp16_ms):
     assert fp16.samples_ms and all(abs(s / fp16_ms - 1) <= 0.002 + 1e-9 for s in fp16.samples_ms)
 
 
+def test_a_precision_timed_alone_after_the_rounds_is_warmed_up_then_not_by_the_rounds_time():
+    """Its warm-up cap counts from when it is timed, not from before the others' rounds: rounds
+    longer than the cap would otherwise end its warm-up at once, on two calls."""
+    rule = QUICK.model_copy(update={"warmup_max_s": 0.3})  # the rounds run 0.5 s
+    clock = shared()
+    out = timing.measure_paired(parties(clock, rule, fp32=0.1, bf16=0.05, fp16=30.0), seed=0, wall=clock.wall)
+    fp16 = out.measurements[2]
+    assert list(out.alone) == [2] and fp16.warmup_s <= 0.3 + 0.03 and fp16.warmup_calls > 2
+
+
 def test_two_slow_precisions_are_timed_alone_beside_the_pair_of_the_other_two():
     clock = shared()
     out = timing.measure_paired(parties(clock, fp32=0.1, tf32=0.1, bf16=30.0, fp16=40.0), seed=0, wall=clock.wall)

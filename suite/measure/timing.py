@@ -734,6 +734,7 @@ def measure_paired(parties: list[Party], *, seed: int, peer: Peer | None = None,
         if out.errors[i] is None:
             out.measurements[i] = loop.result(reason)
     for i in out.alone:  # after the rounds, so the paired cases' warm-ups are not minutes old
+        loops[i].warm_start = wall()  # its warm-up cap counts from here, not from before the rounds
         _alone(parties, loops, i, sm_clock_mhz, out)
     return out
 

@@ -135,8 +135,8 @@ def _reach(h: history.History) -> str:
     o = h.options
     return " ".join(
         f"{metric.capitalize()}s: run-to-run sd ±{spread.relative:.1%} of one run's value (the median of "
-        f"{spread.case_sides} series, change points included), so a step with {o.min_runs} runs on each side must exceed about "
-        f"±{h.detectable[metric]:.0%} to be found (more runs on each side find smaller ones)."
+        f"{spread.case_sides} series, change points included), so a step with {o.min_runs} runs on each side is found with "
+        f"80% power at about ±{h.detectable[metric]:.0%} (more runs on each side find smaller ones)."
         for metric, spread in h.spread.items() if spread.observable)
 
 

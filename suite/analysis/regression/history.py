@@ -136,7 +136,7 @@ class History:
     # metric -> run-to-run spread over all runs (as if no change); speedups of the two kinds apart:
     # "speedup" (paired, where any series is) and "speedup (ratio of medians)"
     spread: dict[str, stats.Spread]
-    detectable: dict[str, float]  # the same keys -> smallest step a typical case shows with min_runs per side
+    detectable: dict[str, float]  # the same keys -> the step a typical case is found with 80% power at, min_runs a side
     options: Options
 
     def change_points(self) -> list[tuple[CaseSeries, ChangePoint]]:
@@ -414,7 +414,8 @@ def analyse(records: pd.DataFrame, scenario: str, options: Options = Options()) 
                   for c, v in cases.items()}
         spread[name] = stats.fit(values, {}, options.noise).spread
         m = options.min_runs
-        detectable[name] = stats.detectable(spread[name], m, m, options.confidence)
+        # the step found with 80% power, as its verdict (stats.verdict) calls it: past the minimum effect
+        detectable[name] = stats.power_change(spread[name], m, m, options.confidence, options.min_effect)
     return History(scenario, runs, [s for s, _ in series], spread, detectable, options)
 
 

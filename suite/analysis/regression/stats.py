@@ -480,7 +480,8 @@ def verdict(change: Change, min_effect: float = DEFAULT_MIN_EFFECT, min_runs: in
 def detectable(spread: Spread, kb: int, kc: int, confidence: float = DEFAULT_CONFIDENCE) -> float:
     """The relative change a typical case (pooled variance, kb and kc runs) needs before its interval
     excludes no change: the interval's half-width, as a ratio - 1. NaN when not observable. A change
-    of this size is found about half the time: `power_change` is the one found with a given power."""
+    of this size excludes no change about half the time; a verdict also needs the minimum effect
+    (`verdict`), so `power_change` is the change found with a given power."""
     if not spread.observable or kb < 1 or kc < 1:
         return math.nan
     var, df = spread.change_variance(math.nan, math.nan, kb, kc)
