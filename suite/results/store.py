@@ -892,8 +892,9 @@ def _once(parts: list[Part], sources: list, warn) -> list[Part]:
     """Each run once: a run id already read from another file (a copied results file), or the same
     measurement under another run id (a file imported twice), is left out, with a warning naming
     both files. The first file read (in path order) keeps it."""
-    if len(parts) == 1 and parts[0].records["run_id"].nunique() < 2 and (parts[0].source == parts[0].source[0]).all():
-        return parts  # one run of one file: nothing to count twice (and a million rows left unhashed)
+    source = parts[0].source if len(parts) == 1 else None
+    if source is not None and parts[0].records["run_id"].nunique() < 2 and (source[:1] == source).all():
+        return parts  # one run of one file (or none): nothing to count twice (and a million rows left unhashed)
     ids: dict[str, object] = {}
     measured: dict[int, tuple[object, str]] = {}
     runs = sorted((first, p, run_id, fingerprint) for p, part in enumerate(parts)
