@@ -25,6 +25,8 @@ from pathlib import Path
 from suite.core import files, jsontext
 from suite.core.errors import UserError
 
+# The model_types a family is read as; "gpt2" takes nanoGPT's layer names, the others torchtitan's.
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3", "llama4", "gpt2")
 NORMS = ("rms", "layer")  # RMSNorm (a weight) or LayerNorm (a weight and a bias)
 ROUTERS = ("softmax", "sigmoid")  # how a mixture scores its experts (Qwen3's softmax; DeepSeek-V3's, Llama 4's sigmoid)
 SPLITS = ("column", "row", "none")  # how tensor parallel cuts a linear: its outputs, its inputs, or not at all
@@ -99,13 +101,15 @@ class Architecture:
                 _positive(label, spec.name, getattr(self, spec.name), zero=spec.default is not MISSING)
         if self.heads % self.kv_heads:
             raise UserError(f"{label}: {self.heads} heads are not a multiple of {self.kv_heads} key-value heads")
-        if self.norm not in NORMS or self.router not in ROUTERS:
-            raise UserError(f"{label}: norm must be one of {', '.join(NORMS)} and router one of {', '.join(ROUTERS)}, "
-                            f"got {self.norm!r} and {self.router!r}")
+        for key, valid in (("family", FAMILIES), ("norm", NORMS), ("router", ROUTERS)):
+            if getattr(self, key) not in valid:
+                raise UserError(f"{label}: {key} must be one of {', '.join(valid)}, got {getattr(self, key)!r}")
         if self.experts and not (0 < self.top_k <= self.experts and self.expert_intermediate):
             raise UserError(f"{label}: a mixture of {self.experts} experts needs 0 < top_k <= {self.experts} and an "
-                            f"expert_intermediate, got top_k {self.top_k}, expert_intermediate {self.expert_intermediate}")
-        if any(not 0 <= i < self.layers for i in self.dense_layers) or list(self.dense_layers) != sorted(set(self.dense_layers)):
+                            f"expert_intermediate, got top_k {self.top_k}, "
+                            f"expert_intermediate {self.expert_intermediate}")
+        layers = list(self.dense_layers)
+        if any(not 0 <= i < self.layers for i in layers) or layers != sorted(set(layers)):
             raise UserError(f"{label}: dense_layers must be distinct layer indices in 0..{self.layers - 1}, in order")
         if self.kv_lora_rank and not (self.qk_nope_head_dim and self.qk_rope_head_dim and self.v_head_dim):
             raise UserError(f"{label}: latent attention (kv_lora_rank {self.kv_lora_rank}) needs qk_nope_head_dim, "
@@ -199,12 +203,13 @@ def _latent_attention(arch: Architecture) -> tuple[Linear, ...]:
     n, heads = arch.layers, arch.heads
     if arch.q_lora_rank:
         query = (Linear("layers.*.attention.wq_a", "attention", arch.hidden, arch.q_lora_rank, n, "none"),
-                 Linear("layers.*.attention.wq_b", "attention", arch.q_lora_rank, heads * arch.qk_head_dim, n, "column"))
+                 Linear("layers.*.attention.wq_b", "attention", arch.q_lora_rank, heads * arch.qk_head_dim, n,
+                        "column"))
     else:
         query = (Linear("layers.*.attention.wq", "attention", arch.hidden, heads * arch.qk_head_dim, n, "column"),)
-    kv_up = heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+    kv_down, kv_up = arch.kv_lora_rank + arch.qk_rope_head_dim, heads * (arch.qk_nope_head_dim + arch.v_head_dim)
     return query + (
-        Linear("layers.*.attention.wkv_a", "attention", arch.hidden, arch.kv_lora_rank + arch.qk_rope_head_dim, n, "none"),
+        Linear("layers.*.attention.wkv_a", "attention", arch.hidden, kv_down, n, "none"),
         Linear("layers.*.attention.wkv_b", "attention", arch.kv_lora_rank, kv_up, n, "column"),
         Linear("layers.*.attention.wo", "attention", heads * arch.v_head_dim, arch.hidden, n, "row"))
 
@@ -417,7 +422,8 @@ def _gpt2(f: _Fields) -> dict:
     hidden, heads = f.int("n_embd"), f.int("n_head")
     if hidden % heads:
         raise f.fail("n_embd", f"{hidden} is not divisible by n_head {heads}")
-    return dict(family="gpt2", layers=f.int("n_layer"), hidden=hidden, heads=heads, kv_heads=heads, head_dim=hidden // heads,
+    return dict(family="gpt2", layers=f.int("n_layer"), hidden=hidden, heads=heads, kv_heads=heads,
+                head_dim=hidden // heads,
                 intermediate=f.int("n_inner", 4 * hidden), vocab=f.int("vocab_size"), gated=False,
                 tied_embedding=f.flag("tie_word_embeddings", True), qkv_bias=True, out_bias=True, mlp_bias=True,
                 norm="layer", positions=f.int("n_positions"))

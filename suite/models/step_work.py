@@ -47,7 +47,8 @@ ELEMENTWISE_BACKWARD = 2
 def step_work(arch: Architecture, parallel: Parallel, skew: float = 1.0) -> StepWork:
     """Every GEMM of one training step on one GPU, with the step's other work."""
     check(arch, parallel, skew)
-    gemms = tuple(gemm for linear in arch.linears() for gemm in passes(linear, *local_shape(arch, parallel, linear, skew)))
+    gemms = tuple(gemm for linear in arch.linears()
+                  for gemm in passes(linear, *local_shape(arch, parallel, linear, skew)))
     return StepWork(gemms=gemms, attention_flops=attention_flops(arch, parallel),
                     elementwise_bytes=elementwise_bytes(arch, parallel, skew),
                     params_local=params_local(arch, parallel),
@@ -99,8 +100,9 @@ def tokens_per_expert(arch: Architecture, parallel: Parallel, skew: float = 1.0)
 
 def local_shape(arch: Architecture, parallel: Parallel, linear: Linear, skew: float = 1.0) -> tuple[int, int, int, int]:
     """(m tokens, fan_in, fan_out, groups) of a linear on one GPU."""
-    if linear.module == "experts":
-        groups, tp, m = linear.experts // parallel.ep, parallel.tp if parallel.ep == 1 else 1, tokens_per_expert(arch, parallel, skew)
+    if linear.module == "experts":  # whole experts under EP; without it, cut by TP like a dense MLP
+        groups, m = linear.experts // parallel.ep, tokens_per_expert(arch, parallel, skew)
+        tp = parallel.tp if parallel.ep == 1 else 1
     else:
         groups, tp, m = 1, parallel.tp, parallel.batch * parallel.seq
     fan_in = _ceil(linear.fan_in, tp) if linear.split == "row" else linear.fan_in
