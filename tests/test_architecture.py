@@ -6,6 +6,7 @@ GEMMs' FLOPs against the suite's own FLOP formula."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -316,3 +317,35 @@ def test_the_modules_are_torch_free():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("model", ["llama", "gpt2"])
+def test_the_suites_own_models_hold_the_linears_and_parameters_their_architecture_counts(model):
+    """The suite's torch Llama and GPT-2 (tiny sizes) against the architecture of the same dims: every
+    nn.Linear by name pattern, shape and bias, and the unique parameter count."""
+    from torch import nn
+
+    from suite.models import gpt2, llama
+    from suite.models.flops import unique_parameters
+
+    if model == "llama":
+        cfg = llama.config("tiny")
+        module = llama.Llama(cfg)
+        arch = Architecture("llama", layers=cfg.n_layer, hidden=cfg.d_model, heads=cfg.n_head, kv_heads=cfg.n_kv_head,
+                            head_dim=cfg.head_dim, intermediate=cfg.ffn_hidden, vocab=cfg.vocab)
+        rename = {"lm_head": "output"}  # the suite's Llama names torchtitan's `output` lm_head
+    else:
+        cfg = gpt2.config("tiny")
+        module = gpt2.GPT2(cfg)
+        arch = replace(PRESETS["gpt2"], layers=cfg.n_layer, hidden=cfg.d_model, heads=cfg.n_head, kv_heads=cfg.n_head,
+                       head_dim=cfg.head_dim, intermediate=4 * cfg.d_model, vocab=cfg.vocab, positions=cfg.seq_len)
+        rename = {}  # nanoGPT's names without its `transformer.` prefix
+    held = {}
+    for name, linear in module.named_modules():
+        if isinstance(linear, nn.Linear):
+            pattern = rename.get(name, re.sub(r"\.\d+\.", ".*.", name))
+            held[pattern] = (linear.in_features, linear.out_features, linear.bias is not None)
+    expected = {linear.fqn.removeprefix("transformer."): (linear.fan_in, linear.fan_out, linear.bias)
+                for linear in arch.linears()}
+    assert held == expected
+    assert unique_parameters(module) == arch.total_params()
