@@ -26,6 +26,7 @@ from suite.measure.timing import StopRule
     ("NVIDIA L40S", "L40S"),
     ("NVIDIA B200", "B200"),
     ("NVIDIA GB200", "GB200"),
+    ("NVIDIA B300 SXM6 AC", "B300"),
 ])
 def test_device_names_match_their_part(name, label):
     assert peaks.match_device(name)[0] == label
