@@ -30,20 +30,13 @@ ARGUMENTS = [
 ]
 
 
-def step_of(model: str, parallel):
-    """The model's training step on one GPU (suite/models/architecture.py: presets and config.json)."""
-    from suite.models import architecture
-
-    return architecture.step_work(architecture.resolve(model), parallel)
-
-
 def main(args) -> int:
     from suite.analysis.advise import answer
     from suite.models.step import Parallel
 
     parallel = Parallel(gpus=args.gpus, tp=args.tp, ep=args.ep, seq=args.seq, batch=args.batch)
     recipes = [r.strip() for r in args.recipes.split(",") if r.strip()] if args.recipes else None
-    result = answer.advise(args.model, step_of(args.model, parallel), parallel, args.device, recipes,
+    result = answer.advise(args.model, answer.model_step(args.model, parallel), parallel, args.device, recipes,
                            args.loss_budget, errors=None)
     if args.json:
         print_json(result)

@@ -19,6 +19,13 @@ DEFAULT_RECIPES = ("fp8_tensorwise", "fp8_rowwise", "fp8_rowwise_gw_hp", "mxfp8"
 SOURCE = "predicted: the roofline model's GEMMs and casts and the step terms of docs/advise.md"
 
 
+def model_step(name: str, parallel: Parallel) -> StepWork:
+    """A model's training step on one GPU: a preset or a config.json (`suite.models.architecture`)."""
+    from suite.models import architecture, step_work
+
+    return step_work.step_work(architecture.resolve(name), parallel)
+
+
 def device_of(name: str) -> model.Device:
     device = model.gpu_device(name)
     if device is None:

@@ -25,42 +25,57 @@ from suite.scenario import registry
 
 BASELINE = "bf16"
 
-# --- the terms beside the GEMMs: constants and sources (docs/advise.md) -------------------------
+# --- the terms beside the GEMMs: constants (their sources: TERMS) -------------------------------
 
-# The attention core (FlashAttention, bf16 on every recipe) at this fraction of the bf16 peak,
-# forward and backward: the low end of FlashAttention-2's measured 50-73% of peak on an A100
-# (Dao 2023, arXiv:2307.08691), whose backward reaches less than its forward; FlashAttention-3
-# reports up to 75% on an H100 forward (Shah et al. 2024, arXiv:2407.08608).
-ATTENTION_EFFICIENCY = 0.5
-# AdamW's update per fp32 parameter (torch.optim.AdamW, fused or foreach, fp32 states: torchtitan's
-# default): reads the parameter, its gradient and both moments (16 B), writes the parameter and
-# both moments (12 B). Memory-bound, at the model's achievable bandwidth.
-ADAMW_BYTES_PER_PARAM = 28
-# FSDP2 as torchtitan configures it: parameters all-gathered in bf16 (mixed_precision_param), once
-# for the forward and again for the backward (reshard_after_forward), gradients reduce-scattered in
-# fp32 (mixed_precision_reduce). torchao's tensorwise recipe all-gathers its converted linears'
-# weights in FP8 instead (enable_fsdp_float8_all_gather, as torchtitan's float8 runs enable it);
-# other recipes all-gather bf16.
-FSDP_PARAM_BYTES = 2
-FSDP_GRAD_BYTES = 4
-FSDP_ALL_GATHERS = 2
+ATTENTION_EFFICIENCY = 0.5  # of the bf16 peak, forward and backward
+ADAMW_BYTES_PER_PARAM = 28  # fp32 parameter, gradient and two moments: 16 B read, 12 B written
+FSDP_PARAM_BYTES = 2  # bf16 all-gather
+FSDP_GRAD_BYTES = 4  # fp32 reduce-scatter
+FSDP_ALL_GATHERS = 2  # forward, and again for the backward
 FP8_ALL_GATHER = {"fp8_tensorwise": 1}  # recipe -> bytes per converted weight element all-gathered
-# Overlap: FSDP2 prefetches the next layer's all-gather and reduce-scatters behind the backward, so
-# only the communication beyond the step's compute is exposed. Tensor parallel (torchtitan's vanilla
-# TP, not async TP) and expert parallel all-to-alls are not overlapped: all exposed.
 GPUS_PER_NODE = 8
-# Link bandwidth per GPU, one direction, GB/s: half the vendor's bidirectional figure. NVLink: A100
-# SXM 600 GB/s (NVLink 3), H100/H200 SXM and GH200 900 GB/s (NVLink 4), B200, GB200, B300 1.8 TB/s
-# (NVLink 5) (NVIDIA datasheets). PCIe cards (their NVLink bridges join pairs or fours only): PCIe
-# Gen5 x16 128 GB/s (H100 PCIe, H100 NVL, H200 NVL), Gen4 x16 64 GB/s (A100 PCIe, L4, L40S).
-# Vendor rates: NCCL reaches less, so communication here is a lower bound.
+# Link bandwidth per GPU, one direction, GB/s (half the vendor's bidirectional figure)
 LINK_GBS = {"A100 SXM": 300.0, "H100 SXM": 450.0, "H200": 450.0, "GH200": 450.0, "B200": 900.0,
             "GB200": 900.0, "B300": 900.0, "H100 PCIe": 64.0, "H100 NVL": 64.0, "H200 NVL": 64.0,
             "A100 PCIe": 32.0, "L4": 32.0, "L40S": 32.0}
-# Between nodes: one 400 Gb/s NIC per GPU (ConnectX-7: DGX H100, H200, B200), 800 Gb/s on
-# Blackwell Ultra (ConnectX-8 SuperNIC: DGX B300, GB300 NVL72).
-NETWORK_GBS = {"B300": 100.0}
+NETWORK_GBS = {"B300": 100.0}  # between nodes, per GPU
 NETWORK_GBS_DEFAULT = 50.0
+
+# Each term of the step: (term, how it is counted, its source or the assumption it is); the one
+# place docs/advise.md takes them from (`suite.analysis.advise.published`).
+TERMS = (
+    ("GEMMs", "each linear's fprop, dgrad and wgrad on the roofline model: FLOPs at 0.78 of the format's "
+     "peak, bytes at 0.92 of the bandwidth, a 2 us floor per kernel",
+     "torchao roofline_utils (docs/model.md); dense vendor peaks, suite/core/peaks.py"),
+    ("casts", "autocast-style as a training step runs them: fprop casts its input and weight, dgrad the output "
+     "gradient, each into both layouts (wgrad reuses them); torchao under torch.compile or TE's own kernels "
+     "(`model.fused_cast`); torchao's rowwise gradient GEMMs scale their output (no fast accumulation)",
+     "torchao roofline_utils' cast bytes; torchao Float8LinearConfig's gradient GEMM configs (docs/model.md)"),
+    ("attention core", f"attention FLOPs (forward and backward, causal) at {ATTENTION_EFFICIENCY:g} of the bf16 "
+     "peak, in bf16 under every recipe",
+     "FlashAttention-2 (Dao 2023, arXiv:2307.08691): 50-73% of peak on an A100, the backward below the "
+     "forward: its low end; FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608): up to 75% on an H100, forward"),
+    ("elementwise", "norms, activations, residual adds, rotary: their bytes at 0.92 of the memory bandwidth, "
+     "the same under every recipe", "torchao roofline_utils' pct_achievable_mem_bw"),
+    ("optimizer", f"AdamW on this GPU's FSDP shard: {ADAMW_BYTES_PER_PARAM} B per parameter at 0.92 of the "
+     "memory bandwidth", "torch.optim.AdamW (fused or foreach) with fp32 states, torchtitan's default: reads "
+     "parameter, gradient and both moments (16 B), writes parameter and moments (12 B)"),
+    ("FSDP", f"ring all-gathers of the parameters ({FSDP_ALL_GATHERS}x, {FSDP_PARAM_BYTES} B each; "
+     "fp8_tensorwise's converted weights 1 B) and a reduce-scatter of the gradients "
+     f"({FSDP_GRAD_BYTES} B), (dp - 1) / dp of them per GPU; exposed: only what exceeds the step's compute",
+     "torchtitan's FSDP2 defaults (bf16 mixed_precision_param, fp32 mixed_precision_reduce, "
+     "reshard_after_forward) and float8 runs' enable_fsdp_float8_all_gather; overlap: FSDP2 prefetches "
+     "the next layer's all-gather (an assumption: perfect overlap up to the compute)"),
+    ("tensor parallel", "its all-gathers and reduce-scatters (StepWork.tp_bytes), all exposed, in bf16 under "
+     "every recipe", "vanilla TP (torchtitan's default, not async TP): nothing overlaps (an assumption); "
+     "torchao's FP8 all-gather of TP inputs is not modelled"),
+    ("expert parallel", "its all-to-alls (StepWork.ep_bytes), all exposed", "an assumption: no overlap"),
+    ("links", f"NVLink (or PCIe) within {GPUS_PER_NODE} GPUs, the network beyond; per GPU, one direction: "
+     + ", ".join(f"{k} {v:g}" for k, v in LINK_GBS.items()) + f" GB/s; network {NETWORK_GBS_DEFAULT:g} GB/s "
+     "(B300 100)", "NVIDIA datasheets: NVLink 3 600 GB/s, NVLink 4 900 GB/s, NVLink 5 1.8 TB/s, PCIe Gen5 "
+     "x16 128 GB/s, Gen4 64 GB/s (bidirectional, halved); ConnectX-7 400 Gb/s per GPU (DGX H100/H200/B200), "
+     "ConnectX-8 800 Gb/s (DGX B300). Vendor rates: NCCL reaches less, so communication is a lower bound"),
+)
 
 
 @dataclass(frozen=True)
