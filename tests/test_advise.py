@@ -75,7 +75,7 @@ def test_gpt2_124m_on_one_h100_converts_only_what_pays():
         assert recipe["step_speedup"] >= min(1.0, recipe["step_speedup_all"]) - 1e-9
         assert recipe["step_speedup"] < 1.25  # a small model: a small gain at best
     unsupported = {r["recipe"]: r["unsupported"] for r in result["recipes"] if r["unsupported"]}
-    assert set(unsupported) == {"mxfp8", "nvfp4", "te_mxfp8", "te_nvfp4"}
+    assert set(unsupported) == {"mxfp8", "mxfp4", "nvfp4", "te_mxfp8", "te_nvfp4"}
     assert "compute capability" in unsupported["mxfp8"] and "fp4" in unsupported["nvfp4"]
 
 

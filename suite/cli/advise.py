@@ -64,7 +64,7 @@ def show(result: dict) -> None:
 
 
 RECIPE_COLUMNS = [("recipe", "recipe"), ("step", "step speedup"), ("all", "all linears converted"),
-                  ("gemm", "GEMMs (casts)"), ("gemm_only", "GEMMs alone"), ("convert", "convert"),
+                  ("linears", "GEMMs (casts)"), ("linears_alone", "GEMMs alone"), ("convert", "convert"),
                   ("keep", "keep in bf16"), ("accuracy", "accuracy")]
 
 
@@ -87,10 +87,10 @@ def gemm_cells(result: dict, able: list[dict], top: dict | None) -> list[dict]:
 
 def recipe_cells(r: dict) -> dict:
     if r["unsupported"]:
-        return {"recipe": r["recipe"], "step": "", "all": "", "gemm": "", "gemm_only": "", "convert": "",
+        return {"recipe": r["recipe"], "step": "", "all": "", "linears": "", "linears_alone": "", "convert": "",
                 "keep": f"not on this GPU: {r['unsupported']}", "accuracy": r["accuracy"]}
     return {"recipe": r["recipe"], "step": speed(r["step_speedup"]), "all": speed(r["step_speedup_all"]),
-            "gemm": speed(r["gemm_speedup"]), "gemm_only": speed(r["gemm_only_speedup"]),
+            "linears": speed(r["gemm_speedup"]), "linears_alone": speed(r["gemm_only_speedup"]),
             "convert": ", ".join(r["convert"]) or "none",
             "keep": "; ".join(f"{k['fqn']} ({k['reason']})" for k in r["keep"]), "accuracy": r["accuracy"]}
 

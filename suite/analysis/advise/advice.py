@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from suite.analysis.advise.estimate import BASELINE
 from suite.models.step import Gemm, StepWork
 from suite.scenario import registry
 
 # A predicted gain under this is within the model's error on a layer's speedup (torchao's float8
 # README examples: -4% and +12%, docs/model.md): too small to convert on the model's word.
 MIN_GAIN = 0.05
-# torch._scaled_mm needs K and N multiples of 16 (FP8); a block-scaled recipe's blocks run along K:
-# MXFP8 and MXFP4 32 values per scale, NVFP4 16.
-ALIGN = {"microscaled": 32}
-ALIGN_DEFAULT = 16
+# torch._scaled_mm needs K and N multiples of 16 (FP8); a block-scaled recipe's blocks run along K,
+# so K and N a multiple of its declared block size where that is larger (torchao's MX: 32).
+ALIGN = 16
 # Modules kept whatever their speed, and why (torchtitan's float8 converter skips "output" by
 # default; its MoE conversion leaves the router's gate in high precision).
 KEEP_MODULES = {"output": "output projection: its logits feed the loss (torchao and torchtitan keep it in bf16)",
@@ -49,7 +49,8 @@ def layers(step: StepWork) -> dict[str, list[Gemm]]:
 def misaligned(gemms: list[Gemm], recipe: str) -> str | None:
     """Why the linear's shape cannot run the recipe: its fprop's K (in features) or N (out) not a
     multiple of the recipe's alignment."""
-    align = ALIGN.get(registry.PRECISIONS[recipe].scaling, ALIGN_DEFAULT)
+    block = registry.PRECISIONS[recipe].params.model_fields.get("block_size")
+    align = max(ALIGN, block.default if block is not None else ALIGN)
     fprop = next((g for g in gemms if g.pass_ == "fprop"), gemms[0])
     if fprop.k % align or fprop.n % align:
         return f"K or N not a multiple of {align} (K {fprop.k}, N {fprop.n})"
@@ -76,7 +77,7 @@ def decide(step: StepWork, recipe: str, timed: dict, accurate: bool = True) -> l
     (`estimate.time_all`: (gemm, recipe) -> Timed, bf16's included)."""
     out = []
     for layer, gemms in layers(step).items():
-        base = [timed[(g, "bf16")] for g in gemms]
+        base = [timed[(g, BASELINE)] for g in gemms]
         mine = [timed[(g, recipe)] for g in gemms]
         speedup = sum(t.seconds for t in base) / sum(t.seconds for t in mine)
         gemm_only = sum(t.gemm_seconds for t in base) / sum(t.gemm_seconds for t in mine)
@@ -95,8 +96,6 @@ def filter_fqns(kept: list[str]) -> list[str]:
 def accuracy(recipe: str, errors: dict[str, float] | None, budget: float | None) -> tuple[bool, str]:
     """(within the budget, what the evidence says): `errors` maps a recipe to its measured loss gap
     to bf16 (nats, the suite's training steps: `loss_gaps`), None where no results were given."""
-    if recipe == "bf16":
-        return True, "the baseline"
     if errors is None or recipe not in errors:
         where = "no results given (--from)" if errors is None else f"no measured loss gap for {recipe} in the results"
         return True, f"no accuracy evidence: {where}; speed alone decides"

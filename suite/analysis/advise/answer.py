@@ -12,11 +12,14 @@ from suite.core.errors import UserError
 from suite.models.step import Parallel, StepWork
 from suite.scenario import registry
 
-# The recipes advised by default: torchao's FP8 and block-scaled training recipes, then
-# Transformer Engine's; each where the GPU has it (`model.unsupported`).
-DEFAULT_RECIPES = ("fp8_tensorwise", "fp8_rowwise", "fp8_rowwise_gw_hp", "mxfp8", "nvfp4",
-                   "te_delayed", "te_current", "te_block", "te_mxfp8", "te_nvfp4")
 SOURCE = "predicted: the roofline model's GEMMs and casts and the step terms of docs/advise.md"
+
+
+def default_recipes() -> list[str]:
+    """The recipes advised by default: every one whose casts the roofline model counts (a declared
+    scaling kind: torchao's FP8 and block-scaled recipes, Transformer Engine's), in declaration order;
+    each where the GPU has it (`model.unsupported`)."""
+    return [name for name, record in registry.PRECISIONS.items() if record.scaling and not record.no_roofline]
 
 
 def model_step(name: str, parallel: Parallel) -> StepWork:
@@ -89,7 +92,7 @@ def advise(name: str, step: StepWork, parallel: Parallel, device_name: str, reci
     """The answer for one model's step (module docstring). `errors`: each recipe's measured loss
     gap (`advice.loss_gaps` of a run's results), None where no results were given."""
     device = device_of(device_name)
-    recipes = [r for r in (recipes or DEFAULT_RECIPES) if r != BASELINE]
+    recipes = [r for r in (recipes or default_recipes()) if r != BASELINE]
     reasons = {r: why_not(r, device) for r in recipes}
     able = [r for r in recipes if reasons[r] is None]
     timed = time_all(step, parallel, device, (BASELINE, *able))

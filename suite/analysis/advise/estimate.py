@@ -32,7 +32,6 @@ ADAMW_BYTES_PER_PARAM = 28  # fp32 parameter, gradient and two moments: 16 B rea
 FSDP_PARAM_BYTES = 2  # bf16 all-gather
 FSDP_GRAD_BYTES = 4  # fp32 reduce-scatter
 FSDP_ALL_GATHERS = 2  # forward, and again for the backward
-FP8_ALL_GATHER = {"fp8_tensorwise": 1}  # recipe -> bytes per converted weight element all-gathered
 GPUS_PER_NODE = 8
 # Link bandwidth per GPU, one direction, GB/s (half the vendor's bidirectional figure)
 LINK_GBS = {"A100 SXM": 300.0, "H100 SXM": 450.0, "H200": 450.0, "GH200": 450.0, "B200": 900.0,
@@ -61,7 +60,7 @@ TERMS = (
      "memory bandwidth", "torch.optim.AdamW (fused or foreach) with fp32 states, torchtitan's default: reads "
      "parameter, gradient and both moments (16 B), writes parameter and moments (12 B)"),
     ("FSDP", f"ring all-gathers of the parameters ({FSDP_ALL_GATHERS}x, {FSDP_PARAM_BYTES} B each; "
-     "fp8_tensorwise's converted weights 1 B) and a reduce-scatter of the gradients "
+     "a recipe declaring an FP8 all-gather (torchao's tensorwise): its converted weights at 1 B) and a reduce-scatter of the gradients "
      f"({FSDP_GRAD_BYTES} B), (dp - 1) / dp of them per GPU; exposed: only what exceeds the step's compute",
      "torchtitan's FSDP2 defaults (bf16 mixed_precision_param, fp32 mixed_precision_reduce, "
      "reshard_after_forward) and float8 runs' enable_fsdp_float8_all_gather; overlap: FSDP2 prefetches "
@@ -123,6 +122,14 @@ def time_gemm(gemm: Gemm, recipe: str, device: model.Device, weight_shards: int 
     return Timed(gemm.count * pred.seconds, gemm.count * pred.gemm_s)
 
 
+def fp8_all_gather(recipe: str) -> float | None:
+    """Bytes per converted weight element a recipe all-gathers where it casts weights before FSDP's
+    all-gather (its declared `fsdp_gather`: torchao's tensorwise, as torchtitan's float8 runs enable
+    it); None: bf16 all-gathers."""
+    fmt = registry.PRECISIONS[recipe].fsdp_gather
+    return model.OPERAND_BYTES[fmt] if fmt else None
+
+
 def data_parallel(parallel: Parallel) -> int:
     """FSDP's ranks: the GPUs over tensor parallel."""
     return max(1, parallel.gpus // parallel.tp)
@@ -161,9 +168,11 @@ class Terms:
         return self.compute_s + self.optimizer_s + self.fsdp_exposed_s + self.tp_s + self.ep_s
 
     def as_ms(self) -> dict:
-        names = ("gemm", "gemm_only", "attention", "elementwise", "optimizer", "fsdp", "tp", "ep")
-        out = {f"{name}_ms": getattr(self, f"{name}_s") * 1e3 for name in names}
-        return {**out, "fsdp_exposed_ms": self.fsdp_exposed_s * 1e3, "step_ms": self.step_s * 1e3}
+        seconds = {"gemm_ms": self.gemm_s, "gemm_only_ms": self.gemm_only_s, "attention_ms": self.attention_s,
+                   "elementwise_ms": self.elementwise_s, "optimizer_ms": self.optimizer_s, "fsdp_ms": self.fsdp_s,
+                   "fsdp_exposed_ms": self.fsdp_exposed_s, "tp_ms": self.tp_s, "ep_ms": self.ep_s,
+                   "step_ms": self.step_s}
+        return {key: value * 1e3 for key, value in seconds.items()}
 
 
 def fsdp_seconds(step: StepWork, parallel: Parallel, device: model.Device, fp8_elements: float,
@@ -195,7 +204,7 @@ def step_terms(step: StepWork, parallel: Parallel, device: model.Device, recipe:
     rest in bf16. `timed`: (gemm, recipe) -> Timed already computed (`time_all`)."""
     timed = timed if timed is not None else time_all(step, parallel, device, (BASELINE, recipe))
     rows = [timed[(g, recipe if g.layer in converted else BASELINE)] for g in step.gemms]
-    fp8_bytes = FP8_ALL_GATHER.get(recipe)
+    fp8_bytes = fp8_all_gather(recipe)
     fp8_elements = sum(g.count * g.groups * g.k * g.n for g in step.gemms
                        if g.pass_ == "fprop" and g.layer in converted) if fp8_bytes else 0.0
     fsdp = fsdp_seconds(step, parallel, device, fp8_elements, fp8_bytes or FSDP_PARAM_BYTES)
@@ -206,5 +215,5 @@ def step_terms(step: StepWork, parallel: Parallel, device: model.Device, recipe:
 def time_all(step: StepWork, parallel: Parallel, device: model.Device, recipes) -> dict:
     """(gemm, recipe) -> Timed for every GEMM of the step under each recipe (the device runs them all)."""
     shards = data_parallel(parallel)
-    return {(g, recipe): time_gemm(g, recipe, device, shards if recipe in FP8_ALL_GATHER else 1)
+    return {(g, recipe): time_gemm(g, recipe, device, shards if fp8_all_gather(recipe) else 1)
             for recipe in recipes for g in step.gemms}
