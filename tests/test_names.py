@@ -189,6 +189,8 @@ STILL_SPELLED = {
     # advise's JSON keys (docs/schemas/advise.schema.json) and its MODEL argument, not record columns read
     "suite/analysis/advise/answer.py": ({"model", "batch"}, "advise's JSON document"),
     "suite/cli/advise.py": ({"model"}, "advise's MODEL argument"),
+    # GPT-2's Hugging Face config.json fields, read by advise's architecture (not a column read)
+    "suite/models/architecture.py": ({"n_head", "n_layer"}, "config.json fields"),
 }
 
 
