@@ -24,14 +24,3 @@ def step(linears, tokens: int, count: int, attention_flops=0.0, elementwise_byte
 def te_5b_layer() -> StepWork:
     """One layer of the TE GEMM profiling guide's 5B model: its four linears at M = 31 x 512, nothing else."""
     return step([(f"layers.*.{name}", "mlp", fan_in, fan_out) for name, fan_in, fan_out in te.LINEARS], te.TOKENS, 1)
-
-
-def gpt2_124m(batch: int = 8, seq: int = 1024) -> StepWork:
-    """GPT-2 124M (12 layers, width 768, vocab 50257, tied lm_head): its linears, the causal attention
-    core (forward 2 b s^2 d per layer, backward twice that) and about 40 bytes per token and width of
-    norms, GELU and residual adds per layer."""
-    d, layers, tokens = 768, 12, batch * seq
-    linears = [("h.*.attn.c_attn", "attention", d, 3 * d), ("h.*.attn.c_proj", "attention", d, d),
-               ("h.*.mlp.c_fc", "mlp", d, 4 * d), ("h.*.mlp.c_proj", "mlp", 4 * d, d), ("lm_head", "output", d, 50257)]
-    return step(linears, tokens, layers, attention_flops=layers * 6.0 * batch * seq * seq * d,
-                elementwise_bytes=layers * 40.0 * tokens * d, params=124_000_000)

@@ -1,5 +1,6 @@
 """The step estimate's terms and the estimate against published measurements: the tables of
-docs/advise.md, which `python -m suite.analysis.advise.published` prints (a test fails when they differ).
+docs/advise.md, which `python -m suite.analysis.advise.published < docs/advise.md` writes back
+regenerated between its markers (a test fails when the page differs).
 
 Published measurements are the precision folders' (`suite/precisions/te/anchors.py`: Transformer
 Engine's GEMM profiling guide, per-layer GEMM times; `suite/precisions/fp8/anchors.py`: torchtitan's
@@ -67,10 +68,21 @@ def terms_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown() -> str:
-    """Both tables, as docs/advise.md holds them between its markers."""
-    return f"{terms_markdown()}\n{comparison_markdown()}"
+MARKERS = {"advise": terms_markdown, "advise-anchors": comparison_markdown}
+
+
+def page(text: str) -> str:
+    """docs/advise.md's text with each generated table between its markers regenerated."""
+    for marker, table in MARKERS.items():
+        begin, end = f"<!-- {marker}:begin -->\n", f"<!-- {marker}:end -->"
+        head, _, rest = text.partition(begin)
+        _, _, tail = rest.partition(end)
+        text = f"{head}{begin}{table()}{end}{tail}"
+    return text
 
 
 if __name__ == "__main__":
-    print(markdown(), end="")
+    import sys
+
+    # python -m suite.analysis.advise.published < docs/advise.md > new.md: the page regenerated
+    sys.stdout.write(page(sys.stdin.read()))
