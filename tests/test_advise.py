@@ -74,7 +74,7 @@ def test_gpt2_124m_on_one_h100_converts_only_what_pays():
         speed = {layer["fqn"]: layer["speedup"] for layer in recipe["layers"]}
         assert all(speed[fqn] >= 1 + advice.MIN_GAIN for fqn in recipe["convert"])  # only what pays
         assert {k["fqn"]: k["reason"] for k in recipe["keep"]}["lm_head"].startswith("K or N not a multiple of 16")
-        assert recipe["step_speedup"] >= min(1.0, recipe["step_speedup_all"]) - 1e-9
+        assert recipe["step_speedup"] >= 1 - 1e-9  # one GPU, no communication: never advised slower
         assert recipe["step_speedup"] < 1.25  # a small model: a small gain at best
     unsupported = {r["recipe"]: r["unsupported"] for r in result["recipes"] if r["unsupported"]}
     assert set(unsupported) == {"mxfp8", "mxfp4", "nvfp4", "te_mxfp8", "te_nvfp4"}

@@ -208,8 +208,9 @@ def step_terms(step: StepWork, parallel: Parallel, device: model.Device, recipe:
     fp8_elements = sum(g.count * g.groups * g.k * g.n for g in step.gemms
                        if g.pass_ == "fprop" and g.layer in converted) if fp8_bytes else 0.0
     fsdp = fsdp_seconds(step, parallel, device, fp8_elements, fp8_bytes or FSDP_PARAM_BYTES)
-    return Terms(sum(r.seconds for r in rows), sum(r.gemm_seconds for r in rows), *side_terms(step, parallel, device)[:3],
-                 fsdp, *side_terms(step, parallel, device)[3:])
+    attention, elementwise, optimizer, tp, ep = side_terms(step, parallel, device)
+    return Terms(sum(r.seconds for r in rows), sum(r.gemm_seconds for r in rows), attention, elementwise, optimizer,
+                 fsdp, tp, ep)
 
 
 def time_all(step: StepWork, parallel: Parallel, device: model.Device, recipes) -> dict:
