@@ -6,6 +6,7 @@ GEMMs' FLOPs against the suite's own FLOP formula."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -44,7 +45,8 @@ def test_presets_match_their_published_parameter_counts(name, total, active, uni
 
 
 def test_exact_counts_of_the_checkpoints():
-    # Hugging Face's parameter counts of the checkpoints (safetensors metadata)
+    # GPT-2's and Llama 3 8B's are transformers' num_parameters() of the checkpoints; Scout's is the
+    # count its config implies, held here to the parameter (text decoder and vision encoder apart)
     assert PRESETS["gpt2"].total_params() == 124_439_808
     assert PRESETS["llama3-8b"].total_params() == 8_030_261_248
     assert PRESETS["llama4-scout"].total_params() == 108_641_793_536  # text 107.77B + vision 0.87B
@@ -169,11 +171,12 @@ def test_gemm_flops_are_the_palm_formula(name):
     assert sum(flops.values()) + attention == pytest.approx(palm, rel=1e-3)
 
 
-def test_moe_fprop_flops_are_twice_the_active_parameters():
-    arch = PRESETS["qwen3-30b-a3b"]  # 2048 tokens x top 8 spread evenly over 128 experts: 128 each
-    work = sw.step_work(arch, Parallel(seq=2048))
-    fprop = sum(2 * g.m * g.k * g.n * g.count * g.groups for g in work.gemms if g.pass_ == "fprop") / 2048
-    active_linears = arch.active_params() - arch.vocab * arch.hidden - arch.norm_params()
+@pytest.mark.parametrize("name", ["qwen3-30b-a3b", "deepseek-v3", "llama4-scout"])
+def test_moe_fprop_flops_are_twice_the_active_parameters(name):
+    arch = PRESETS[name]  # 4096 tokens x top-k spread evenly over the experts: a whole number each
+    work = sw.step_work(arch, Parallel(seq=4096))
+    fprop = sum(2 * g.m * g.k * g.n * g.count * g.groups for g in work.gemms if g.pass_ == "fprop") / 4096
+    active_linears = arch.active_params() - arch.vocab * arch.hidden - arch.norm_params() - arch.router_bias_params
     assert fprop == pytest.approx(2 * active_linears)
 
 
@@ -314,3 +317,35 @@ def test_the_modules_are_torch_free():
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("model", ["llama", "gpt2"])
+def test_the_suites_own_models_hold_the_linears_and_parameters_their_architecture_counts(model):
+    """The suite's torch Llama and GPT-2 (tiny sizes) against the architecture of the same dims: every
+    nn.Linear by name pattern, shape and bias, and the unique parameter count."""
+    from torch import nn
+
+    from suite.models import gpt2, llama
+    from suite.models.flops import unique_parameters
+
+    if model == "llama":
+        cfg = llama.config("tiny")
+        module = llama.Llama(cfg)
+        arch = Architecture("llama", layers=cfg.n_layer, hidden=cfg.d_model, heads=cfg.n_head, kv_heads=cfg.n_kv_head,
+                            head_dim=cfg.head_dim, intermediate=cfg.ffn_hidden, vocab=cfg.vocab)
+        rename = {"lm_head": "output"}  # the suite's Llama names torchtitan's `output` lm_head
+    else:
+        cfg = gpt2.config("tiny")
+        module = gpt2.GPT2(cfg)
+        arch = replace(PRESETS["gpt2"], layers=cfg.n_layer, hidden=cfg.d_model, heads=cfg.n_head, kv_heads=cfg.n_head,
+                       head_dim=cfg.head_dim, intermediate=4 * cfg.d_model, vocab=cfg.vocab, positions=cfg.seq_len)
+        rename = {}  # nanoGPT's names without its `transformer.` prefix
+    held = {}
+    for name, linear in module.named_modules():
+        if isinstance(linear, nn.Linear):
+            pattern = rename.get(name, re.sub(r"\.\d+\.", ".*.", name))
+            held[pattern] = (linear.in_features, linear.out_features, linear.bias is not None)
+    expected = {linear.fqn.removeprefix("transformer."): (linear.fan_in, linear.fan_out, linear.bias)
+                for linear in arch.linears()}
+    assert held == expected
+    assert unique_parameters(module) == arch.total_params()

@@ -11,21 +11,22 @@ multi-head latent attention: `wq_a`, `wq_b` or `wq`, `wkv_a`, `wkv_b`, `wo`), a 
 and `output`. GPT-2 has no torchtitan model: its names are nanoGPT's and Hugging Face's
 (`transformer.h.*.attn.c_attn|c_proj`, `transformer.h.*.mlp.c_fc|c_proj`, `lm_head`).
 
-Parameter counts are exact counts of the checkpoint's tensors (weights, biases, norms, embeddings):
-`total_params` all of them, `active_params` what one text token runs through (the top-k routed
+Parameter counts are exact counts of the checkpoint's tensors (weights, biases, norms, embeddings;
+DeepSeek-V3's multi-token-prediction layer left out, as its published 671B leaves it): `total_params`
+all of them, `active_params` what one text token runs through (the top-k routed
 experts of a mixture rather than all of them, both embedding tables, no vision encoder).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from suite.core import files, jsontext
 from suite.core.errors import UserError
 
-# The model_types a family is read as; "gpt2" takes nanoGPT's layer names, the others torchtitan's.
+# An architecture's family: the config.json model_type it reads as (llama4_text as llama4). "gpt2"
+# takes nanoGPT's layer names, the others torchtitan's.
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3", "llama4", "gpt2")
 NORMS = ("rms", "layer")  # RMSNorm (a weight) or LayerNorm (a weight and a bias)
 ROUTERS = ("softmax", "sigmoid")  # how a mixture scores its experts (Qwen3's softmax; DeepSeek-V3's, Llama 4's sigmoid)

@@ -58,7 +58,7 @@ def step_work(arch: Architecture, parallel: Parallel, skew: float = 1.0) -> Step
 
 def check(arch: Architecture, parallel: Parallel, skew: float = 1.0) -> None:
     """One-line errors for a layout the model cannot take."""
-    for spec in fields(parallel):  # every field of a layout is a count
+    for spec in (spec for spec in fields(parallel) if spec.type == "int"):  # its counts
         value = getattr(parallel, spec.name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise UserError(f"{spec.name} must be a positive integer, got {value!r}")
