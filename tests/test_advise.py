@@ -125,6 +125,15 @@ def test_the_loss_budget_needs_measured_errors():
     assert result["recipes"][0]["convert"] == [] and result["recipes"][0]["step_speedup"] == pytest.approx(1.0)
 
 
+def test_measured_rows_take_the_predictions_place():
+    step = advise_steps.te_5b_layer()
+    slow = {(g, "te_current"): estimate.Timed(10.0, 9.0, "measured") for g in step.gemms}
+    result = answer.advise("te-5b", step, Parallel(), "h200 nvl", ["te_current"], measured=slow)
+    (recipe,) = result["recipes"]
+    assert recipe["convert"] == [] and all(k["reason"].startswith("measured slower") for k in recipe["keep"])
+    assert {g["recipes"]["te_current"]["source"] for g in result["gemms"]} == {"measured"}
+
+
 # --- the step's terms ------------------------------------------------------------------------
 
 

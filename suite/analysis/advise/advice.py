@@ -57,8 +57,9 @@ def misaligned(gemms: list[Gemm], recipe: str) -> str | None:
     return None
 
 
-def keep_reason(gemms: list[Gemm], recipe: str, speedup: float, accurate: bool) -> str | None:
-    """Why the linear stays in bf16 under the recipe (module docstring), or None."""
+def keep_reason(gemms: list[Gemm], recipe: str, speedup: float, accurate: bool, source: str = "predicted") -> str | None:
+    """Why the linear stays in bf16 under the recipe (module docstring), or None; `source`: whether
+    its speedup was predicted or measured."""
     module = gemms[0].module
     reason = misaligned(gemms, recipe) or KEEP_MODULES.get(module)
     if reason:
@@ -66,9 +67,9 @@ def keep_reason(gemms: list[Gemm], recipe: str, speedup: float, accurate: bool) 
     if not accurate:
         return "the recipe is over the accuracy budget"
     if speedup < 1:
-        return f"predicted slower: {speedup:.2f}x with its casts"
+        return f"{source} slower: {speedup:.2f}x with its casts"
     if speedup < 1 + MIN_GAIN:
-        return f"too small: predicted {speedup:.2f}x, under the {MIN_GAIN:.0%} the model can tell"
+        return f"too small: {source} {speedup:.2f}x, under the {MIN_GAIN:.0%} the model can tell"
     return None
 
 
@@ -81,7 +82,8 @@ def decide(step: StepWork, recipe: str, timed: dict, accurate: bool = True) -> l
         mine = [timed[(g, recipe)] for g in gemms]
         speedup = sum(t.seconds for t in base) / sum(t.seconds for t in mine)
         gemm_only = sum(t.gemm_seconds for t in base) / sum(t.gemm_seconds for t in mine)
-        reason = keep_reason(gemms, recipe, speedup, accurate)
+        source = "measured" if any(t.source == "measured" for t in mine) else "predicted"
+        reason = keep_reason(gemms, recipe, speedup, accurate, source)
         out.append(Decision(layer, gemms[0].module, speedup, gemm_only, reason, misaligned(gemms, recipe) is None))
     return out
 

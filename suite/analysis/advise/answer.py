@@ -89,14 +89,17 @@ def gemm_rows(step: StepWork, timed: dict, recipes: list[str]) -> list[dict]:
 
 
 def advise(name: str, step: StepWork, parallel: Parallel, device_name: str, recipes=None,
-           loss_budget: float | None = None, errors: dict[str, float] | None = None) -> dict:
+           loss_budget: float | None = None, errors: dict[str, float] | None = None,
+           measured: dict | None = None) -> dict:
     """The answer for one model's step (module docstring). `errors`: each recipe's measured loss
-    gap (`advice.loss_gaps` of a run's results), None where no results were given."""
+    gap (`advice.loss_gaps` of a run's results), None where no results were given. `measured`:
+    (gemm, recipe) -> `estimate.Timed` with source "measured", from a run of the same shapes
+    (`--from`), taking the prediction's place (bf16's too)."""
     device = device_of(device_name)
     recipes = [r for r in (recipes or default_recipes()) if r != BASELINE]
     reasons = {r: why_not(r, device) for r in recipes}
     able = [r for r in recipes if reasons[r] is None]
-    timed = time_all(step, parallel, device, (BASELINE, *able))
+    timed = {**time_all(step, parallel, device, (BASELINE, *able)), **(measured or {})}
     base = step_terms(step, parallel, device, BASELINE, set(), timed)
     answers = [unsupported_answer(r, reasons[r], advice.accuracy(r, errors, loss_budget)[1]) if reasons[r] else
                recipe_answer(step, parallel, device, r, timed, base, advice.accuracy(r, errors, loss_budget))
