@@ -26,6 +26,7 @@ from suite.measure.timing import StopRule
     ("NVIDIA L40S", "L40S"),
     ("NVIDIA B200", "B200"),
     ("NVIDIA GB200", "GB200"),
+    ("NVIDIA B300 SXM6 AC", "B300"),
 ])
 def test_device_names_match_their_part(name, label):
     assert peaks.match_device(name)[0] == label
@@ -43,9 +44,9 @@ def test_unknown_devices_have_no_peak(name):
 # Sparse figures printed in the datasheets (see suite/core/peaks.py): the table must hold half of each.
 SPARSE_BF16 = {"H100 SXM": 1979, "H100 PCIe": 1513, "H100 NVL": 1671, "H200": 1979, "H200 NVL": 1671,
                "GH200": 1979, "A100 SXM": 624, "A100 PCIe": 624, "L4": 242, "L40S": 733,
-               "B200": 4500, "GB200": 5000}
+               "B200": 4500, "GB200": 5000, "B300": 4500}
 SPARSE_FP8 = {"H100 SXM": 3958, "H100 PCIe": 3026, "H100 NVL": 3341, "H200": 3958, "H200 NVL": 3341,
-              "GH200": 3958, "L4": 485, "L40S": 1466, "B200": 9000, "GB200": 10000}
+              "GH200": 3958, "L4": 485, "L40S": 1466, "B200": 9000, "GB200": 10000, "B300": 9000}
 
 
 @pytest.mark.parametrize("label, table", [(gpu.label, gpu.peaks) for gpu in peaks.PEAKS])

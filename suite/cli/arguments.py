@@ -121,6 +121,24 @@ def min_runs(text: str) -> int:
     return value
 
 
+def whole(text: str) -> int:
+    """A whole number, at least 1 (advise's --gpus, --tp, --ep, --seq, --batch)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number, at least 1, got {text!r}")
+    return int(text)
+
+
+def nats(text: str) -> float:
+    """A loss gap in nats, finite and not negative (advise's --loss-budget)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a loss gap in nats, at least 0 (e.g. 0.02), got {text!r}")
+    return value
+
+
 def fraction(text: str) -> float:
     try:
         value = float(text)

@@ -8,12 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from suite.cli import compare, env, env_diff, export, history, import_, list as list_, plan, predict, recommend
+from suite.cli import advise, compare, env, env_diff, export, history, import_, list as list_, plan, predict, recommend
 from suite.cli import report, repro, run
 from suite.scenario import registry
 
 # The commands, in the order `--help` lists them.
-COMMANDS = [command.COMMAND for command in (run, report, list_, predict, env, plan, recommend, compare, history,
+COMMANDS = [command.COMMAND for command in (run, report, list_, predict, advise, env, plan, recommend, compare, history,
                                             env_diff, repro, export, import_)]
 
 DESCRIPTION = ("Mixed-precision benchmarks: speed and accuracy side by side. Exit status: 0 ok, 1 a case failed "

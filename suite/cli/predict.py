@@ -18,7 +18,7 @@ ARGUMENTS = [
     *arguments.SCENARIOS, *arguments.QUIET, *arguments.JSON,
     arguments.SCENARIO_NAME,
     arg("--device", required=True, help="a GPU of the peak table: a100, a100-pcie, h100, h100-pcie, "
-        "h100-nvl, h200, gh200, b200, gb200, l4, l40s (or a driver name such as 'NVIDIA H100 80GB HBM3')"),
+        "h100-nvl, h200, h200-nvl, gh200, b200, gb200, b300, l4, l40s (or a driver name such as 'NVIDIA H100 80GB HBM3')"),
     arg("--only", metavar="TERMS", action="append", help="only the cases matching TERMS (as for run)"),
 ]
 

@@ -21,6 +21,9 @@ Sources (NVIDIA product datasheets; "x*" is the sparse figure printed there, hal
   compute/accelerator/README.md from the DGX B200 datasheet and the GB200 NVL72 specifications):
   B200 FP32 80, TF32 1125, BF16 2250, FP8 4500, FP4 9000; GB200 (per GPU) FP32 80, TF32 1250,
   BF16 2500, FP8 5000, FP4 10000; both 8 TB/s (HBM3e; GB200 NVL72's 576 TB/s over 72 GPUs).
+- B300 (Blackwell Ultra, "NVIDIA HGX B300" datasheet, 2025, eight GPUs; "*" sparse): FP4 144 | 108
+  PFLOPS, FP8 72*, BF16 36*, TF32 18* PFLOPS, FP32 600 TFLOPS; per GPU dense: FP4 13500, FP8 4500,
+  BF16 2250, TF32 1125, FP32 75; 8 TB/s HBM3e per GPU (GB300 NVL72's 576 TB/s over 72 GPUs); sm_103.
 `cc` is the compute capability (what FP8 and MX formats need: suite/analysis/roofline/model.py).
 Measured ceilings are lower (mamf-finder's best bf16 GEMMs: A100 SXM 271, H100 SXM 794 TFLOP/s).
 """
@@ -47,11 +50,13 @@ PEAKS: list[Gpu] = [
     # First match wins: specific ones first. Names as the driver reports them, e.g. 'NVIDIA H100
     # 80GB HBM3' (SXM), 'NVIDIA H100 PCIe', 'NVIDIA H100 NVL', 'NVIDIA H200', 'NVIDIA GH200 480GB',
     # 'NVIDIA A100-SXM4-80GB', 'NVIDIA A100 80GB PCIe', 'NVIDIA A100-PCIE-40GB', 'NVIDIA L4',
-    # 'NVIDIA L40S', 'NVIDIA B200', 'NVIDIA GB200'.
+    # 'NVIDIA L40S', 'NVIDIA B200', 'NVIDIA GB200', 'NVIDIA B300 SXM6 AC'.
     Gpu("GB200", r"\bGB200\b", {"fp32": 80.0, "tf32": 1250.0, "bf16": 2500.0, "fp16": 2500.0, "fp8": 5000.0,
                                 "fp4": 10000.0}, 8.0, 10.0),
     Gpu("B200", r"\bB200\b", {"fp32": 80.0, "tf32": 1125.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0,
                               "fp4": 9000.0}, 8.0, 10.0),
+    Gpu("B300", r"\bB300\b", {"fp32": 75.0, "tf32": 1125.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0,
+                              "fp4": 13500.0}, 8.0, 10.3),
     Gpu("GH200", r"\bGH200\b", H100_SXM, 4.9, 9.0),
     Gpu("H200 NVL", r"\bH200\b.*\bNVL\b", H100_NVL, 4.8, 9.0),
     Gpu("H200", r"\bH200\b", H100_SXM, 4.8, 9.0),

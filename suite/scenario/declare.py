@@ -224,6 +224,9 @@ class PrecisionRecord:
     weight_grad_format: str | None = None  # the weight-gradient GEMM's format, where not `peak`'s
     min_cc: float = 0.0  # the CUDA compute capability it needs (the model knows its format's too)
     no_roofline: str | None = None  # why the model has no roofline for it (its GEMM is emulated)
+    # the format FSDP all-gathers its converted linears' weights in where it can cast them before the
+    # all-gather (torchao's tensorwise: fp8, its `fp8_all_gather`); None: they travel in bf16 (advise's estimate)
+    fsdp_gather: str | None = None
     # --- the update-side answer (suite/precisions/update/answers.py) and training steps' loss gaps ---
     reference: str | None = None  # the recipe whose final loss this one's is set against
     # --- reading older results (suite/results/store.py) ---

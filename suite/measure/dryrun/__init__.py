@@ -47,9 +47,10 @@ class GpuProps(NamedTuple):
 # Keyed like suite.core.peaks.PEAKS (its labels; a test checks both hold the same GPUs); the
 # capability is the peak table's `cc`. SMs, L2 and memory from NVIDIA's architecture whitepapers and
 # datasheets (A100: 108 SMs, 40 MB L2; H100 SXM and H200: 132 SMs, 50 MB; H100 PCIe: 114 SMs; B200:
-# 148 SMs). A fake run reads them only where torch picks a path by them (SDPA's backend, split-K).
+# 148 SMs; B300, NVIDIA's "Inside NVIDIA Blackwell Ultra": 160 SMs, 288 GB, its L2 taken as B200's). A fake run reads them only where torch picks a path by them (SDPA's backend, split-K).
 PROPS: dict[str, GpuProps] = {
     "GB200": GpuProps(148, 126, 186, "NVIDIA GB200"),
+    "B300": GpuProps(160, 126, 288, "NVIDIA B300 SXM6 AC"),
     "B200": GpuProps(148, 126, 180, "NVIDIA B200"),
     "GH200": GpuProps(132, 50, 96, "NVIDIA GH200 480GB"),
     "H200 NVL": GpuProps(132, 50, 141, "NVIDIA H200 NVL"),

@@ -43,7 +43,8 @@ CODE = "suite.precisions.fp8.recipes"
 TORCHAO = Library("torchao_version", "torchao", ("torchao",), "torchao", install="torchao")
 PRECISIONS = {
     "fp8_tensorwise": PrecisionRecord(
-        f"{CODE}:FP8_TENSORWISE", FP8TensorwiseParams, "fp8", scaling="tensorwise", libraries=(TORCHAO,),
+        f"{CODE}:FP8_TENSORWISE", FP8TensorwiseParams, "fp8", scaling="tensorwise", fsdp_gather="fp8",
+        libraries=(TORCHAO,),
         description="torchao tensorwise recipe: e4m3 forward operands, one dynamic scale per tensor (e5m2 gradients)"),
     "fp8_rowwise": PrecisionRecord(
         f"{CODE}:FP8_ROWWISE", FP8GemmParams, "fp8", scaling="rowwise", libraries=(TORCHAO,),

@@ -7,6 +7,14 @@ against bf16 on an H100, the float8_roofline.py microbenchmark of that version: 
 time. "Example 1 (small shapes): M, K, N = 1024, 2048, 1024, benchmark speedup is 0.80"; "Example 2
 (large shapes): M, K, N = 4096, 8192, 16384, benchmark speedup is 1.39".
 
+Training steps (`TORCHTITAN_70B`, a whole step: `suite.analysis.advise.published` sets the step estimate
+against it, which the roofline model alone cannot make): torchtitan's async TP benchmark
+(benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md, June 2025, its table
+assets/images/async-tp-perf-06-14-2025.png), the vanilla TP rows: Llama 3.1 70B on 256 H100s (Grand
+Teton: 96 GB HBM2e at 2.4 TB/s, 500 W limit; NVLink within 8, 400 Gb/s RDMA per GPU), FSDP 32 x TP 8,
+torch.compile, full activation checkpointing, local batch size 16, sequence 8192 (llama3_70b.toml),
+tokens/s per GPU. Its note: rowwise's low vanilla-TP number is pytorch/torchtitan#1207.
+
 Torch-free, importing no later stage: the model (`suite.analysis.roofline.model`) is handed to it.
 """
 
@@ -15,6 +23,12 @@ from __future__ import annotations
 TORCHAO_README = "torchao float8 README"
 # torchao's examples: (M, K, N) -> FP8 tensorwise's speedup over bf16
 LAYER_SPEEDUPS = {(1024, 2048, 1024): 0.80, (4096, 8192, 16384): 1.39}
+
+TORCHTITAN = "torchtitan async TP benchmark"
+# (model, GPUs, tensor parallel, sequence, local batch) and tokens/s per GPU per recipe
+TORCHTITAN_70B_RUN = ("llama3-70b", 256, 8, 8192, 16)
+TORCHTITAN_70B = {"bf16": 597.3, "fp8_tensorwise": 809.8, "fp8_rowwise": 599.6}
+TORCHTITAN_MEMORY_TBS = 2.4  # the benchmark's H100s: 96 GB HBM2e
 
 
 def _layer_speedup(model, m: int, k: int, n: int) -> float:

@@ -78,9 +78,11 @@ PRECISIONS = {
                     "Transformer Engine NVFP4BlockScaling: fp4 e2m1, e4m3 scale per 16 values (Blackwell)", 10.0,
                     formerly=("nvfp4", 5)),
 }
-# the roofline model's cast kernels per scaling kind (`casts`)
+# the roofline model's cast kernels per scaling kind (`casts`); measurements published for these
+# recipes, which the model is checked against (`anchors`: TE's GEMM profiling guide)
 HOOKS = Hooks(scalings={
     "current": "suite.precisions.te.casts:CURRENT",
     "delayed": "suite.precisions.te.casts:DELAYED",
     "block": "suite.precisions.te.casts:BLOCK",
-})
+},
+              anchors=("suite.precisions.te.anchors:anchors",))

@@ -1,0 +1,104 @@
+"""`advise`: from a model to every GEMM of its training step, which layers to convert for each
+recipe and the step speedup to expect, predicted by the roofline model and the step terms of
+docs/advise.md."""
+
+from __future__ import annotations
+
+from suite.cli import arguments
+from suite.cli.arguments import Command, arg
+from suite.cli.output import print_json, table
+
+
+ARGUMENTS = [
+    *arguments.QUIET, *arguments.JSON,
+    arg("model", help="a preset (gpt2, llama3-8b, llama3-70b, llama3-405b, llama4-scout, deepseek-v3, qwen3-30b-a3b) "
+        "or the path of a Hugging Face config.json"),
+    arg("--device", required=True, help="a GPU of the peak table: h100, h200, h200-nvl, b200, gb200, b300, a100, l40s "
+        "(or a driver name such as 'NVIDIA H100 80GB HBM3')"),
+    arg("--gpus", type=arguments.whole, default=1, help="GPUs in the run (FSDP over gpus / tp)"),
+    arg("--tp", type=arguments.whole, default=1, help="tensor parallel degree"),
+    arg("--ep", type=arguments.whole, default=1, help="expert parallel degree"),
+    arg("--seq", type=arguments.whole, default=2048, help="tokens per sequence"),
+    arg("--batch", type=arguments.whole, default=1, help="sequences per GPU (a data-parallel rank's micro-batch)"),
+    arg("--recipes", metavar="R,...", help="the recipes to advise on, comma-separated (default: torchao's fp8_tensorwise, "
+        "fp8_rowwise, fp8_rowwise_gw_hp, mxfp8, nvfp4 and Transformer Engine's te_delayed, te_current, te_block, "
+        "te_mxfp8, te_nvfp4); bf16 is the baseline"),
+    arg("--loss-budget", type=arguments.nats, metavar="NATS", help="the largest loss gap to bf16 a recipe may show in "
+        "the suite's measured training steps (needs measured results; without them the advice says it has no "
+        "accuracy evidence)"),
+    # --from RESULTS (measured rows) and --scenario OUT.toml (what `run` measures) are declared here
+]
+
+
+def main(args) -> int:
+    from suite.analysis.advise import answer
+    from suite.models.step import Parallel
+
+    parallel = Parallel(gpus=args.gpus, tp=args.tp, ep=args.ep, seq=args.seq, batch=args.batch)
+    recipes = [r.strip() for r in args.recipes.split(",") if r.strip()] if args.recipes else None
+    result = answer.advise(args.model, answer.model_step(args.model, parallel), parallel, args.device, recipes,
+                           args.loss_budget, errors=None)
+    if args.json:
+        print_json(result)
+        return 0
+    show(result)
+    return 0
+
+
+def show(result: dict) -> None:
+    """The GEMM table (a speedup per recipe, the best recipe's decision), then the recipes' table."""
+    from suite.analysis.advise import answer
+
+    able = [r for r in result["recipes"] if r["unsupported"] is None]
+    top = answer.best(result)
+    table(gemm_cells(result, able, top), [("layer", "layer"), ("pass", "pass"), ("shape", "MxKxN"), ("count", "count"),
+                                          *[(r["recipe"], r["recipe"]) for r in able], ("decision", "decision")],
+          f"{result['model']} on {result['gpus']} x {result['device']}: each GEMM's predicted speedup over bf16, "
+          "casts included (docs/advise.md)")
+    notes = {r["accuracy"] for r in result["recipes"]}
+    columns = RECIPE_COLUMNS if len(notes) > 1 else RECIPE_COLUMNS[:-1]  # one note for all: said once, below
+    table([recipe_cells(r) for r in result["recipes"]], columns,
+          f"Per recipe: {'best ' + top['recipe'] if top else 'stay on bf16: no recipe is predicted faster'}")
+    if len(notes) == 1:
+        print(f"accuracy: {notes.pop()}")
+
+
+RECIPE_COLUMNS = [("recipe", "recipe"), ("step", "step speedup"), ("all", "all linears converted"),
+                  ("linears", "GEMMs (casts)"), ("linears_alone", "GEMMs alone"), ("convert", "convert"),
+                  ("keep", "keep in bf16"), ("accuracy", "accuracy")]
+
+
+def speed(value) -> str:
+    return "" if value is None else f"{value:.2f}x"
+
+
+def gemm_cells(result: dict, able: list[dict], top: dict | None) -> list[dict]:
+    kept = {k["fqn"]: k["reason"] for k in top["keep"]} if top else {}
+    rows = []
+    for g in result["gemms"]:
+        groups = f" x{g['groups']}" if g["groups"] > 1 else ""
+        cells = {"layer": g["layer"], "pass": g["pass"], "shape": f"{g['m']}x{g['k']}x{g['n']}{groups}",
+                 "count": str(g["count"]), **{r["recipe"]: speed(g["recipes"][r["recipe"]]["speedup"]) for r in able}}
+        decision = "bf16" if top is None else (f"keep: {kept[g['layer']]}" if g["layer"] in kept else
+                                              f"convert ({top['recipe']})")
+        rows.append({**cells, "decision": decision})
+    return rows
+
+
+def recipe_cells(r: dict) -> dict:
+    if r["unsupported"]:
+        return {"recipe": r["recipe"], "step": "", "all": "", "linears": "", "linears_alone": "", "convert": "",
+                "keep": f"not on this GPU: {r['unsupported']}", "accuracy": r["accuracy"]}
+    return {"recipe": r["recipe"], "step": speed(r["step_speedup"]), "all": speed(r["step_speedup_all"]),
+            "linears": speed(r["gemm_speedup"]), "linears_alone": speed(r["gemm_only_speedup"]),
+            "convert": ", ".join(r["convert"]) or "none",
+            "keep": "; ".join(f"{k['fqn']} ({k['reason']})" for k in r["keep"]), "accuracy": r["accuracy"]}
+
+
+COMMAND = Command("advise", main, "which layers to convert per recipe and the step speedup to expect, for a model on a GPU",
+                  ARGUMENTS, description="Every GEMM of one training step per GPU (each linear's fprop, dgrad and wgrad "
+                  "after tensor and expert parallel sharding), its predicted speedup per recipe with the casts its "
+                  "pass runs and alone; the step's time per recipe (GEMMs, attention, elementwise work, the optimizer, "
+                  "exposed communication: docs/advise.md); which layers to convert (torchtitan/torchao fully qualified "
+                  "names) and which to keep in bf16, and why. Runs on any machine in seconds. Example: "
+                  "python -m suite advise llama3-8b --device h100 --gpus 8 --seq 8192 --batch 2")
