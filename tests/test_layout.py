@@ -18,7 +18,7 @@ SUITE = Path(__file__).resolve().parent.parent / "suite"
 STAGES = ("core", "scenario", "precisions", "models", "workloads", "fleet", "measure", "results", "analysis",
           "report", "pipeline", "cli")
 # The analysis stage's subpackages, earliest first: each imports only itself and those before it.
-ANALYSIS = ("frame", "roofline", "outcome", "regression", "interchange")
+ANALYSIS = ("frame", "roofline", "outcome", "advise", "regression", "interchange")
 MAX_LINES = 60
 
 

@@ -30,7 +30,7 @@ from suite.scenario import registry, spec
 LAYER_PASS = "fwd+bwd"  # a Linear's training step: its fprop, dgrad and wgrad together
 MEASURED_COLUMNS = ("layer", "pass", "m", "k", "n", "groups", "count", "recipe", "speedup", "gemm_only_speedup",
                     "source", "run_id", "scenario", "case_id")
-UNMATCHED_COLUMNS = ("layer", "pass", "m", "k", "n", "groups", "recipe", "why")
+UNMATCHED_COLUMNS = ("layer", "pass", "m", "k", "n", "groups", "recipe", "note", "why")
 NOT_IN_RESULTS = "no case of this shape and recipe in the results"
 
 
@@ -75,13 +75,14 @@ def _experts(kind: str, m: int, params: dict) -> int:
     return len(counts) if balanced and own <= {"experts"} else 0
 
 
-def pick(table: pd.DataFrame, kind: str, m: int, k: int, n: int, experts: int, recipe: str) -> tuple[dict, str | None]:
-    """The newest run's case of this shape and recipe: ({quantize: record}, why not where none
-    gives a measured speedup)."""
+def pick(table: pd.DataFrame, kind: str, m: int, k: int, n: int, experts: int,
+         recipe: str) -> tuple[dict, tuple[str, str] | None]:
+    """The newest run's case of this shape and recipe: ({quantize: record}, None), or ({}, (a word,
+    why)) where none gives a measured speedup."""
     rows = table[(table["kind"] == kind) & (table["precision"] == recipe) & (table["m"] == m * experts)
                  & (table["k"] == k) & (table["n"] == n) & (table["experts"] == experts)]
     if rows.empty:
-        return {}, NOT_IN_RESULTS
+        return {}, ("absent", NOT_IN_RESULTS)
     rows = rows[rows["run_id"] == rows["run_id"].max()]
     measured = rows[(rows["status"] == "ok") & ~derived.is_emulated(rows) & np.isfinite(rows["speedup"].astype(float))]
     if measured.empty:
@@ -89,12 +90,13 @@ def pick(table: pd.DataFrame, kind: str, m: int, k: int, n: int, experts: int, r
     return {q: r for q, r in zip(measured["quantize"], measured.to_dict("records"))}, None
 
 
-def _why_not(record, recipe: str) -> str:
+def _why_not(record, recipe: str) -> tuple[str, str]:
+    """(a word for a table cell, the sentence) of a case that gives no measured speedup."""
     if record["status"] != "ok":
-        return f"{record['status']}: {record.get('reason') or 'no reason recorded'}"
+        return str(record["status"]), f"{record['status']}: {record.get('reason') or 'no reason recorded'}"
     if bool(record.get("emulated")):
-        return f"{recipe} was emulated there (numerics only, no speed)"
-    return "its baseline was not measured in the same run"
+        return "emulated", f"{recipe} was emulated there (numerics only, no speed)"
+    return "no baseline", "its baseline was not measured in the same run"
 
 
 def matched_row(gemm: Gemm, pass_: str, recipe: str, found: dict) -> dict:
@@ -132,7 +134,7 @@ def measured_speedups(df: pd.DataFrame, gemms: Sequence[Gemm], recipes: Sequence
                 rows.append(matched_row(gemm, pass_, recipe, found))
             else:
                 unmatched.append({"layer": gemm.layer, "pass": pass_, "m": gemm.m, "k": gemm.k, "n": gemm.n,
-                                  "groups": gemm.groups, "recipe": recipe, "why": why})
+                                  "groups": gemm.groups, "recipe": recipe, "note": why[0], "why": why[1]})
     return Measured(pd.DataFrame(rows, columns=list(MEASURED_COLUMNS)),
                     pd.DataFrame(unmatched, columns=list(UNMATCHED_COLUMNS)))
 

@@ -57,16 +57,17 @@ def distinct_shapes(work: StepWork) -> Shapes:
 
 def advised_marker(work: StepWork, model: str, parallel: Parallel, device: str) -> dict:
     """The scenario's `advised` table: what it was written for, and every GEMM with its layer."""
-    gemms = [{"layer": g.layer, "module": g.module, "pass": g.pass_, "m": g.m, "k": g.k, "n": g.n,
-              "count": g.count, "groups": g.groups} for g in work.gemms]
-    return {"model": model, "device": device, **asdict(parallel), "gemms": gemms}
+    gemms = [spec.AdvisedGemm(layer=g.layer, module=g.module, pass_=g.pass_, m=g.m, k=g.k, n=g.n, count=g.count,
+                              groups=g.groups) for g in work.gemms]
+    return spec.Advised(model=model, device=device, gemms=gemms, **asdict(parallel)).model_dump(mode="json")
 
 
 def default_name(model: str) -> str:
     """`advise-<model>`: a config.json path is named by its folder."""
     path = Path(model)
     stem = path.parent.name if path.suffix == ".json" and path.parent.name else path.stem or model
-    return names.slug(f"advise-{re.sub(r'[^A-Za-z0-9_.-]+', '-', stem).strip('-.') or 'model'}")
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.")
+    return names.slug(f"advise-{safe}" if safe else "advise")
 
 
 def workload_of(kernel: str) -> str:
