@@ -80,6 +80,14 @@ def test_an_unknown_recipe_is_refused_before_any_file(tmp_path):
     assert not (tmp_path / "x.toml").exists()
 
 
+def test_the_toml_writer_round_trips_any_text_and_nesting():
+    data = {"name": "x", "text": 'q"\\\n\t\x01\x7f é 😀', "mkn": [[1, 2, 3]],
+            "defaults": {"flag": True, "timing": {"budget_s": 0.5}},
+            "advised": {"seq": 8, "gemms": [{"layer": "a.b", "pass": "fprop"}, {"layer": "c", "pass": "wgrad"}]},
+            "sweep": [{"workload": "w", "params": {"quantize": ["pre", "inline"]}}, {"workload": "v"}]}
+    assert tomllib.loads(scenario.toml_text(data, "a header\non two lines")) == data
+
+
 def test_a_config_path_names_the_scenario_by_its_folder():
     assert scenario.default_name("/models/Llama 3 8B/config.json") == "advise-Llama-3-8B"
     assert scenario.default_name("llama3-8b") == "advise-llama3-8b"

@@ -135,8 +135,7 @@ BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def toml_value(value) -> str:
-    """One TOML value: a string as a basic string (JSON's escapes are TOML's), numbers, booleans,
-    arrays of them."""
+    """One TOML value: a string as a basic string, numbers, booleans, arrays and inline tables of them."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -146,7 +145,9 @@ def toml_value(value) -> str:
             raise ValueError(f"TOML has no {value!r} a scenario may hold")
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        # JSON's escapes are TOML's, but for its surrogate pairs: other characters as themselves, DEL
+        # (which JSON leaves as it is and TOML refuses) escaped
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
