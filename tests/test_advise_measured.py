@@ -115,8 +115,9 @@ def test_from_results_each_pass_and_layer_gets_its_own_measured_speedup(advised_
     rows = found.rows
     fp16 = rows[rows["recipe"] == "fp16"]
     # three passes of each layer plus the dense layer's fwd+bwd, all measured CPU speed, from this run
+    passes = ("fprop", "dgrad", "wgrad")
     assert sorted(zip(fp16["layer"], fp16["pass"])) == sorted(
-        [(DENSE, p) for p in ("fprop", "dgrad", "wgrad", measured.LAYER_PASS)] + [(EXPERTS, p) for p in ("fprop", "dgrad", "wgrad")])
+        [(DENSE, p) for p in (*passes, measured.LAYER_PASS)] + [(EXPERTS, p) for p in passes])
     assert (fp16["source"] == "measured").all() and (fp16["run_id"] == run_id).all()
     assert np.isfinite(fp16["speedup"]).all() and (fp16["speedup"] > 0).all()
     # each row's speedup is its own shape's record's: wgrad (F x T) @ (T x H) is not fprop's case
@@ -156,6 +157,7 @@ def test_matching_takes_the_inline_case_as_the_speedup_the_pre_case_as_the_gemm_
     assert found.rows[["pass", "speedup", "gemm_only_speedup", "run_id"]].values.tolist() == [
         ["fprop", 1.2, 1.5, "20260101T000000Z-a"]]
     assert found.unmatched[["pass", "note"]].values.tolist() == [[measured.LAYER_PASS, "skipped"]]
+    assert measured.lookup(found)[("layers.*.w", "fprop", 64, 32, 48, 1, "fp8_rowwise")]["speedup"] == 1.2
     assert "no FP8 here" in found.unmatched["why"].iloc[0]
 
 
@@ -194,3 +196,13 @@ def test_the_report_of_any_other_run_has_no_advised_section(advised_run):
     view = report.build_view(df.assign(scenario_spec=json.dumps(plain, sort_keys=True)))
     assert view["advised"] == []
     assert "Advised" not in report.markdown(view) and "Advised" not in report.html(view)
+
+
+def test_cases_whose_parameters_do_not_read_match_nothing():
+    gemm = Gemm("layers.*.experts.w1", "experts", "fprop", 16, 32, 64, 1, groups=4)
+    grouped = {"workload": "grouped_gemm", "precision": "fp16", "m": 64, "k": 32, "n": 64, "speedup": 2.0}
+    df = frame([{**grouped, "params": "{not json"}, {**grouped, "params": "[4]"},
+                {**grouped, "params": '{"experts": 1000000000}'}, {**grouped, "params": '{"experts": -4}'},
+                {**grouped, "m": float("nan")}])
+    found = measured.measured_speedups(df, [gemm], ["fp16"])
+    assert found.rows.empty and found.unmatched["note"].tolist() == ["absent"]

@@ -258,7 +258,8 @@ def _advised_rows(run: advise.AdvisedRun, keys: list[str]) -> list[dict]:
     whole = {g.layer: g for g in advise.layer_gemms(gemms)}
     rows = []
     for layer in dict.fromkeys(g.layer for g in gemms):
-        own = [(g, g.pass_) for g in gemms if g.layer == layer] + ([(whole[layer], advise.LAYER_PASS)] if layer in whole else [])
+        own = [(g, g.pass_) for g in gemms if g.layer == layer]
+        own += [(whole[layer], advise.LAYER_PASS)] if layer in whole else []
         for g, pass_ in own:
             shape = f"{g.m}x{g.k}x{g.n}" + (f" x {g.groups} experts" if g.groups > 1 else "")
             found = cells.get((layer, pass_, g.m, g.k, g.n), {})

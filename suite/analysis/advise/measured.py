@@ -44,35 +44,51 @@ class Measured:
     unmatched: pd.DataFrame
 
 
-def _params(text) -> dict:
-    return jsontext.loads(text) if isinstance(text, str) and text else {}
+def _params(text) -> dict | None:
+    """A case's parameters; None where they do not read as a JSON object (it then matches nothing)."""
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        params = jsontext.loads(text)
+    except ValueError:
+        return None
+    return params if isinstance(params, dict) else None
 
 
 def candidates(df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
     """The records that may stand for an advised GEMM or layer: those of the three workloads against
     `baseline`, with speedups, their `quantize` (pre where unset) and `experts` (1 for a dense GEMM;
     0 for a grouped case whose experts are not balanced in one call: it stands for none)."""
-    kinds = {workload_of(ONE_GEMM): ONE_GEMM, workload_of(GROUPED_GEMM): GROUPED_GEMM, workload_of(LAYER_STEP): LAYER_STEP}
-    df = df[df["workload"].isin(list(kinds)) & (df["baseline"] == baseline)]
+    kinds = {workload_of(kind): kind for kind in (ONE_GEMM, GROUPED_GEMM, LAYER_STEP)}
+    shaped = np.isfinite(df[["m", "k", "n"]].apply(pd.to_numeric, errors="coerce").to_numpy(float)).all(axis=1)
+    df = df[df["workload"].isin(list(kinds)) & (df["baseline"] == baseline) & shaped]
     if df.empty:
         return df.assign(kind=pd.Series(dtype=object), quantize=pd.Series(dtype=object), experts=pd.Series(dtype=int))
     df = derived.with_speedups(df).copy()
     params = [_params(text) for text in df["params"]]
     df["kind"] = df["workload"].map(kinds)
-    df["quantize"] = [p.get("quantize", "pre") for p in params]
+    df["quantize"] = [(p or {}).get("quantize", "pre") for p in params]
     df["experts"] = [_experts(kind, int(m), p) for kind, m, p in zip(df["kind"], df["m"], params)]
     return df
 
 
-def _experts(kind: str, m: int, params: dict) -> int:
+def _experts(kind: str, m: int, params: dict | None) -> int:
     """How many balanced experts a case multiplies in one call: 1 for a dense GEMM or a layer, 0
     where its parameters go beyond what the advised scenario sets (it matches no GEMM)."""
+    if params is None:
+        return 0
     own = set(params) - {"quantize"}
     if kind != GROUPED_GEMM:
         return 0 if own else 1
-    counts, one_call = registry.load(registry.WORKLOADS[workload_of(GROUPED_GEMM)].groups)(m, params)
+    experts = params.get("experts")
+    if own - {"experts"} or not (experts is None or type(experts) is int and 0 < experts <= m):
+        return 0  # another setting, or more experts than rows (from a file: no list of a billion groups)
+    try:
+        counts, one_call = registry.load(registry.WORKLOADS[workload_of(GROUPED_GEMM)].groups)(m, params)
+    except ValueError:  # parameters the workload refuses
+        return 0
     balanced = one_call and len(set(counts)) == 1 and sum(counts) == m
-    return len(counts) if balanced and own <= {"experts"} else 0
+    return len(counts) if balanced else 0
 
 
 def pick(table: pd.DataFrame, kind: str, m: int, k: int, n: int, experts: int,
@@ -183,3 +199,10 @@ def advised_runs(df: pd.DataFrame) -> list[AdvisedRun]:
         measured = measured_speedups(records, advised_gemms(scenario.advised), recipes, baseline)
         out.append(AdvisedRun(scenario.advised, baseline, recipes, sorted(records["run_id"].unique()), measured))
     return out
+
+
+def lookup(measured: Measured) -> dict[tuple, dict]:
+    """The measured rows by (layer, pass, m, k, n, groups, recipe): where `advise` looks up a GEMM
+    (`pass` its own, or LAYER_PASS for its layer's fwd+bwd) before it predicts one."""
+    return {(r["layer"], r["pass"], r["m"], r["k"], r["n"], r["groups"], r["recipe"]): r
+            for r in measured.rows.to_dict("records")}

@@ -89,14 +89,15 @@ def sweeps(shapes: Shapes, precisions: list[str]) -> list[dict]:
     quantize = _declares(precisions, "quantize")
     out = []
     if shapes.gemms:
-        out.append({"workload": workload_of(ONE_GEMM), "precisions": precisions, "mkn": [list(s) for s in shapes.gemms],
-                    **({"params": {"quantize": QUANTIZE}} if quantize else {})})
+        out.append({"workload": workload_of(ONE_GEMM), "precisions": precisions,
+                    "mkn": [list(s) for s in shapes.gemms], **({"params": {"quantize": QUANTIZE}} if quantize else {})})
     for experts, mkn in shapes.grouped.items():
         # grouped GEMMs quantize inline (MX recipes take nothing else): the casts training pays
         out.append({"workload": workload_of(GROUPED_GEMM), "precisions": precisions, "mkn": [list(s) for s in mkn],
                     "params": {"experts": experts, **({"quantize": "inline"} if quantize else {})}})
     if shapes.layers:
-        out.append({"workload": workload_of(LAYER_STEP), "precisions": precisions, "mkn": [list(s) for s in shapes.layers]})
+        out.append({"workload": workload_of(LAYER_STEP), "precisions": precisions,
+                    "mkn": [list(s) for s in shapes.layers]})
     return out
 
 
