@@ -186,6 +186,8 @@ STILL_SPELLED = {
     # the models' config fields, which train_step's columns are named after (not a column read)
     "suite/models/gpt2.py": ({"d_model", "n_head", "n_layer", "seq_len", "vocab"}, "model config fields"),
     "suite/models/llama.py": ({"d_model", "n_head", "n_layer", "seq_len", "vocab"}, "model config fields"),
+    # GPT-2's Hugging Face config.json fields, read by advise's architecture (not a column read)
+    "suite/models/architecture.py": ({"n_head", "n_layer"}, "config.json fields"),
 }
 
 
