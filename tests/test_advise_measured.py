@@ -13,7 +13,9 @@ import pytest
 from suite import pipeline, report
 from suite.analysis.advise import measured, scenario
 from suite.core.errors import ScenarioError
+from suite.models.architecture import Architecture
 from suite.models.step import Gemm, Parallel, StepWork
+from suite.models.step_work import step_work
 from suite.results import store
 from suite.scenario import plan, spec
 
@@ -65,6 +67,26 @@ def test_the_scenario_holds_exactly_the_steps_gemms_and_layers(tmp_path):
     cases = plan.expand(written)
     assert len(cases) == 3 * 4 + 3 * 3 + 1 * 3  # GEMMs: bf16, fp16, rowwise pre and inline; grouped inline only
     assert tomllib.loads(path.read_text())["advised"]["gemms"][2]["pass"] == "wgrad"
+
+
+def test_a_models_step_gives_a_scenario_of_its_distinct_shapes(tmp_path):
+    """A tiny mixture (`suite.models.step_work`, experts over two GPUs): every pass's shape once,
+    the experts' GEMMs grouped over the local experts, each dense layer's fprop shape as a layer."""
+    arch = Architecture("qwen3_moe", layers=2, hidden=32, heads=2, kv_heads=1, head_dim=16, intermediate=64,
+                        vocab=64, experts=4, top_k=2, expert_intermediate=32, name="tiny-moe")
+    layout = Parallel(gpus=2, ep=2, seq=16, batch=2)
+    work = step_work(arch, layout)
+    written = scenario.write_scenario(tmp_path / "moe.toml", work, ["fp8_rowwise"], "tiny-moe", layout, "H100")
+    mkn = {s.workload: {tuple(x) for x in s.mkn} for s in written.sweep}
+    dense = [g for g in work.gemms if g.groups == 1]
+    experts = [g for g in work.gemms if g.groups > 1]
+    assert experts and {g.groups for g in experts} == {arch.experts // layout.ep}
+    assert mkn[scenario.workload_of(scenario.ONE_GEMM)] == {(g.m, g.k, g.n) for g in dense}
+    assert mkn[scenario.workload_of(scenario.GROUPED_GEMM)] == {(g.m * g.groups, g.k, g.n) for g in experts}
+    assert mkn[scenario.workload_of(scenario.LAYER_STEP)] == {(g.m, g.k, g.n) for g in dense if g.pass_ == "fprop"}
+    assert measured.advised_gemms(written.advised) == list(work.gemms)
+    assert (written.advised.gpus, written.advised.ep) == (2, 2)
+    assert plan.expand(spec.load(tmp_path / "moe.toml"))
 
 
 def test_a_scenario_advise_did_not_write_dumps_as_before():
