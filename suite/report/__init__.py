@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.analysis.advise import measured as advise
 from suite.analysis.frame import derived
 from suite.analysis.outcome import answers, energy, fleet, summary
 from suite.analysis.roofline import crossover
@@ -223,8 +224,64 @@ def build_view(df: pd.DataFrame) -> dict:
         "baselines": sorted(df["baseline"].dropna().unique()),
         "details": _detail_tables(df),
         "energy": _energy_rows(df),
+        "advised": advised_sections(df),
         "plots": [],
     }
+
+
+ADVISED_NOTE = (
+    "This run measured one training step's GEMMs of a model (`python -m suite advise MODEL --scenario`): "
+    "each layer's forward (fprop), input-gradient (dgrad) and weight-gradient (wgrad) GEMM at its own "
+    "shape (expert GEMMs as one grouped call over the experts, m each expert's rows), and each dense "
+    "layer's whole training step (fwd+bwd); per recipe its speedup over the baseline with its casts "
+    "timed, and the GEMM alone where its operands were also quantized beforehand. A cell with a word "
+    "holds no speed: emulated, skipped or absent. `python -m suite advise MODEL --from` these results "
+    "uses the measured speedups."
+)
+
+
+def _advised_cells(run: advise.AdvisedRun) -> dict[tuple, dict]:
+    """Per (layer, pass, m, k, n): each recipe's cells, the speedup (and the GEMM alone) or a word."""
+    cells: dict[tuple, dict] = {}
+    for r in run.measured.rows.to_dict("records"):
+        cell = cells.setdefault((r["layer"], r["pass"], r["m"], r["k"], r["n"]), {})
+        cell[r["recipe"]] = fmt(r["speedup"], ".3g", "x")
+        cell[f"{r['recipe']} alone"] = fmt(r["gemm_only_speedup"], ".3g", "x")
+    for r in run.measured.unmatched.to_dict("records"):
+        cells.setdefault((r["layer"], r["pass"], r["m"], r["k"], r["n"]), {})[r["recipe"]] = r["note"]
+    return cells
+
+
+def _advised_rows(run: advise.AdvisedRun, keys: list[str]) -> list[dict]:
+    """A row per GEMM in the step's order, grouped by layer, each dense layer's fwd+bwd after its passes."""
+    cells, gemms = _advised_cells(run), advise.advised_gemms(run.advised)
+    whole = {g.layer: g for g in advise.layer_gemms(gemms)}
+    rows = []
+    for layer in dict.fromkeys(g.layer for g in gemms):
+        own = [(g, g.pass_) for g in gemms if g.layer == layer]
+        own += [(whole[layer], advise.LAYER_PASS)] if layer in whole else []
+        for g, pass_ in own:
+            shape = f"{g.m}x{g.k}x{g.n}" + (f" x {g.groups} experts" if g.groups > 1 else "")
+            found = cells.get((layer, pass_, g.m, g.k, g.n), {})
+            rows.append({"layer": layer, "pass": pass_, "shape": shape, "count": str(g.count),
+                         **{key: found.get(key, "") for key in keys}})
+    return rows
+
+
+def advised_sections(df: pd.DataFrame) -> list[dict]:
+    """A section per advised scenario among the records (`suite.analysis.advise.measured`): the model,
+    its layout and the measured speedups of its step's GEMMs and layers."""
+    sections = []
+    for run in advise.advised_runs(df):
+        a = run.advised
+        recipes = [(r, f"{r} vs {run.baseline}") for r in run.recipes]
+        recipes += [(f"{r} alone", f"{r}, GEMM alone") for r in run.recipes]
+        rows = _advised_rows(run, [key for key, _ in recipes])
+        columns = [("layer", "layer"), ("pass", "pass"), ("shape", "m x k x n"), ("count", "per step"), *recipes]
+        sections.append({"title": f"{a.model} on {a.device}", "runs": ", ".join(run.runs), "rows": rows,
+                         "layout": f"{a.gpus} GPU(s), TP {a.tp}, EP {a.ep}, {a.batch} x {a.seq} tokens per GPU",
+                         "columns": filled(columns, rows, keep=("layer", "pass", "shape", "count"))})
+    return sections
 
 
 ENERGY_COLUMNS = [("case", "case"), ("precision", "precision"), ("j_per_tflop", "J/TFLOP"),
@@ -331,6 +388,10 @@ def markdown(view: dict) -> str:
     if view["crossovers"]:
         lines += ["## Where each recipe starts to pay", "", CROSSOVER_NOTE, "",
                   md_table(view["crossovers"], crossover.TABLE_COLUMNS), ""]
+    for section in view["advised"]:
+        lines += [f"## Advised: {md_text(section['title'])}", "",
+                  f"{md_text(section['layout'])}; run {md_text(section['runs'])}.", "", md_text(ADVISED_NOTE, code_spans=True),
+                  "", md_table(section["rows"], section["columns"]), ""]
     lines += [md_image(p["title"], p["file"]) for p in view["plots"]]
     lines += ["", "## Summary", "", md_table(view["summary"], view["summary_columns"]), ""]
     if view["reasons"]:
@@ -350,6 +411,7 @@ def html(view: dict) -> str:
         view=view, accuracy_note=ACCURACY_NOTE, pick_note=PICK_NOTE, reason_columns=REASON_COLUMNS,
         crossover_columns=crossover.TABLE_COLUMNS, crossover_text=("precision", "case", "family", "device"),
         crossover_note=CROSSOVER_NOTE, energy_columns=ENERGY_COLUMNS, energy_note=ENERGY_NOTE,
+        advised_note=ADVISED_NOTE,
     )
 
 

@@ -12,7 +12,8 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer,
+                      model_validator)
 
 from suite.core import files, names
 from suite.scenario import params as case_params
@@ -148,11 +149,58 @@ class Sweep(Strict):
         return self
 
 
+def _one_line_text(v: str) -> str:
+    if not v.isprintable():  # a newline or escape in a filter would break the line `repro` prints it in
+        raise ValueError("must be printable text on one line")
+    return v
+
+
+class AdvisedGemm(Strict):
+    """One GEMM of the advised model's training step (`suite.models.step.Gemm`): which layer and
+    pass runs (m x k) @ (k x n), `count` times per step, over `groups` experts (m: each one's rows)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True,
+                              serialize_by_alias=True)
+    layer: Annotated[str, Field(min_length=1), AfterValidator(_one_line_text)]
+    module: Annotated[str, Field(min_length=1), AfterValidator(_one_line_text)]
+    pass_: Literal["fprop", "dgrad", "wgrad"] = Field(alias="pass")
+    m: PositiveInt
+    k: PositiveInt
+    n: PositiveInt
+    count: PositiveInt
+    groups: PositiveInt = 1
+
+
+class Advised(Strict):
+    """What `python -m suite advise --scenario` wrote the scenario for: the model, the GPU it was
+    advised for, the step's layout (`suite.models.step.Parallel`) and its GEMMs. It travels with the
+    scenario into every record (`scenario_spec`), so the report and `advise --from` know the run."""
+
+    model: Annotated[str, Field(min_length=1), AfterValidator(_one_line_text)]
+    device: Annotated[str, Field(min_length=1), AfterValidator(_one_line_text)]
+    gpus: PositiveInt = 1
+    tp: PositiveInt = 1
+    ep: PositiveInt = 1
+    seq: PositiveInt
+    batch: PositiveInt
+    gemms: Annotated[list[AdvisedGemm], Field(min_length=1)]
+
+
 class Scenario(Strict):
     name: str
     description: str = ""
     defaults: Defaults = Defaults()
     sweep: Annotated[list[Sweep], Field(min_length=1)]
+    advised: Advised | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unadvised(self, handler):
+        """A scenario `advise` did not write dumps as it did before the field: its hash, and so its
+        runs' resumption, stay as they were."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("advised") is None:
+            data.pop("advised", None)
+        return data
 
     @field_validator("name")
     @classmethod
@@ -203,12 +251,6 @@ def parse(data: dict[str, Any], source: str = "<scenario>") -> Scenario:
         return Scenario.model_validate(data)
     except ValidationError as err:
         raise ScenarioError(f"{source}: {_one_line(err)}") from None
-
-
-def _one_line_text(v: str) -> str:
-    if not v.isprintable():  # a newline or escape in a filter would break the line `repro` prints it in
-        raise ValueError("must be printable text on one line")
-    return v
 
 
 class RunSpec(Strict):
