@@ -13,6 +13,7 @@ import pytest
 from suite import pipeline, report
 from suite.analysis.advise import measured, scenario
 from suite.core.errors import ScenarioError
+from suite.models import architecture
 from suite.models.architecture import Architecture
 from suite.models.step import Gemm, Parallel, StepWork
 from suite.models.step_work import step_work
@@ -228,3 +229,31 @@ def test_cases_whose_parameters_do_not_read_match_nothing():
                 {**grouped, "m": float("nan")}])
     found = measured.measured_speedups(df, [gemm], ["fp16"])
     assert found.rows.empty and found.unmatched["note"].tolist() == ["absent"]
+
+
+def test_the_command_writes_the_scenario_and_reads_its_run_back(tmp_path, capsys):
+    """`advise CONFIG --scenario OUT.toml`, `run OUT.toml` on this CPU, `advise CONFIG --from` the run:
+    the recipe that runs at CPU speed (fp16) is measured for every GEMM of the step, each at its own
+    shape's record; FP8 would be emulated here and stays predicted."""
+    from suite import cli
+    from tests.json_docs import cli_json
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 16, "intermediate_size": 32,
+                                  "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+                                  "vocab_size": 32, "tie_word_embeddings": False}))
+    out = tmp_path / "advised.toml"
+    layout = ["--device", "h100", "--seq", "8", "--batch", "2", "--recipes", "fp16"]
+    assert cli.main(["advise", str(config), *layout, "--scenario", str(out), "--quiet"]) == 0
+    text = out.read_text().replace("[defaults]\n", "[defaults]\ntiming = " + scenario.toml_value(QUICK) + "\n", 1)
+    written = spec.parse(tomllib.loads(text), str(out))
+    result = pipeline.run(pipeline.RunRequest(written, tmp_path / "results", None, "cpu", progress=False))
+    capsys.readouterr()
+    doc = cli_json(capsys, ["advise", str(config), *layout, "--from", str(result.path), "--json"])
+    cells = [g["recipes"]["fp16"] for g in doc["gemms"]]
+    assert cells and all(c["source"] == "measured" for c in cells)
+    gemms = step_work(architecture.resolve(str(config)), Parallel(seq=8, batch=2)).gemms
+    rows = measured.lookup(measured.measured_speedups(store.read([result.path]), gemms, ["fp16"]))
+    for g in doc["gemms"]:
+        row = rows[(g["layer"], g["pass"], g["m"], g["k"], g["n"], g["groups"], "fp16")]
+        assert g["recipes"]["fp16"]["speedup"] == pytest.approx(row["speedup"])

@@ -4,6 +4,8 @@ docs/advise.md."""
 
 from __future__ import annotations
 
+import sys
+
 from suite.cli import arguments
 from suite.cli.arguments import Command, arg
 from suite.cli.output import print_json, table
@@ -26,7 +28,11 @@ ARGUMENTS = [
     arg("--loss-budget", type=arguments.nats, metavar="NATS", help="the largest loss gap to bf16 a recipe may show in "
         "the suite's measured training steps (needs measured results; without them the advice says it has no "
         "accuracy evidence)"),
-    # --from RESULTS (measured rows) and --scenario OUT.toml (what `run` measures) are declared here
+    arg("--from", dest="from_results", nargs="+", metavar="RESULTS", help="results files or folders of a run of "
+        "the advised scenario (or any run of the same shapes): their measured speedups replace the predicted ones, "
+        "marked measured, and their training steps' loss gaps are the accuracy evidence" + arguments.URL_HELP),
+    arg("--scenario", metavar="OUT.toml", help="also write the scenario of exactly these GEMMs and layers, for "
+        "`python -m suite run OUT.toml` on the GPU to advise for (on a CPU it runs emulated)"),
 ]
 
 
@@ -35,14 +41,53 @@ def main(args) -> int:
     from suite.models.step import Parallel
 
     parallel = Parallel(gpus=args.gpus, tp=args.tp, ep=args.ep, seq=args.seq, batch=args.batch)
-    recipes = [r.strip() for r in args.recipes.split(",") if r.strip()] if args.recipes else None
-    result = answer.advise(args.model, answer.model_step(args.model, parallel), parallel, args.device, recipes,
-                           args.loss_budget, errors=None)
+    recipes = [r.strip() for r in args.recipes.split(",") if r.strip()] if args.recipes else answer.default_recipes()
+    step = answer.model_step(args.model, parallel)
+    errors, measured = evidence(args.from_results, step, parallel, args.device, recipes, args.quiet)
+    result = answer.advise(args.model, step, parallel, args.device, recipes, args.loss_budget, errors=errors,
+                           measured=measured)
+    if args.scenario:
+        write(args, step, parallel, recipes)
     if args.json:
         print_json(result)
         return 0
     show(result)
     return 0
+
+
+def evidence(sources, step, parallel, device: str, recipes: list[str], quiet: bool = False):
+    """(each recipe's measured loss gap, (gemm, recipe) -> measured time) from `--from`'s results;
+    (None, None) without them."""
+    if not sources:
+        return None, None
+    from suite.analysis.advise import advice, answer, measured
+    from suite.analysis.advise.estimate import time_all
+    from suite.cli.output import refuse_no_records
+    from suite.results import store
+
+    df = store.read(sources)
+    refuse_no_records(df, sources)
+    found = measured.measured_speedups(df, step.gemms, recipes)
+    gpu = answer.device_of(device)
+    predicted = time_all(step, parallel, gpu, (answer.BASELINE, *[r for r in recipes if answer.why_not(r, gpu) is None]))
+    timed = measured.as_timed(found, step.gemms, predicted)
+    left = found.unmatched[found.unmatched["pass"] != measured.LAYER_PASS]
+    if not quiet:
+        notes = ", ".join(f"{n} {note}" for note, n in left["note"].value_counts().items())
+        print(f"--from: {len(timed)} GEMM x recipe measured, {len(left)} left to the model"
+              + (f" ({notes})" if notes else ""), file=sys.stderr)
+    return advice.loss_gaps(df), timed
+
+
+def write(args, step, parallel, recipes: list[str]) -> None:
+    """`--scenario OUT.toml`: the scenario of the step's GEMMs and layers, and how to run it."""
+    from suite.analysis.advise import scenario
+
+    written = scenario.write_scenario(args.scenario, step, recipes, args.model, parallel, args.device)
+    if not args.quiet:
+        print(f"wrote {args.scenario} ({len(written.sweep)} sweeps): measure it with `python -m suite run "
+              f"{args.scenario}`, then `python -m suite advise {args.model} --device {args.device} --from results/"
+              f"{written.name}`", file=sys.stderr)
 
 
 def show(result: dict) -> None:

@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from suite.analysis.advise.estimate import Timed
 from suite.analysis.advise.scenario import BASELINE, GROUPED_GEMM, LAYER_STEP, ONE_GEMM, workload_of
 from suite.analysis.frame import derived
 from suite.core import jsontext
@@ -206,3 +207,22 @@ def lookup(measured: Measured) -> dict[tuple, dict]:
     (`pass` its own, or LAYER_PASS for its layer's fwd+bwd) before it predicts one."""
     return {(r["layer"], r["pass"], r["m"], r["k"], r["n"], r["groups"], r["recipe"]): r
             for r in measured.rows.to_dict("records")}
+
+
+def as_timed(measured: Measured, gemms: Sequence[Gemm], predicted: dict) -> dict:
+    """(gemm, recipe) -> `estimate.Timed` marked measured, for `advise.answer.advise(measured=)`: the
+    measured speedup of the GEMM's own pass applied to its predicted bf16 time (so the step's weights
+    stay the model's and each GEMM's speedup is the run's). The GEMM alone is the pre-quantized case's
+    where the run has one, else the prediction's. `predicted`: `estimate.time_all` over bf16 and the
+    recipes."""
+    rows = lookup(measured)
+    out = {}
+    for g in gemms:
+        base = predicted[(g, BASELINE)]
+        for (layer, pass_, m, k, n, groups, recipe), row in rows.items():
+            if (layer, pass_, m, k, n, groups) != (g.layer, g.pass_, g.m, g.k, g.n, g.groups):
+                continue
+            alone = row["gemm_only_speedup"]
+            gemm_s = base.gemm_seconds / alone if np.isfinite(alone) else predicted[(g, recipe)].gemm_seconds
+            out[(g, recipe)] = Timed(base.seconds / row["speedup"], gemm_s, source="measured")
+    return out

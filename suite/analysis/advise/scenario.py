@@ -24,12 +24,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
+from suite.analysis.advise.estimate import BASELINE
 from suite.core import names
 from suite.models.step import Parallel, StepWork
 from suite.results import atomic
 from suite.scenario import registry, spec
-
-BASELINE = "bf16"
 # What the roofline model counts each sweep's call as (`WorkloadRecord.roofline`): how the scenario
 # finds its workloads without naming them.
 ONE_GEMM, GROUPED_GEMM, LAYER_STEP = "matmul", "grouped_matmul", "linear_step"
