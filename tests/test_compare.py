@@ -152,15 +152,16 @@ def test_known_change_applied_to_real_runs_is_found_with_its_magnitude(four, fac
     hit = cases.loc[target]
     # Never the wrong direction. Whether 1.5x stands out depends on how noisy this machine was between
     # the four runs (the gate's own tests use synthetic runs of known noise): when the typical case's
-    # interval is narrower than the change, it must.
-    assert hit["metric"] == "speedup" and hit["verdict"] in (expected, "noisy")
+    # interval is narrower than the change, it must. A busy machine's wide interval may reach inside
+    # the minimum effect: ambiguous, never a pass nor the other direction.
+    assert hit["metric"] == "speedup" and hit["verdict"] in (expected, "ambiguous", "noisy")
     if result.reach["speedup"].detectable < abs(factor - 1) / 2:
         assert hit["verdict"] == expected, result.reach["speedup"]
     assert hit["base_runs"] == hit["cand_runs"] == 4
     # Each run slowed by `factor` divides its speedup by exactly `factor` (same baseline samples).
     assert hit["speedup_ratio"] == pytest.approx(1 / factor, rel=1e-9)
     assert hit["speedup_ratio_low"] <= 1 / factor <= hit["speedup_ratio_high"]
-    assert hit["time_ratio"] == pytest.approx(factor, rel=1e-9) and hit["time_verdict"] in (expected, "noisy")
+    assert hit["time_ratio"] == pytest.approx(factor, rel=1e-9) and hit["time_verdict"] in (expected, "ambiguous", "noisy")
     others = cases.drop(index=target)
     assert set(others["verdict"]) <= {"unchanged", "noisy", "skipped", "n/a"}  # exactly unchanged: never flagged
     assert others.loc[others["metric"] == "speedup", "speedup_ratio"].to_numpy() == pytest.approx(1.0, rel=1e-12)
