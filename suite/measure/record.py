@@ -72,7 +72,7 @@ class Record(Mapping):
         return len(self._columns)
 
     def __repr__(self) -> str:
-        return f"Record({dict(self._columns)!r})"
+        return f"Record({dict(getattr(self, '_columns', {}))!r})"  # one that failed its check has none
 
     def __reduce__(self):
         return Record, (dict(self._columns),)

@@ -52,19 +52,21 @@ POISONED = "worker_poisoned"
 
 
 def records_in(out: bytes, unit: Unit) -> tuple[dict[str, Record], bool]:
-    """The records of the unit's cases among a process's output lines, by case id (a line that is
-    not a record of one of them is left out), each checked again as it arrives (`Record`), and
-    whether a line says the process that sent it is unusable now (`POISONED`)."""
+    """The records of the unit's cases among a process's output lines, by case id, each checked
+    again as it arrives (`Record`: the process made it so, so a line that breaks the contract is no
+    record of ours, like any line that is not a record of one of them, and is left out), and whether
+    a line says the process that sent it is unusable now (`POISONED`)."""
     wanted = {c.case_id for c in unit.todo}
     found, poisoned = {}, False
     for line in out.splitlines():
         try:
             columns = jsonl.decode(line)
-        except ValueError:
-            continue
-        if columns.get("case_id") in wanted:
-            poisoned = bool(columns.get(POISONED)) or poisoned
+            if columns.get("case_id") not in wanted:
+                continue
             found[columns["case_id"]] = Record({k: v for k, v in columns.items() if k != POISONED})
+        except ValueError:  # not JSON, or not a record (`record.RecordInvalid`)
+            continue
+        poisoned = bool(columns.get(POISONED)) or poisoned
     return found, poisoned
 
 
