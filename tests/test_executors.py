@@ -58,7 +58,8 @@ def test_a_launched_workload_runs_under_torchrun_wherever_its_case_lands(monkeyp
     two = Unit((case("dist_train_step"), case("dist_train_step", "bf16")))
     group = min(c.case_id for c in two.cases)
     out = executors.run_here(two, CPU, CpuClock(), META)
-    assert [r["reason"] for r in out] == ["launched"] * 2 and [r["case_id"] for r in out] == [c.case_id for c in two.cases]
+    assert [r["reason"] for r in out] == ["launched"] * 2
+    assert [r["case_id"] for r in out] == [c.case_id for c in two.cases]
     assert [(r["pairing"], r["pairing_note"], r["pairing_group"]) for r in out] == [
         ("sequential", executors.LAUNCHED_NOTE, group)] * 2
     if not torch.cuda.is_available():  # a Ray worker on a node without the GPU asked for

@@ -27,7 +27,8 @@ def _plain(value):
 def encode(obj: Mapping) -> bytes:
     """One line. NaN and +-inf are kept (Python's JSON reads them back as floats); ASCII
     escapes keep any text, even an error message with undecodable bytes, encodable."""
-    return json.dumps(obj if isinstance(obj, dict) else dict(obj), default=_plain, separators=(",", ":")).encode() + b"\n"
+    obj = obj if isinstance(obj, dict) else dict(obj)
+    return json.dumps(obj, default=_plain, separators=(",", ":")).encode() + b"\n"
 
 
 def decode(line: bytes) -> dict:

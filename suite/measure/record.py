@@ -4,7 +4,7 @@ error becomes its status.
 `Record` is immutable and checked when it is made (`problems`: every column one that
 `suite.measure.columns` defines or a folder declares, each value in its column's type and range,
 the case's identity and a known status, a shape whole or absent, an ok case's median time); a stage
-that learns more derives a new record (`Record.replace`, `with_columns`, `without`), so what one
+that learns more derives a new record (`Record.replace`, `with_columns`), so what one
 stage handed on is never changed under another.
 
 Every way a case runs (`suite.measure.executors`) makes its record here: `base` (the case and the
@@ -84,10 +84,6 @@ class Record(Mapping):
     def with_columns(self, columns: Mapping[str, object]) -> Record:
         """`replace` for columns held in a mapping (what a workload's check or derive returns)."""
         return Record({**self._columns, **columns})
-
-    def without(self, *names: str) -> Record:
-        """This record without the columns `names` (those it lacks are no matter)."""
-        return Record({k: v for k, v in self._columns.items() if k not in names})
 
 
 @dataclass

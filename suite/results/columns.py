@@ -14,8 +14,9 @@ are JSON) hold a timestamp as ISO 8601 text; the store converts it.
 
 from __future__ import annotations
 
-from suite.measure.columns import (AT_LEAST_0, CONTRACT, CORE, ERROR, LIBRARIES, LIBRARY_GROUP, PEAK, SHAPE,  # noqa: F401
-                                   STATUSES, all_columns, library_columns, library_titles, with_libraries)
+from suite.measure.columns import (  # noqa: F401 (the definitions, for the stages that read files)
+    AT_LEAST_0, CONTRACT, CORE, ERROR, LIBRARIES, LIBRARY_GROUP, PEAK, SHAPE, STATUSES, all_columns, library_columns,
+    library_titles, with_libraries)
 from suite.measure import columns as definitions
 from suite.scenario.declare import Column
 

@@ -79,8 +79,9 @@ class Process(OneByOne):
         return [found[case.case_id] for case in unit.todo]
 
     def _alone(self, case: Case, run_meta: dict, returncode: int) -> records.Record:
+        crashed = exit_status(returncode)
         return self.run_unit(Unit((case,)), run_meta)[0].replace(
-            pairing_note=f"the process timing its setting together crashed ({exit_status(returncode)}): run again alone")
+            pairing_note=f"the process timing its setting together crashed ({crashed}): run again alone")
 
 
 def _crash(returncode: int, log: bytes) -> str:
