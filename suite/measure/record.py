@@ -134,8 +134,10 @@ def value_problem(column: Column, value) -> str | None:
     value = _plain(value)
     listed = column.type.startswith("list<")
     kind = column.type[5:-1] if listed else column.type
-    items = value if listed and isinstance(value, list) else [value]
-    if listed and not isinstance(value, list) or not all(v is None or _OF_TYPE[kind](_plain(v)) for v in items):
+    if listed and not isinstance(value, list):
+        return f"expected {column.type}"
+    items = value if listed else [value]
+    if not all(v is None or _OF_TYPE[kind](_plain(v)) for v in items):
         return f"expected {column.type}"
     accepts = column.accepts
     if accepts is not None and not all(v is None or accepts.holds(_plain(v)) for v in items):
