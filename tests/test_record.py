@@ -61,7 +61,9 @@ def test_a_record_cannot_be_changed_only_derived():
 ])
 def test_a_record_that_breaks_its_contract_is_refused_when_made(changes, problem):
     with pytest.raises(RecordInvalid, match="^record of case "):
-        started().replace(**changes)
+        started().replace(**changes)  # derived: the new values and the rules across columns
+    with pytest.raises(RecordInvalid, match="^record of case "):
+        Record({**started(), **changes})  # made whole (a record arriving from a process)
     found = records.problems({**started(), **changes})
     assert any(problem in p for p in found), found
 

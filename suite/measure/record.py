@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import MappingProxyType
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 
 from suite.core import jsontext, peaks
 from suite.core.quantiles import median_interval, quantile
@@ -52,12 +52,7 @@ class Record(Mapping):
     __slots__ = ("_columns",)
 
     def __init__(self, columns: Mapping[str, object] = MappingProxyType({}), /, **more: object):
-        values = {**columns, **more}
-        found = problems(values)
-        if found:
-            more_text = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-            raise RecordInvalid(f"record of case {values.get('case_id')}: {found[0]}{more_text}")
-        object.__setattr__(self, "_columns", MappingProxyType(values))
+        object.__setattr__(self, "_columns", _checked({**columns, **more}))
 
     def __setattr__(self, name: str, value) -> None:
         raise AttributeError("a record is immutable: derive a new one (Record.replace)")
@@ -79,11 +74,15 @@ class Record(Mapping):
 
     def replace(self, **changes: object) -> Record:
         """This record with `changes` (a new column goes last, a known one keeps its place)."""
-        return Record(self._columns, **changes)
+        return self.with_columns(changes)
 
     def with_columns(self, columns: Mapping[str, object]) -> Record:
-        """`replace` for columns held in a mapping (what a workload's check or derive returns)."""
-        return Record({**self._columns, **columns})
+        """`replace` for columns held in a mapping (what a workload's check or derive returns). The
+        columns it keeps were checked when this record was made: the new values are checked, and
+        the rules across columns again."""
+        out = Record.__new__(Record)
+        object.__setattr__(out, "_columns", _checked({**self._columns, **columns}, columns))
+        return out
 
 
 @dataclass
@@ -145,15 +144,18 @@ def value_problem(column: Column, value) -> str | None:
     return None
 
 
-def problems(values: Mapping[str, object]) -> list[str]:
+def problems(values: Mapping[str, object], new: Iterable[str] | None = None) -> list[str]:
     """Every way the columns `values` break a record's contract, one phrase each (empty: they keep
     it): a column nothing defines (`suite.measure.columns`, a folder's declarations), a value out of
-    its column's type or range, no case identity (`IDENTITY`), an unknown status, a shape not whole
-    (m, k and n together or not at all), an ok case without a median time."""
+    its column's type or range (of the columns `new` only, where given), no case identity
+    (`IDENTITY`), an unknown status, a shape not whole (m, k and n together or not at all), an ok
+    case without a median time."""
     known = definitions.BY_NAME
+    names = list(values) if new is None else list(new)
     out = [f"{name!r} is no defined column (suite/measure/columns.py or a folder's declarations)"
-           for name in values if name not in known]
-    for name, value in values.items():
+           for name in names if name not in known]
+    for name in names:
+        value = values[name]
         why = None if value is None or name not in known else value_problem(known[name], value)
         if why:
             out.append(f"column {name} holds {str(value)[:60]!r}, {why}")
@@ -165,6 +167,15 @@ def problems(values: Mapping[str, object]) -> list[str]:
     if values.get("status") == "ok" and values.get("time_ms_median") is None:
         out.append("an ok case has no median time")
     return out
+
+
+def _checked(values: dict, new: Iterable[str] | None = None) -> MappingProxyType:
+    """`values`, read-only, where they keep the contract (`problems`); else RecordInvalid."""
+    found = problems(values, new)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise RecordInvalid(f"record of case {values.get('case_id')}: {found[0]}{more}")
+    return MappingProxyType(values)
 
 
 def now() -> str:
