@@ -334,8 +334,8 @@ def _measure(request: RunRequest, planned: Planned, journal, executor, meta: dic
         bar.plan([case for unit in todo for case in unit.todo])
     try:
         with _stop_signals() as stop:
-            for record in executor.run(todo, meta, bar):
-                record.update(model.record_columns(record))  # the roofline beside each measurement
+            for measured in executor.run(todo, meta, bar):
+                record = measured.with_columns(model.record_columns(measured))  # the roofline beside it
                 with stop.atomic():
                     journal.append(record)
             with stop.atomic():

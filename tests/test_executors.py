@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from suite.measure import env, executors
+from suite.measure import env, executors, record as records
 from suite.measure.executors import torchrun
 from suite.measure.executors.base import OneByOne, Unavailable, Unit, units
 from suite.measure.executors.cuda_worker import CudaWorker
@@ -48,15 +48,20 @@ def test_the_options_and_the_device_choose_the_executor(monkeypatch):
 
 def test_a_launched_workload_runs_under_torchrun_wherever_its_case_lands(monkeypatch):
     launched = []
-    monkeypatch.setattr(torchrun, "run_case", lambda c, device, meta: launched.append(c.workload) or {"status": "ok"})
-    assert executors.run_here(Unit((case("dist_train_step"),)), CPU, CpuClock(), META) == [{"status": "ok"}]
+    monkeypatch.setattr(torchrun, "run_case",
+                        lambda c, device, meta: launched.append(c.workload) or records.skipped(c, meta, "launched"))
+    [alone] = executors.run_here(Unit((case("dist_train_step"),)), CPU, CpuClock(), META)
+    assert alone["reason"] == "launched" and "pairing" not in alone
     [record] = executors.run_here(Unit((case(),)), CPU, CpuClock(), META)  # measured here
     assert launched == ["dist_train_step"] and record["status"] == "ok" and record["n_samples"] >= 3
     # a launched setting: one launch per case, one after another, and the records say so
     two = Unit((case("dist_train_step"), case("dist_train_step", "bf16")))
     group = min(c.case_id for c in two.cases)
-    assert executors.run_here(two, CPU, CpuClock(), META) == [
-        {"status": "ok", "pairing": "sequential", "pairing_note": executors.LAUNCHED_NOTE, "pairing_group": group}] * 2
+    out = executors.run_here(two, CPU, CpuClock(), META)
+    assert [r["reason"] for r in out] == ["launched"] * 2
+    assert [r["case_id"] for r in out] == [c.case_id for c in two.cases]
+    assert [(r["pairing"], r["pairing_note"], r["pairing_group"]) for r in out] == [
+        ("sequential", executors.LAUNCHED_NOTE, group)] * 2
     if not torch.cuda.is_available():  # a Ray worker on a node without the GPU asked for
         [skipped] = executors.run_here(Unit((case(),)), torch.device("cuda"), None, META)
         assert (skipped["status"], skipped["reason"]) == ("skipped", "no CUDA device: torch.cuda.is_available() is False")

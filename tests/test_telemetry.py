@@ -209,11 +209,9 @@ def test_reports_mark_throttled_cases(tmp_path):
     meta = {"run_id": "r", "scenario": "t", "device": "cpu", "device_name": "cpu"}
     records = [inprocess.run_case(Case("t", "gemm", p, None, 16, 16, 16, {}, seed=0, timing=rule), torch.device("cpu"),
                                CpuClock(), meta) for p in ("fp32", "bf16")]
-    for r in records:  # steady samples: a stall on a busy machine would mark a row too
-        r["samples_ms"] = [r["time_ms_median"]] * len(r["samples_ms"])
-    records[1].update(throttled_fraction=0.35, throttled=True, throttle_reasons="SwPowerCap, HwSlowdown")
-    for r in records:  # steady samples: on a busy machine a 16^3 GEMM shows stalls, which mark a row too
-        r["samples_ms"] = [r["time_ms_median"]] * len(r["samples_ms"])
+    # steady samples: on a busy machine a 16^3 GEMM shows stalls, which mark a row too
+    records = [r.replace(samples_ms=[r["time_ms_median"]] * len(r["samples_ms"])) for r in records]
+    records[1] = records[1].replace(throttled_fraction=0.35, throttled=True, throttle_reasons="SwPowerCap, HwSlowdown")
     written = report.render(pd.DataFrame(records), tmp_path)
     md = (tmp_path / "report.md").read_text()
     html = (tmp_path / "index.html").read_text()

@@ -5,12 +5,16 @@ read within the limits of every JSON the suite parses (`suite.core.jsontext`).""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from suite.core import jsontext
 
 
 def _plain(value):
-    """JSON-safe form of a record value: numpy/torch scalars and arrays become Python values."""
+    """JSON-safe form of a record value: numpy/torch scalars and arrays become Python values, a
+    read-only mapping (a record, `suite.measure.record.Record`) its dict, in its order."""
+    if isinstance(value, Mapping):
+        return dict(value)
     if hasattr(value, "tolist"):  # numpy arrays and scalars, torch tensors
         return value.tolist()
     if hasattr(value, "item"):
@@ -20,9 +24,10 @@ def _plain(value):
     return str(value)  # anything else is recorded as text rather than lost
 
 
-def encode(obj: dict) -> bytes:
+def encode(obj: Mapping) -> bytes:
     """One line. NaN and +-inf are kept (Python's JSON reads them back as floats); ASCII
     escapes keep any text, even an error message with undecodable bytes, encodable."""
+    obj = obj if isinstance(obj, dict) else dict(obj)
     return json.dumps(obj, default=_plain, separators=(",", ":")).encode() + b"\n"
 
 

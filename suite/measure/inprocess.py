@@ -25,6 +25,7 @@ import torch
 from suite.core.errors import Unsupported
 from suite.core.quantiles import quantile
 from suite.measure import attribution, contention, record as records, telemetry
+from suite.measure.record import Record
 from suite.measure.timing import Paired, Party, measure_paired, time_once
 from suite.precisions import compiler, flags
 from suite.scenario import registry
@@ -51,21 +52,20 @@ def timed_first_call(prepared, sync: Callable[[], None]) -> dict:
     return {prepared.first_call_column: seconds} if prepared.first_call_column else {}
 
 
-def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> dict:
+def run_case(case: Case, device: torch.device, clock, run_meta: dict) -> Record:
     """The record of `case`, measured here with `clock` (`timing.clock_for(device)`)."""
     return run_setting([case], device, clock, run_meta)[0]
 
 
 def run_setting(cases: list[Case], device: torch.device, clock, run_meta: dict,
-                partners: frozenset[str] = frozenset()) -> list[dict]:
+                partners: frozenset[str] = frozenset()) -> list[Record]:
     """The records of one setting's `cases`, in their order, measured here together. The cases in
     `partners` (case ids) are timed with the others but give no record: their records are in the
     journal already (a resumed run), and the others' paired speedups need them in the rounds."""
     began = time.perf_counter()
     compiler.cold_start()  # once for the setting: its members' compiled code lives until the next one's
-    members = [_Member(case, records.started(case, run_meta)) for case in cases]
-    for member in members:
-        member.record["cpu_threads"] = torch.get_num_threads()  # of the process that runs it (a child too)
+    threads = torch.get_num_threads()  # of the process that runs it (a child too)
+    members = [_Member(case, records.started(case, run_meta).replace(cpu_threads=threads)) for case in cases]
     try:
         ready = [m for m in members if _set_up(m, device, clock)]
         if ready:
@@ -74,18 +74,18 @@ def run_setting(cases: list[Case], device: torch.device, clock, run_meta: dict,
         for member in members:
             member.prepared = None  # its tensors go now, before the next setting's
         release(device, failed=any(m.record["status"] == "failed" for m in members))
-    for member in members:
-        member.record["case_s"] = time.perf_counter() - began
-    return [m.record for m in members if m.case.case_id not in partners]
+    case_s = time.perf_counter() - began
+    return [m.record.replace(case_s=case_s) for m in members if m.case.case_id not in partners]
 
 
 @dataclass
 class _Member:
-    """One case of the setting on its way: its record, then its recipe, prepared workload and clock
-    once set up, and its checked first call (ms) and the seconds spent before timing."""
+    """One case of the setting on its way: its latest record (each step derives the next: a
+    `records.Draft` of its own), then its recipe, prepared workload and clock once set up, and its
+    checked first call (ms) and the seconds spent before timing."""
 
     case: Case
-    record: dict
+    record: Record
     precision: object = None
     prepared: object = None
     clock: object = None
@@ -100,21 +100,22 @@ class _Member:
 def _set_up(member: _Member, device: torch.device, clock) -> bool:
     """The case's recipe, workload and clock, its first call and accuracy check; False where it
     cannot be timed (its record then says skipped or failed, and why)."""
-    case, record = member.case, member.record
-    with records.outcome(record):
+    case = member.case
+    with records.outcome(member):
         # the recipe with this case's parameters applied (TE scaling knobs, FP8 padding)
         precision = registry.precision(case.precision).configured(case.params)
         workload = registry.workload(case.workload)
-        record["emulated"] = precision.emulated(device)
+        member.record = member.record.replace(emulated=precision.emulated(device))
         reason = precision.unsupported(device)
         if reason:
             raise Unsupported(reason)
         member.clock = clock.for_rule(case.timing)  # the case's timing mode and cache; may not apply here
         with precision.active():
-            record["matmul_flags"] = ", ".join(f"{k}={v}" for k, v in flags.snapshot().items())
+            member.record = member.record.replace(
+                matmul_flags=", ".join(f"{k}={v}" for k, v in flags.snapshot().items()))
             member.prepared = workload.prepare(case, precision, device)
-            record.update(timed_first_call(member.prepared, member.clock.sync))
-            member.first_ms, member.spent_s = _check(member.prepared, member.clock, record)
+            member.record = member.record.with_columns(timed_first_call(member.prepared, member.clock.sync))
+            member.first_ms, member.spent_s = _check(member)
         member.precision = precision
         return True
     return False
@@ -135,32 +136,37 @@ def _time_together(ready: list[_Member], members: list[_Member], device: torch.d
         result = measure_paired([m.party() for m in ready], seed=pairing_seed([m.case for m in members]),
                                 peer=peer, sm_clock_mhz=sampler.sm_clock_mhz, energy_mj=sampler.energy_mj)
     for i, member in enumerate(ready):
-        with records.outcome(member.record):
+        with records.outcome(member):
             _finish(member, result, i, sampler, device)
-            member.record.update(machine.columns())
+            member.record = member.record.with_columns(machine.columns())
     if len(members) > 1 or peer is not None:
-        for i, member in enumerate(ready):
-            member.record.update(_pairing(members, ready, result, i))
+        pairings = [_pairing(members, ready, result, i) for i in range(len(ready))]  # from the records as timed
+        for member, columns in zip(ready, pairings):
+            member.record = member.record.with_columns(columns)
     elif ready[0].case.baseline_case_id not in (None, ready[0].case.case_id):  # its baseline is not in the run
-        ready[0].record["pairing_note"] = f"its baseline {ready[0].case.baseline} was not timed with it"
+        first = ready[0]
+        first.record = first.record.replace(pairing_note=f"its baseline {first.case.baseline} was not timed with it")
 
 
 def _finish(member: _Member, result: Paired, i: int, sampler, device: torch.device) -> None:
     """A timed member's record: its measurement's columns, the profiler's split, derived columns
-    and its peer's; the error its calls raised, if they did."""
+    and its peer's, each step a record of its own (an error in one keeps the steps before it); the
+    error its calls raised, if they did."""
     if result.errors[i] is not None:
         raise result.errors[i]
-    measurement, prepared, record = result.measurements[i], member.prepared, member.record
+    measurement, prepared = result.measurements[i], member.prepared
     with member.precision.active():  # untimed: which kernels ran, a layer step's GEMM/other split
-        record.update(attribution.untimed(prepared, member.clock.sync, device, measurement))
-    record.update(status="ok", **sampler.columns(measurement), **records.measured(measurement, prepared))
+        member.record = member.record.with_columns(attribution.untimed(prepared, member.clock.sync, device,
+                                                                       measurement))
+    member.record = member.record.replace(status="ok", **sampler.columns(measurement),
+                                          **records.measured(measurement, prepared))
     if prepared.derive is not None:
-        record.update(prepared.derive(measurement.median_ms / 1e3))
+        member.record = member.record.with_columns(prepared.derive(measurement.median_ms / 1e3))
     if prepared.peer is not None and result.peer_ms:
         blocks = [quantile(sorted(block), 0.5) for block in result.peer_ms]
         ratios = records.round_ratios(measurement.batch_medians_ms, blocks) if result.paired else []
-        record.update(prepared.peer.columns([t for block in result.peer_ms for t in block], ratios,
-                                            measurement.median_ms))
+        member.record = member.record.with_columns(prepared.peer.columns(
+            [t for block in result.peer_ms for t in block], ratios, measurement.median_ms))
 
 
 def _pairing(members: list[_Member], ready: list[_Member], result: Paired, i: int) -> dict:
@@ -180,9 +186,10 @@ def _pairing(members: list[_Member], ready: list[_Member], result: Paired, i: in
     return records.pairing(result, i, min(m.case.case_id for m in members), base_index, why)
 
 
-def _check(prepared, clock, record: dict) -> tuple[float | None, float]:
-    """The accuracy check, its columns into `record`: (the first call's time where the check timed
-    it, seconds that count against the case cap)."""
+def _check(member: _Member) -> tuple[float | None, float]:
+    """The accuracy check of a prepared member, its columns added to its record: (the first call's
+    time where the check timed it, seconds that count against the case cap)."""
+    prepared, clock = member.prepared, member.clock
     wall = getattr(clock, "wall", time.perf_counter)
     checked_at = wall()
     first_ms, spent_s = None, 0.0
@@ -190,10 +197,10 @@ def _check(prepared, clock, record: dict) -> tuple[float | None, float]:
         # The first call is timed (calibration) and its output checked: one call, not two.
         out: list = []
         first_ms = clock.time_batch(lambda: out.append(prepared.fn()), 1)[0]
-        record.update(prepared.check_output(out.pop()))
+        checked = prepared.check_output(out.pop())
         spent_s = wall() - checked_at  # counts against the case cap
     else:
-        record.update(prepared.check())  # first call doubles as the compile/allocate call
+        checked = prepared.check()  # first call doubles as the compile/allocate call
         # a workload's own check (reference training steps) is not timing: spent_s stays 0
-    record["check_s"] = wall() - checked_at
+    member.record = member.record.with_columns({**checked, "check_s": wall() - checked_at})
     return first_ms, spent_s

@@ -1,4 +1,11 @@
-"""A case's record: the one place a record is built and the one place an error becomes its status.
+"""A case's record: the one record type, the one place a record is built and the one place an
+error becomes its status.
+
+`Record` is immutable and checked when it is made (`problems`: every column one that
+`suite.measure.columns` defines or a folder declares, each value in its column's type and range,
+the case's identity and a known status, a shape whole or absent, an ok case's median time); a stage
+that learns more derives a new record (`Record.replace`, `with_columns`), so what one
+stage handed on is never changed under another.
 
 Every way a case runs (`suite.measure.executors`) makes its record here: `base` (the case and the
 run's facts, status "failed" until something better is known), `skipped` and `failed` (a case that
@@ -11,18 +18,164 @@ that broke is failed with its error's first line, and neither stops the run.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterator
+from types import MappingProxyType
+from typing import Iterable, Iterator, Mapping
 
-from suite.core import peaks
+from suite.core import jsontext, peaks
 from suite.core.quantiles import median_interval, quantile
 from suite.core.errors import NonFiniteOutput, TimingUnsupported, Unsupported
-from suite.measure import telemetry
+from suite.measure import columns as definitions, telemetry
 from suite.scenario import registry
+from suite.scenario.declare import Column
 from suite.scenario.plan import Case
 
 # How much of an error message a reason keeps: its first line, at most this many characters.
 REASON_CHARS = 500
+
+
+# The columns every record names: the case it is of and how it went (the run's own facts, `run_id`
+# among them, come from the run and are checked when it is stored: `suite.results.validate`).
+IDENTITY = ("scenario", "case_id", "workload", "precision", "status")
+
+
+class RecordInvalid(ValueError):
+    """A record that breaks its contract: a bug in the code that made it, named with the case."""
+
+
+class Record(Mapping):
+    """One case's record: its columns by name, in the order they were added; read like a dict,
+    never changed (`replace` and the others derive a new record, checked again). JSON
+    (`suite.core.jsonl`) and pickle (a Ray worker's) carry it as a plain dict of its columns."""
+
+    __slots__ = ("_columns",)
+
+    def __init__(self, columns: Mapping[str, object] = MappingProxyType({}), /, **more: object):
+        object.__setattr__(self, "_columns", _checked({**columns, **more}))
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError("a record is immutable: derive a new one (Record.replace)")
+
+    def __getitem__(self, name: str):
+        return self._columns[name]
+
+    def __iter__(self):
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def __repr__(self) -> str:
+        return f"Record({dict(getattr(self, '_columns', {}))!r})"  # one that failed its check has none
+
+    def __reduce__(self):
+        return Record, (dict(self._columns),)
+
+    def replace(self, **changes: object) -> Record:
+        """This record with `changes` (a new column goes last, a known one keeps its place)."""
+        return self.with_columns(changes)
+
+    def with_columns(self, columns: Mapping[str, object]) -> Record:
+        """`replace` for columns held in a mapping (what a workload's check or derive returns). The
+        columns it keeps were checked when this record was made: the new values are checked, and
+        the rules across columns again."""
+        out = Record.__new__(Record)
+        object.__setattr__(out, "_columns", _checked({**self._columns, **columns}, columns))
+        return out
+
+
+@dataclass
+class Draft:
+    """A case's record while a stage makes it: the latest `Record`, each step setting the one it
+    derives, so an error (`outcome`) keeps what the steps before it found."""
+
+    record: Record
+
+
+def _plain(value):
+    """A value as the journal will hold it: numpy and torch scalars and arrays as Python values."""
+    return value.tolist() if hasattr(value, "tolist") else list(value) if isinstance(value, tuple) else value
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _json_object(value) -> bool:
+    try:
+        return isinstance(jsontext.loads(value), dict)
+    except ValueError:
+        return False
+
+
+def _instant(value) -> bool:
+    try:
+        return isinstance(value, datetime) or datetime.fromisoformat(value) is not None
+    except (TypeError, ValueError):
+        return False
+
+
+# Whether one (non-null) value is of a declared type, list elements one by one (null among them too).
+_OF_TYPE = {
+    "string": lambda v: isinstance(v, str),
+    "json": lambda v: isinstance(v, str) and _json_object(v),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": _number,
+    "bool": lambda v: isinstance(v, bool),
+    "timestamp": _instant,
+}
+
+
+def value_problem(column: Column, value) -> str | None:
+    """What is wrong with a non-null value of `column` ("expected ..."), or None: its declared type
+    (`suite.measure.columns`), and each number in the column's range (`Column.accepts`)."""
+    value = _plain(value)
+    listed = column.type.startswith("list<")
+    kind = column.type[5:-1] if listed else column.type
+    if listed and not isinstance(value, list):
+        return f"expected {column.type}"
+    items = value if listed else [value]
+    if not all(v is None or _OF_TYPE[kind](_plain(v)) for v in items):
+        return f"expected {column.type}"
+    accepts = column.accepts
+    if accepts is not None and not all(v is None or accepts.holds(_plain(v)) for v in items):
+        return f"expected {column.accepts_text}"
+    return None
+
+
+def problems(values: Mapping[str, object], new: Iterable[str] | None = None) -> list[str]:
+    """Every way the columns `values` break a record's contract, one phrase each (empty: they keep
+    it): a column nothing defines (`suite.measure.columns`, a folder's declarations), a value out of
+    its column's type or range (of the columns `new` only, where given), no case identity
+    (`IDENTITY`), an unknown status, a shape not whole (m, k and n together or not at all), an ok
+    case without a median time."""
+    known = definitions.BY_NAME
+    names = list(values) if new is None else list(new)
+    out = [f"{name!r} is no defined column (suite/measure/columns.py or a folder's declarations)"
+           for name in names if name not in known]
+    for name in names:
+        value = values[name]
+        why = None if value is None or name not in known else value_problem(known[name], value)
+        if why:
+            out.append(f"column {name} holds {str(value)[:60]!r}, {why}")
+    out += [f"no {name}" for name in IDENTITY if values.get(name) is None]
+    if values.get("status") not in (None, *definitions.STATUSES):
+        out.append(f"status must be one of {', '.join(definitions.STATUSES)}, not {values['status']!r}")
+    if len({values.get(d) is None for d in ("m", "k", "n")}) > 1:
+        out.append("m, k and n must be given together or not at all")
+    if values.get("status") == "ok" and values.get("time_ms_median") is None:
+        out.append("an ok case has no median time")
+    return out
+
+
+def _checked(values: dict, new: Iterable[str] | None = None) -> MappingProxyType:
+    """`values`, read-only, where they keep the contract (`problems`); else RecordInvalid."""
+    found = problems(values, new)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise RecordInvalid(f"record of case {values.get('case_id')}: {found[0]}{more}")
+    return MappingProxyType(values)
 
 
 def now() -> str:
@@ -30,10 +183,10 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def base(case: Case, run_meta: dict) -> dict:
+def base(case: Case, run_meta: dict) -> Record:
     """The columns every record has: the run's facts, the case, the vendor peak of its precision
     on a GPU (a CPU model name is never looked up in the GPU table), and status "failed"."""
-    return {
+    return Record({
         **run_meta,
         "scenario": case.scenario,
         "case_id": case.case_id,
@@ -50,24 +203,23 @@ def base(case: Case, run_meta: dict) -> dict:
         if run_meta.get("device") == "cuda" else None,
         "status": "failed",
         "reason": None,
-    }
+    })
 
 
-def started(case: Case, run_meta: dict) -> dict:
+def started(case: Case, run_meta: dict) -> Record:
     """`base`, stamped with the time the case starts."""
-    return {**base(case, run_meta), "started_at": now()}
+    return base(case, run_meta).replace(started_at=now())
 
 
-def skipped(case: Case, run_meta: dict, reason: str) -> dict:
+def skipped(case: Case, run_meta: dict, reason: str) -> Record:
     """A case that cannot run here at all (no such device): skipped, with the reason."""
-    return {**started(case, run_meta), "status": "skipped", "reason": reason}
+    return started(case, run_meta).replace(status="skipped", reason=reason)
 
 
-def failed(case: Case, run_meta: dict, reason: str, started_at: str | None = None, **columns) -> dict:
+def failed(case: Case, run_meta: dict, reason: str, started_at: str | None = None, **columns) -> Record:
     """A case whose process or worker sent no record back (it crashed, hung or died): failed, with
     why, and what else is known (`columns`: a log, a retry count)."""
-    return {**base(case, run_meta), "status": "failed", "reason": reason, "started_at": started_at or now(),
-            **columns}
+    return base(case, run_meta).replace(status="failed", reason=reason, started_at=started_at or now(), **columns)
 
 
 def error_text(err: BaseException) -> str:
@@ -104,15 +256,16 @@ def _out_of_memory(err: Exception) -> bool:
 
 
 @contextmanager
-def outcome(record: dict) -> Iterator[dict]:
-    """Run a case inside: an exception it raises becomes the record's status and reason (`triage`),
-    never the caller's; Ctrl-C still stops the run."""
+def outcome(draft) -> Iterator:
+    """Run a case's steps inside: an exception they raise becomes the status and reason (`triage`)
+    of `draft`'s record (a `Draft`, or anything holding the case's latest `record`), never the
+    caller's; Ctrl-C still stops the run."""
     try:
-        yield record
+        yield draft
     except KeyboardInterrupt:
         raise
     except Exception as err:  # one broken case must not cost the others: record it and go on
-        record.update(triage(err))
+        draft.record = draft.record.replace(**triage(err))
 
 
 def measured(result, prepared) -> dict:

@@ -1,6 +1,7 @@
 """The record contract, checked on data from elsewhere: a results file read, a JSON file imported.
 
-`problems(table)` lists what breaks the contract (`suite.results.columns` defines the columns);
+`problems(table)` lists what breaks the contract (`suite.measure.columns` defines the columns; a
+record is checked against the same definitions when it is made, `suite.measure.record`);
 `check(table, source)` raises one line naming the source and the first problem. The checks are
 columnar (pyarrow.compute), so a million records cost milliseconds, not a Python loop.
 
@@ -10,7 +11,7 @@ What a record must hold, and why each check exists (each was a crash or a silent
 - `case_id`: present and unique within its run (a comparison joins on it: a duplicate made
   `compare` report a case "missing", a null one crashed it);
 - `workload`, `precision`: present; `status`: ok, skipped or failed;
-- every defined column in its declared type (`suite.results.columns`: `rel_err` as text, `m` as
+- every defined column in its declared type (`suite.measure.columns`: `rel_err` as text, `m` as
   text or `baseline_case_id` as a number crashed report, recommend and compare), `params` a JSON
   object;
 - `m`, `k`, `n` all three or none (a shape label read `k` beside `m`);
@@ -45,7 +46,7 @@ from suite.core.errors import UserError
 from suite.core.text import CONTROL
 from suite.results import columns
 
-STATUSES = ("ok", "skipped", "failed")
+STATUSES = columns.STATUSES
 REQUIRED = ("run_id", "scenario", "case_id", "workload", "precision", "status")
 
 
@@ -129,7 +130,7 @@ def type_problems(table: pa.Table, types: dict[str, str] | None = None) -> list[
         accepted = [] if column is None else [column.type] + ([types[name]] if name in types else [])
         if accepted and not any(_fits(kind, declared) for declared in accepted):
             out.append(f"column {name} holds {kind} values, expected {' or '.join(accepted)} "
-                       "(suite/results/columns.py)")
+                       "(suite/measure/columns.py)")
         elif column is not None and column.type == "json" and table.column(name).null_count < table.num_rows:
             for text in table.column(name).unique().drop_null().to_pylist():  # a few hundred distinct sets
                 try:
@@ -266,7 +267,7 @@ def _range_problems(table: pa.Table) -> list[str]:
         case = table.column("case_id")[row].as_py()
         shown = values[first].as_py()
         out.append(f"column {column.name} holds {shown!r} (case {case}), expected {column.accepts_text} "
-                   "(suite/results/columns.py)")
+                   "(suite/measure/columns.py)")
     if "time_ms_median" in table.column_names:
         no_time = pc.and_(pc.equal(table.column("status"), "ok"), pc.is_null(table.column("time_ms_median")))
         if _bad_count(no_time):

@@ -23,13 +23,23 @@ COLUMN_TYPES = ("string", "json", "int", "float", "bool", "list<float>", "list<b
 @dataclass(frozen=True)
 class Range:
     """The values a number column (or a list column's elements) may hold: what the arithmetic on
-    it needs (a speedup is inverted and logged, a time divides FLOPs), checked on every read, import
-    and migration before any of it (`suite.results.validate`). Null is always in range, NaN never."""
+    it needs (a speedup is inverted and logged, a time divides FLOPs), checked when a record is made
+    (`suite.measure.record`) and on every read, import and migration before any of it
+    (`suite.results.validate`). Null is always in range, NaN never."""
 
     low: float = -math.inf
     above: bool = False  # low itself is out of range
     high: float = math.inf  # the most (itself in range)
     infinite: bool = False  # +inf is in range (rel_ci of a single sample)
+
+    def holds(self, value) -> bool:
+        """Whether one number is in range, as the file check counts it (`suite.results.validate`):
+        NaN never, an infinity only where `infinite` (and within the bounds)."""
+        if value != value or (not self.infinite and abs(value) == math.inf):
+            return False
+        if self.low != -math.inf and (value <= self.low if self.above else value < self.low):
+            return False
+        return self.high == math.inf or value <= self.high
 
     def __str__(self) -> str:
         bounds = [f"{'> ' if self.above else '>= '}{self.low:g}"] if self.low != -math.inf else []
@@ -56,7 +66,7 @@ class Column:
     unit: str
     description: str
     group: str
-    contract: bool = False  # every record has it (only core columns: suite/results/columns.py)
+    contract: bool = False  # every stored record has it (only core columns: suite/measure/columns.py)
     values: Range | None = None  # None: the default for its type and unit (`accepts`)
 
     @property

@@ -394,7 +394,9 @@ def _bench_record(bench: dict, where: str, meta: dict) -> dict:
     q3 = _seconds(s.get("q3", s["median"]), f"{where}.stats.q3") * 1e3
     rounds = s.get("rounds")
     p10, p90 = _p10_p90(data) if len(data) else (q1, q3)  # q1/q3 stand in when there are no rounds
-    record = {
+    # mpsuite's own columns, where it wrote the file, carried back as they were (its speedup is derived)
+    carried_back = {c: carried.get(c) for c in CARRIED if c in carried and c != "speedup"} if carried else {}
+    return {
         **meta, **identity,
         "status": "ok", "reason": None,
         "time_ms_median": median_ms,
@@ -404,10 +406,8 @@ def _bench_record(bench: dict, where: str, meta: dict) -> dict:
         "samples_ms": data if len(data) else None,
         "pytest_benchmark_name": None if bench.get("fullname") is None else str(bench.get("fullname")),
         "pytest_benchmark_iterations": s.get("iterations") or 1,
+        **carried_back,
     }
-    if carried:
-        record.update({c: carried.get(c) for c in CARRIED if c in carried and c != "speedup"})
-    return record
 
 
 def _samples_ms(value, where: str) -> list[float] | np.ndarray:

@@ -391,7 +391,7 @@ def implausible(measured_s: float, pred: Prediction, device: Device) -> str | No
 
 
 def record_columns(record: dict) -> dict:
-    """The model's columns beside a measured record (suite/results/columns.py, group "model");
+    """The model's columns beside a measured record (suite/measure/columns.py, group "roofline model");
     {} for a record the model does not cover (not ok, emulated, unmodelled workload or device)."""
     if record.get("status") != "ok" or record.get("emulated") or _missing(record.get("time_ms_median")):
         return {}

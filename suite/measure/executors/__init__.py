@@ -35,7 +35,7 @@ class Options:
 LAUNCHED_NOTE = "a launched workload (torchrun): each case is a launch of its own, timed one after another"
 
 
-def run_here(unit, device, clock, run_meta: dict) -> list[dict]:
+def run_here(unit, device, clock, run_meta: dict) -> list:
     """The records of a unit's cases (`base.Unit`: one setting, not its partners), run by this
     process: skipped where its device is missing; one torchrun launch per case, one after another,
     where its workload is `launched`; else measured here with `clock`, together
@@ -52,8 +52,8 @@ def run_here(unit, device, clock, run_meta: dict) -> list[dict]:
         out = [torchrun.run_case(case, device, run_meta) for case in unit.todo]
         if len(unit.cases) > 1:
             group = min(case.case_id for case in unit.cases)
-            for record in out:
-                record.update(pairing="sequential", pairing_note=LAUNCHED_NOTE, pairing_group=group)
+            out = [record.replace(pairing="sequential", pairing_note=LAUNCHED_NOTE, pairing_group=group)
+                   for record in out]
         return out
     from suite.measure import inprocess
 

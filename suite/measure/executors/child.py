@@ -47,13 +47,14 @@ def serve() -> int:
 
     from suite.core import jsonl
     from suite.measure.executors.cuda_worker import CASE_END, poisoned
+    from suite.measure.executors.protocol import POISONED
 
     for line in sys.stdin.buffer:
         out, device = _run(jsonl.decode(line))
         bad = any(poisoned(record, device) for record in out)
         sys.stderr.write(f"\n{CASE_END}{out[0]['case_id'] if out else ''}\n")  # what it wrote so far was this unit's
         sys.stderr.flush()
-        channel.write(b"".join(jsonl.encode({**record, "worker_poisoned": bad}) for record in out))
+        channel.write(b"".join(jsonl.encode({**record, POISONED: bad}) for record in out))
         channel.flush()
         if bad:
             return 3

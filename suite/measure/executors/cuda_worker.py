@@ -192,7 +192,7 @@ class CudaWorker(OneByOne):
             lines.append(line)
         return lines
 
-    def run_unit(self, unit: Unit, run_meta: dict, progress: Progress | None = None) -> list[dict]:
+    def run_unit(self, unit: Unit, run_meta: dict, progress: Progress | None = None) -> list[records.Record]:
         started_at = records.now()
         if self.proc is None or self.proc.poll() is not None:
             self._start()
@@ -206,9 +206,9 @@ class CudaWorker(OneByOne):
             self._stop()
             log = stderr.text(DRAIN_S)
             return [_failed(c, run_meta, f"timed out after {self.limit(unit):g} s", log, started_at) for c in unit.todo]
-        found = records_in(b"".join(lines), unit)
+        found, poisoned_now = records_in(b"".join(lines), unit)
         if len(found) == len(unit.todo):
-            return self._with_log([found[c.case_id] for c in unit.todo])
+            return self._with_log([found[c.case_id] for c in unit.todo], poisoned_now)
         code = self.proc.wait()
         log = self.stderr.text(DRAIN_S)
         self.proc = None
@@ -218,26 +218,22 @@ class CudaWorker(OneByOne):
         why = f"crashed: {exit_status(code)}: {detail}" if code >= 0 else f"crashed: {exit_status(code)}"
         return [_failed(case, run_meta, why, log, started_at) for case in unit.todo]
 
-    def _alone(self, case: Case, run_meta: dict, code: int) -> dict:
-        record = self.run_unit(Unit((case,)), run_meta)[0]
-        record["pairing_note"] = f"the worker timing its setting together crashed ({exit_status(code)}): run again alone"
-        return record
+    def _alone(self, case: Case, run_meta: dict, code: int) -> records.Record:
+        return self.run_unit(Unit((case,)), run_meta)[0].replace(
+            pairing_note=f"the worker timing its setting together crashed ({exit_status(code)}): run again alone")
 
-    def _with_log(self, out: list[dict]) -> list[dict]:
+    def _with_log(self, out: list[records.Record], poisoned_now: bool) -> list[records.Record]:
         """The worker's records of a unit, with the warnings it wrote during the unit (and, for a
-        failed case, its last lines); a worker the unit left unusable is let go."""
+        failed case, its last lines); a worker the unit left unusable (`poisoned_now`) is let go,
+        and its records say so."""
         lines, warnings = self.stderr.of_case(out[0]["case_id"])
-        poisoned_now = False
-        for record in out:
-            record["worker_warnings"] = "\n".join(warnings) or None
-            if record.get("status") == "failed" and lines:
-                record["isolate_log"] = clip("\n".join(lines))
-            if record.pop("worker_poisoned", False):
-                record["worker_replaced"] = True  # the next unit runs in a fresh worker
-                poisoned_now = True
         if poisoned_now:
             self._stop()
-        return out
+        return [record.replace(
+            worker_warnings="\n".join(warnings) or None,
+            **({"isolate_log": clip("\n".join(lines))} if record.get("status") == "failed" and lines else {}),
+            **({"worker_replaced": True} if poisoned_now else {}),  # the next unit runs in a fresh worker
+        ) for record in out]
 
     def close(self) -> None:
         if self.proc is not None:
@@ -256,6 +252,6 @@ def lines_into(pipe, lines: queue.Queue) -> None:
     lines.put(b"")
 
 
-def _failed(case: Case, run_meta: dict, reason: str, log: str, started_at: str) -> dict:
+def _failed(case: Case, run_meta: dict, reason: str, log: str, started_at: str) -> records.Record:
     """The record of a case the worker sent none back for: failed, with its log's start and end."""
     return records.failed(case, run_meta, reason, started_at, isolated=True, isolate_log=clip(log) or None)

@@ -45,7 +45,7 @@ class Process(OneByOne):
         self.command = command or child_command()
         self.env = child_env()
 
-    def run_unit(self, unit: Unit, run_meta: dict, progress: Progress | None = None) -> list[dict]:
+    def run_unit(self, unit: Unit, run_meta: dict, progress: Progress | None = None) -> list[records.Record]:
         started_at = records.now()
         limit = self.timeout_s * len(unit.cases)
         proc = subprocess.Popen(
@@ -61,12 +61,13 @@ class Process(OneByOne):
         except BaseException:  # Ctrl-C in the parent: the child (and its group) must not outlive it
             kill(proc)
             raise
-        found = records_in(out, unit)
-        for record in found.values():
-            record["isolated"] = True
-            if proc.returncode != 0 and why is None:  # e.g. a library's teardown crashing at exit: the cases were done
-                record["isolate_log"] = clip(f"exited with {exit_status(proc.returncode)} after sending its record\n"
-                                             f"{err.decode(errors='replace')}")
+        found, _ = records_in(out, unit)
+        teardown = None
+        if proc.returncode != 0 and why is None:  # e.g. a library's teardown crashing at exit: the cases were done
+            teardown = clip(f"exited with {exit_status(proc.returncode)} after sending its record\n"
+                            f"{err.decode(errors='replace')}")
+        found = {case_id: record.replace(isolated=True, **({"isolate_log": teardown} if teardown else {}))
+                 for case_id, record in found.items()}
         missing = [case for case in unit.todo if case.case_id not in found]
         if missing and why is None and len(unit.cases) > 1:
             # a crash while the setting was timed together: each case it cost is run again alone, so
@@ -77,11 +78,10 @@ class Process(OneByOne):
             found.update({case.case_id: _failed(case, run_meta, why, err, started_at) for case in missing})
         return [found[case.case_id] for case in unit.todo]
 
-    def _alone(self, case: Case, run_meta: dict, returncode: int) -> dict:
-        record = self.run_unit(Unit((case,)), run_meta)[0]
-        record["pairing_note"] = (f"the process timing its setting together crashed ({exit_status(returncode)}): "
-                                  "run again alone")
-        return record
+    def _alone(self, case: Case, run_meta: dict, returncode: int) -> records.Record:
+        crashed = exit_status(returncode)
+        return self.run_unit(Unit((case,)), run_meta)[0].replace(
+            pairing_note=f"the process timing its setting together crashed ({crashed}): run again alone")
 
 
 def _crash(returncode: int, log: bytes) -> str:
@@ -91,7 +91,7 @@ def _crash(returncode: int, log: bytes) -> str:
     return f"crashed: {exit_status(returncode)}: {last_line(log.decode(errors='replace')) or 'no record and no error message'}"
 
 
-def _failed(case: Case, run_meta: dict, reason: str, log: bytes, started_at: str) -> dict:
+def _failed(case: Case, run_meta: dict, reason: str, log: bytes, started_at: str) -> records.Record:
     """The record of a case whose process sent none back: failed, with the log's start and end."""
     return records.failed(case, run_meta, reason, started_at, isolated=True,
                           isolate_log=clip(log.decode(errors="replace")) or None)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from suite.core import jsonl
 from suite.measure.executors.base import Unit
+from suite.measure.record import Record
 from suite.scenario.plan import Case
 from suite.scenario.stop_rule import StopRule
 
@@ -45,19 +46,28 @@ def unit_of(request: dict) -> Unit:
     return Unit(tuple(case_from_json(c) for c in request["cases"]), frozenset(request.get("partners", ())))
 
 
-def records_in(out: bytes, unit: Unit) -> dict[str, dict]:
-    """The records of the unit's cases among a process's output lines, by case id (a line that is
-    not a record of one of them is left out)."""
+# What a CUDA run's worker sends beside each record's columns (`child.serve`): whether the unit left
+# it unusable. It travels on the record's line, never into the record.
+POISONED = "worker_poisoned"
+
+
+def records_in(out: bytes, unit: Unit) -> tuple[dict[str, Record], bool]:
+    """The records of the unit's cases among a process's output lines, by case id, each checked
+    again as it arrives (`Record`: the process made it so, so a line that breaks the contract is no
+    record of ours, like any line that is not a record of one of them, and is left out), and whether
+    a line says the process that sent it is unusable now (`POISONED`)."""
     wanted = {c.case_id for c in unit.todo}
-    found = {}
+    found, poisoned = {}, False
     for line in out.splitlines():
         try:
-            record = jsonl.decode(line)
-        except ValueError:
+            columns = jsonl.decode(line)
+            if columns.get("case_id") not in wanted:
+                continue
+            found[columns["case_id"]] = Record({k: v for k, v in columns.items() if k != POISONED})
+        except ValueError:  # not JSON, or not a record (`record.RecordInvalid`)
             continue
-        if record.get("case_id") in wanted:
-            found[record["case_id"]] = record
-    return found
+        poisoned = bool(columns.get(POISONED)) or poisoned
+    return found, poisoned
 
 
 def exit_status(returncode: int) -> str:

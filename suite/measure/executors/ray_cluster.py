@@ -74,17 +74,13 @@ class _Worker:
     def ready(self) -> None:
         """Answered once the worker is up (torch imported, its node's facts captured)."""
 
-    def run(self, unit: Unit, retries: int) -> list[dict]:
+    def run(self, unit: Unit, retries: int) -> list[records.Record]:
         from suite.measure.executors.cuda_worker import poisoned
         from suite.measure.timing import clock_for
 
         out = self.run_here(unit, self.device, clock_for(self.device), self.meta)
         bad = any(poisoned(record, self.device) for record in out)
-        for record in out:
-            record["worker_retries"] = retries
-            if bad:
-                record["worker_replaced"] = True
-        return out
+        return [record.replace(worker_retries=retries, **({"worker_replaced": True} if bad else {})) for record in out]
 
 
 # What the driver knows of a run and every worker's records carry; each worker adds its own machine's facts.

@@ -192,24 +192,23 @@ class Launch:
                 _kill_session(pid, signal.SIGKILL)
 
 
-def run_case(case, device, run_meta: dict, entry: list[str] | None = None) -> dict:
+def run_case(case, device, run_meta: dict, entry: list[str] | None = None) -> records.Record:
     """The record of one launched case (never raises for the case: `suite.measure.record.outcome`)."""
     began = time.perf_counter()
-    record = records.started(case, run_meta)
-    with records.outcome(record):
-        _launch(case, device, record, entry)
-    record["case_s"] = time.perf_counter() - began
-    return record
+    draft = records.Draft(records.started(case, run_meta))
+    with records.outcome(draft):
+        _launch(case, device, draft, entry)
+    return draft.record.replace(case_s=time.perf_counter() - began)
 
 
-def _launch(case, device, record: dict, entry: list[str] | None) -> None:
+def _launch(case, device, draft: records.Draft, entry: list[str] | None) -> None:
     """What the parent checks (the recipe here, enough devices), then the launch; its columns,
-    status and reason into `record`."""
+    status and reason added to `draft`'s record."""
     import torch
 
     precision = registry.precision(case.precision).configured(case.params)
     workload = registry.workload(case.workload)
-    record["emulated"] = precision.emulated(device)
+    draft.record = draft.record.replace(emulated=precision.emulated(device))
     reason = precision.unsupported(device) or workload.launch_unsupported(case, precision, device)
     if reason:
         raise Unsupported(reason)
@@ -218,6 +217,6 @@ def _launch(case, device, record: dict, entry: list[str] | None) -> None:
         columns, status, reason, log = Launch(case, device, Path(tmp), world_size, timeout_s, entry,
                                               threads=torch.get_num_threads()).run()
     if columns is None:
-        record.update(status=status, reason=reason, launch_log=clip(log) or None)
+        draft.record = draft.record.replace(status=status, reason=reason, launch_log=clip(log) or None)
     else:
-        record.update(status="ok", **columns)
+        draft.record = draft.record.replace(status="ok", **columns)
