@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from suite.core.budgets import Metric  # noqa: F401  (a folder declares its budget metrics with it: `Hooks.metrics`)
 from suite.scenario.params import NoParams, Params
 
 # How a results file stores a column (suite/results/columns.py has the Arrow type of each).
@@ -186,9 +187,14 @@ class Hooks:
     - `derived`: derive(df) -> df with columns of its own added, where its records are (a training
       step's loss gap to its reference); run on the records "which precision" and the headline judge,
       once they hold speedups, short names and their `setting_key` (`suite.analysis.outcome.answers.with_settings`).
+    - `columns`: the `Column`s its `derived` hooks add (not stored: computed from the records each
+      time), so the stages and tests/test_names.py know them as the folder's.
+    - `metrics`: the accuracy metrics of its own a budget may bound (`suite.core.budgets.Metric`: a
+      training step's loss gap): `recommend`'s flags, the report's "which precision" and headline.
     - `answers`: answer(df, kit) -> sentences the headline adds after the crossovers (the update-side
       answer), from the records with their settings and derived columns; `kit` is
-      `suite.analysis.outcome.answers.Kit` (`with_settings`, `short`, `loss_margin_nats`).
+      `suite.analysis.outcome.answers.Kit` (`with_settings`, `short`, `margins`: each budget
+      metric's margin by its column).
     - `plots`: `Plot`s drawn for every workload's records after the workload's own, as those are
       (a drawing returns None where the records hold nothing of its folder's); a precision's plots.
     - `scalings`: a scaling kind its recipes declare (`PrecisionRecord.scaling`) -> its `Casts`, the
@@ -200,6 +206,8 @@ class Hooks:
     """
 
     derived: tuple[str, ...] = ()
+    columns: tuple[Column, ...] = ()  # what its `derived` hooks add
+    metrics: tuple[Metric, ...] = ()  # accuracy metrics a budget may bound
     answers: tuple[str, ...] = ()
     anchors: tuple[str, ...] = ()
     plots: tuple[Plot, ...] = ()  # drawn for every workload's records, after its own (a precision's plots)

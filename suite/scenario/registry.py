@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from suite.core.budgets import ERROR_METRICS, Metric
 from suite.scenario import params as p
 from suite.scenario.declare import Column, Hooks, Library, PrecisionRecord, WorkloadRecord
 
@@ -73,6 +74,24 @@ def hooks(kind: str) -> list:
     """The functions the folders declare as hooks of one kind (a `suite.scenario.declare.Hooks`
     field: "derived", "answers"), loaded, in folder order (precisions' folders, then workloads')."""
     return [load(target) for declared in HOOKS.values() for target in getattr(declared, kind)]
+
+
+def derived_columns() -> list[Column]:
+    """The columns the folders' `derived` hooks add (`Hooks.columns`), in folder order."""
+    return [column for declared in HOOKS.values() for column in declared.columns]
+
+
+def budget_metrics() -> list[Metric]:
+    """The accuracy metrics a budget may bound: the errors every case records against its reference
+    (`suite.core.budgets.ERROR_METRICS`), then the folders' own (`Hooks.metrics`), in folder order; a
+    column or a bound two of them declare is an error."""
+    found = [*ERROR_METRICS, *(metric for declared in HOOKS.values() for metric in declared.metrics)]
+    for key in ("column", "bound"):
+        names = [getattr(metric, key) for metric in found]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"budget metric {key} {twice[0]!r} is declared twice")
+    return found
 
 
 # The last answer of declared_columns and the (name, record) pairs it was computed from: reading a
