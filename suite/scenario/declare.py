@@ -200,6 +200,11 @@ class Hooks:
     - `scalings`: a scaling kind its recipes declare (`PrecisionRecord.scaling`) -> its `Casts`, the
       roofline model's cost terms for it (`suite.analysis.roofline.model`); a kind is declared by one folder
       (Transformer Engine's MXFP8 recipes use the `mx` folder's `microscaled`).
+    - `rooflines`: a kind of call a workload declares as its `roofline` (beyond the model's own:
+      matmul, grouped_matmul, linear_step, norm_linear_step) -> "module:function" of the kernels one
+      call runs, kernels(model, task, precision, m, k, n, params) -> [model.Kernel] (the roofline
+      model's cost terms of its call, `suite.analysis.roofline.model.case_kernels`); a kind is
+      declared by one folder.
     - `anchors`: anchors(model) -> rows (source, device, case, published value, unit, the model's
       value): measurements published for its recipes, which the roofline model is checked against
       (`suite.analysis.roofline.published`, docs/model.md); `model` is `suite.analysis.roofline.model`.
@@ -213,6 +218,8 @@ class Hooks:
     plots: tuple[Plot, ...] = ()  # drawn for every workload's records, after its own (a precision's plots)
     # scaling kind -> "module:attribute" of its `Casts`: the roofline model's cast kernels for it
     scalings: Mapping[str, str] = field(default_factory=dict)
+    # a workload's kind of call (`WorkloadRecord.roofline`) -> "module:function": the kernels one call runs
+    rooflines: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -257,7 +264,8 @@ class WorkloadRecord:
     # GEMMs of (m, k, n) one call runs (a layer's training step: three), for cost estimates
     gemms_per_call: int = 1
     # what one call is to the roofline model (suite/analysis/roofline/model.py KERNELS): matmul,
-    # grouped_matmul, linear_step, norm_linear_step; None: not modelled
+    # grouped_matmul, linear_step, norm_linear_step, or a kind its folder declares (`Hooks.rooflines`);
+    # None: not modelled
     roofline: str | None = None
     # grouped_matmul: "module:function" (torch-free), (m, params) -> (the rows of each group's
     # GEMM of (rows, k, n), whether one kernel runs them all)

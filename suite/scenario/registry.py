@@ -62,11 +62,22 @@ def discover() -> None:
 def scalings() -> dict[str, str]:
     """Scaling kind -> "module:attribute" of its `Casts`, as the folders declare them; a kind two
     folders declare is an error."""
+    return _kinds("scalings", "scaling")
+
+
+def rooflines() -> dict[str, str]:
+    """A workload's kind of call -> "module:function" of the roofline model's kernels for it, as the
+    folders declare them (`Hooks.rooflines`); a kind two folders declare is an error."""
+    return _kinds("rooflines", "roofline kind")
+
+
+def _kinds(field: str, what: str) -> dict[str, str]:
+    """A `Hooks` field of kind -> target, merged over the folders: a kind declared twice is an error."""
     found: dict[str, str] = {}
     for folder, declared in HOOKS.items():
-        for kind, target in declared.scalings.items():
+        for kind, target in getattr(declared, field).items():
             if found.setdefault(kind, target) != target:
-                raise ValueError(f"scaling {kind!r} is declared twice ({folder})")
+                raise ValueError(f"{what} {kind!r} is declared twice ({folder})")
     return found
 
 
