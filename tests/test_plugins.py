@@ -325,7 +325,6 @@ def assert_the_toy_metric_judges(df) -> None:
 def assert_the_toy_library_travels(path, out, capsys) -> None:
     """The toy precision's library: its version on every record, in `env`, in a run selector, in
     what env-diff and compare say differs from a run that had another, and pinned by repro."""
-
     from suite import cli
     from suite.results import store
 
