@@ -16,6 +16,7 @@ from suite.measure import env
 from suite.report import plots
 from suite.results import store
 from suite.scenario import plan, spec
+from suite.workloads.train_step import LOSS_MARGIN_NATS  # its loss gap's margin (the folder's `LOSS_GAP` metric)
 from tests.conftest import TINY_SCENARIO
 from tests.json_docs import cli_json
 
@@ -106,12 +107,12 @@ def test_training_steps_are_judged_on_their_loss_and_the_fastest_named_is_within
     df = store.read_file(UPDATE_RUN)
     (row,) = report._pick_rows(df)
     gaps = answers.with_settings(df).set_index("variant")["loss_gap_nats"]
-    outside = set(gaps[gaps.abs() > answers.LOSS_MARGIN_NATS].index)
+    outside = set(gaps[gaps.abs() > LOSS_MARGIN_NATS].index)
     assert {"bf16_pure", "bf16_adamw_fp8"} <= outside  # what the update answer lists as not within
     for column in ("tight", "loose", "fastest"):  # a budget on the loss: never "none" for want of rel. error
         pick = row[column].split(" ")[0]
         assert pick in gaps.index and pick not in outside, row
-    assert abs(gaps[row["tight"].split(" ")[0]]) <= answers.LOSS_MARGIN_NATS / 10
+    assert abs(gaps[row["tight"].split(" ")[0]]) <= LOSS_MARGIN_NATS / 10
     first = summary.headline(df)[0]  # the answer line names first a recipe that trained
     assert first.split(": ")[1].split(" is ")[0] not in outside
     assert "bf16_pure 5.42x (loss delta +0.0221 nats, outside the 0.01-nat margin)" in first

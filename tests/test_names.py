@@ -1,8 +1,11 @@
 """No workload or precision name outside its own folder (and the scenario files): the stages read
 what they need of one from its declaration (`suite.scenario.declare`), so adding one is a folder.
-Nor a column a workload declares, nor a scaling kind a recipe declares: what only one folder means
-is that folder's (its hooks: `suite.scenario.declare.Hooks`), and the stages iterate over the
-declarations (`test_no_stage_spells_a_declared_column_or_scaling`).
+Nor what a folder declares: a column a workload records, a column a folder's `derived` hook adds
+(`Hooks.columns`), an accuracy metric a folder lets a budget bound (`Hooks.metrics`: its column,
+what it is against, its bound and that bound's flag), a scaling kind a recipe declares
+(`test_no_stage_spells_a_declared_column_or_scaling`), nor a backing library (`Library`:
+`test_no_stage_spells_a_declared_library`). What only one folder means is that folder's (its hooks:
+`suite.scenario.declare.Hooks`), and the stages iterate over the declarations.
 
 Code names one in two ways, both found here in every module of `suite/` but the folders of
 `suite/precisions/` and `suite/workloads/`: a string that is a name (`"linear"`, a dict keyed by
@@ -10,7 +13,9 @@ Code names one in two ways, both found here in every module of `suite/` but the 
 `workload in (...)`, `precision.startswith("bf16")`). Prose in messages and docstrings is not
 code. fp32, tf32, bf16 and fp16 are also number formats (a recipe's declared `peak` column), which
 the device tables and the roofline model key by format: as plain strings they are formats, and only
-comparing a precision with one counts.
+comparing a precision with one counts. The same holds of what core declares: `rel_err` and
+`sqnr_db` are every case's errors against its reference (`suite.core.accuracy`), bounded by the
+core's own budget metrics (`suite.core.budgets.ERROR_METRICS`), so they are no folder's.
 """
 
 from __future__ import annotations
@@ -191,36 +196,63 @@ STILL_SPELLED = {
     "suite/cli/advise.py": ({"model"}, "advise's MODEL argument"),
     # GPT-2's Hugging Face config.json fields, read by advise's architecture (not a column read)
     "suite/models/architecture.py": ({"n_head", "n_layer"}, "config.json fields"),
+    # advise's --loss-budget (nats) judges a recipe by the largest loss gap its training steps measured:
+    # model-level advice on a training step, which should take train_step's declared `LOSS_GAP` metric
+    # (its column and margin) once advise learns the budget metrics (`registry.budget_metrics`)
+    "suite/analysis/advise/advice.py": ({"loss_gap_nats"}, "advise's loss budget reads the loss gap"),
 }
 
 
+def folder_metrics() -> list:
+    """The budget metrics the folders declare (`Hooks.metrics`), not core's (`ERROR_METRICS`)."""
+    return [metric for hooks in registry.HOOKS.values() for metric in hooks.metrics]
+
+
+def declared_identifiers() -> set[str]:
+    """What the folders declare that code could spell as a name as well as a string: a derived
+    column (`row.loss_gap_nats`), a budget metric's column and bound (`Budget(max_loss_delta=...)`,
+    `args.max_loss_delta`)."""
+    metrics = folder_metrics()
+    return ({column.name for column in registry.derived_columns()} | {m.column for m in metrics}
+            | {m.reference for m in metrics if m.reference} | {m.bound for m in metrics})
+
+
 def declared_terms() -> set[str]:
-    """The record columns the workloads declare and the scaling kinds the recipes declare."""
+    """The record columns the workloads declare, the columns the folders' derived hooks add, the
+    folders' budget metrics (column, reference, bound and its flag) and the scaling kinds the recipes declare."""
     scalings = {record.scaling for record in registry.PRECISIONS.values() if record.scaling}
-    return {column.name for column in registry.declared_columns()} | scalings
+    flags = {"--" + metric.bound.replace("_", "-") for metric in folder_metrics()}
+    return {column.name for column in registry.declared_columns()} | scalings | declared_identifiers() | flags
 
 
-def spelled(source: str, terms: set[str]) -> set[str]:
+def spelled(source: str, terms: set[str], identifiers: set[str] = frozenset()) -> set[str]:
     """The declared terms `source` holds as a string of its code (docstrings and comments aside; an
-    f-string's literal parts are prose)."""
+    f-string's literal parts are prose), and the `identifiers` it uses as a name, an attribute or a
+    keyword."""
     tree = ast.parse(source)
     docs = _docstrings(tree)
     prose = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
-    return {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and id(node) not in docs | prose and node.value in terms}
+    strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+               and id(node) not in docs | prose and node.value in terms}
+    words = {node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else node.arg
+             for node in ast.walk(tree) if isinstance(node, (ast.Name, ast.Attribute, ast.keyword))}
+    return strings | (words & set(identifiers))
 
 
 def test_no_stage_spells_a_declared_column_or_scaling():
-    terms = declared_terms()
-    assert {"final_loss", "fidelity_ratio", "textbook_bytes_per_param", "microscaled"} <= terms
+    terms, identifiers = declared_terms(), declared_identifiers()
+    assert {"final_loss", "fidelity_ratio", "textbook_bytes_per_param", "microscaled"} <= terms  # columns, scalings
+    assert {"loss_gap_nats", "loss_reference", "max_loss_delta"} <= identifiers  # derived, a metric's bound
+    assert "--max-loss-delta" in terms and not {"rel_err", "max_rel_err"} & terms  # core's metrics are core's
     found = {}
     for path in generic_modules():
         rel = path.relative_to(ROOT).as_posix()
-        extra = spelled(path.read_text(), terms) - STILL_SPELLED.get(rel, (set(), ""))[0]
+        extra = spelled(path.read_text(), terms, identifiers) - STILL_SPELLED.get(rel, (set(), ""))[0]
         if extra:
             found[rel] = sorted(extra)
     assert not found, found
-    stale = {rel: sorted(names - spelled((ROOT / rel).read_text(), terms)) for rel, (names, _) in STILL_SPELLED.items()}
+    stale = {rel: sorted(names - spelled((ROOT / rel).read_text(), terms, identifiers))
+             for rel, (names, _) in STILL_SPELLED.items()}
     assert not any(stale.values()), f"no longer spelled there: take them off STILL_SPELLED: {stale}"
 
 
@@ -231,5 +263,29 @@ gap = df["final_loss"] - df["fp32_final_loss"]
 if recipe.scaling == "microscaled":
     pass
 text = f"{row['model']} final_loss"  # prose around a column read
+gap = row["loss_gap_nats"]  # a derived column train_step's hook adds
+budget = Budget(max_loss_delta=0.01, max_rel_err=1e-2)  # a folder's bound as a keyword; core's is core's
+bound, against = args.max_loss_delta, r.loss_reference
+parser.add_argument("--max-loss-delta", type=float)
+margin = row.loss_gap_nats_margin  # no declared name
 '''
-    assert spelled(planted, declared_terms()) == {"final_loss", "fp32_final_loss", "microscaled", "model"}
+    assert spelled(planted, declared_terms(), declared_identifiers()) == {
+        "final_loss", "fp32_final_loss", "microscaled", "model", "loss_gap_nats", "max_loss_delta", "loss_reference",
+        "--max-loss-delta"}
+
+
+def test_the_check_knows_a_toy_folders_derived_column_and_metric():
+    """What a folder declares in its hooks is found by the check, whatever the folder."""
+    from suite.core.budgets import Metric
+    from suite.scenario.declare import Hooks, columns
+
+    toy = Hooks(columns=columns("toy", ("toy_offset", "float", "", "derived")),
+                metrics=(Metric("toy_gap", "max_toy_gap", "toy gap", "help", "X", reference="toy_against"),))
+    registry.HOOKS["suite.workloads.toy"] = toy
+    try:
+        assert {"toy_offset", "toy_gap", "toy_against", "max_toy_gap"} <= declared_identifiers()
+        assert "--max-toy-gap" in declared_terms()
+        planted = 'df["toy_offset"]; Budget(max_toy_gap=1); args.max_toy_gap; p.add_argument("--max-toy-gap")\n'
+        assert spelled(planted, declared_terms(), declared_identifiers()) == {"toy_offset", "max_toy_gap", "--max-toy-gap"}
+    finally:
+        del registry.HOOKS["suite.workloads.toy"]

@@ -11,6 +11,7 @@ import json
 import sys
 import textwrap
 from datetime import datetime, timezone
+from importlib import metadata
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -26,7 +27,7 @@ TOY_PRECISION = {
 
         from pydantic import Field
 
-        from suite.scenario.declare import Hooks, Library, Plot, PrecisionRecord
+        from suite.scenario.declare import Hooks, Library, Plot, PrecisionRecord, columns
         from suite.scenario.params import Params, PositiveFloat
 
 
@@ -45,6 +46,7 @@ TOY_PRECISION = {
         }
         HOOKS = Hooks(scalings={"toy_prescale": "suite.precisions.toy_scaled.hooks:TOY_PRESCALE"},
                       derived=("suite.precisions.toy_scaled.hooks:with_scale",),
+                      columns=columns("derived (toy_scaled)", ("toy_scale_used", "float", "", "the scale of A")),
                       answers=("suite.precisions.toy_scaled.hooks:error_by_scale",),
                       plots=(Plot("toy_error_by_scale", "suite.precisions.toy_scaled.hooks:draw_error"),))
     ''',
@@ -111,7 +113,7 @@ TOY_WORKLOAD = {
 
         from pydantic import Field
 
-        from suite.scenario.declare import Hooks, Plot, WorkloadRecord, columns
+        from suite.scenario.declare import Hooks, Library, Metric, Plot, WorkloadRecord, columns
         from suite.scenario.params import Params
 
 
@@ -126,20 +128,35 @@ TOY_WORKLOAD = {
             ("shift", "float", "", "what was added to C"),
             ("out_mean", "float", "", "the mean of one call's output"),
         )
+        # its own library (pluggy: installed wherever pytest is)
+        PLUGGY = Library("pluggy_version", "pluggy (toy)", ("pluggy",), "pluggy", install="pluggy")
+        # its own accuracy metric, on the column its derived hook adds: `Budget(max_out_offset=...)`
+        OFFSET = Metric("out_offset", "max_out_offset", "output offset", "toy_shifted: |mean - shift| at most X", "X",
+                        absolute=True, meets="output offset within {b:.3g}", over="output offset {v:+.3g}, over {b:.3g}",
+                        shown="output offset {v:+.3g}", judges="toy shifted GEMMs")
         WORKLOADS = {
             "toy_shifted": WorkloadRecord(
                 "suite.workloads.toy_shifted.workload:TOY_SHIFTED", ShiftParams, shaped=True, columns=COLUMNS,
                 description="a GEMM plus a constant", detail_columns=(("out_mean", "output mean", ".3f"),),
+                roofline="toy_shifted_gemm", libraries=(PLUGGY,),
                 plots=(Plot("shift_error", "sweep", {
                     "x": "shift", "y": "rel_err", "xlabel": "shift", "ylabel": "relative error",
                     "title": "error against the shift"}),
                        Plot("toy_out_mean", "suite.workloads.toy_shifted.hooks:draw_out_mean"))),
         }
         HOOKS = Hooks(derived=("suite.workloads.toy_shifted.hooks:with_offset",),
-                      answers=("suite.workloads.toy_shifted.hooks:offset_answer",))
+                      columns=columns("derived (toy_shifted)", ("out_offset", "float", "", "out_mean - shift")),
+                      metrics=(OFFSET,),
+                      answers=("suite.workloads.toy_shifted.hooks:offset_answer",),
+                      rooflines={"toy_shifted_gemm": "suite.workloads.toy_shifted.hooks:kernels"})
     ''',
     "hooks.py": '''
-        """What the toy workload adds to the analysis and the report (torch-free)."""
+        """What the toy workload adds to the analysis, the model and the report (torch-free)."""
+
+
+        def kernels(model, task, precision, m, k, n, params):
+            """The roofline model's terms of one call: the recipe's GEMM, then the shift read and written."""
+            return model.gemm_case(precision, m, k, n, params) + [model.Kernel("other", "add shift", 8 * m * n)]
 
 
         def with_offset(df):
@@ -246,6 +263,9 @@ def test_a_toy_precision_and_workload_run_through_plan_run_and_report(toy_folder
     assert [(k.label, k.bytes) for k in gemm if k.what == "cast"] == [("input toy scale", 4 * 64 * 32),
                                                                     ("weight toy scale", 4 * 16 * 32)]
     assert any(k.label == "grad_output toy scale" for k in model.case_kernels("linear", "toy_scaled", 64, 32, 16, {}))
+    # the toy workload's own kind of call to the model: the recipe's GEMM (its casts too), then the shift
+    toy_call = model.case_kernels("toy_shifted", "toy_scaled", 64, 32, 16, {})
+    assert toy_call[-1].label == "add shift" and any(k.label == "input toy scale" for k in toy_call)
     scenario = spec.load(write_scenario(quick_toml("toy", TOY_SCENARIO, baseline="fp32")))
     cases = plan.expand(scenario)
     # toy_scale is the precision's: fp32 cases keep only the workload's shift (2 cases), the toy's 4
@@ -263,6 +283,8 @@ def test_a_toy_precision_and_workload_run_through_plan_run_and_report(toy_folder
     assert toy['{"shift": 0.5}']["rel_err"] < 2**-6  # bf16 operands: about 2^-8
     assert toy['{"shift": 0.5, "toy_scale": 2.0}']["rel_err"] > 0.5  # 2AB + s against AB + s: the parameter worked
     assert all(r["shift"] in (0.5, 4.0) and r["out_mean"] == r["out_mean"] for r in records)
+    assert {r["pluggy_version"] for r in records} == {metadata.version("pluggy")}  # the toy workload's library
+    assert_the_toy_metric_judges(result.records)
 
     schema = pq.read_schema(result.path)  # the declared columns, typed, with their meaning
     assert schema.field("out_mean").metadata[b"description"] == b"the mean of one call's output"
@@ -284,11 +306,25 @@ def test_a_toy_precision_and_workload_run_through_plan_run_and_report(toy_folder
     assert_the_toy_library_travels(result.path, out, capsys)
 
 
+def assert_the_toy_metric_judges(df) -> None:
+    """The folders' derived columns, declared and added, and the toy workload's budget metric on its
+    own: a bound of it judges its settings (`recommend`), as a loss bound judges training steps."""
+    from suite.analysis.outcome import answers
+
+    assert {"toy_scale_used", "out_offset"} <= {column.name for column in registry.derived_columns()}
+    judged = answers.with_settings(df)
+    assert judged["out_offset"].notna().all() and judged["toy_scale_used"].notna().any()
+    loose, tight = answers.Budget(max_out_offset=1e3), answers.Budget(max_out_offset=1e-12)
+    assert tight.describe() == "output offset within 1e-12" and tight.bounds() == {"max_out_offset": 1e-12}
+    assert answers.recommend(df, loose)["pick"].notna().all()
+    picks = answers.recommend(df, tight)
+    assert picks["pick"].isna().all() and "out_offset" in picks
+    assert {r["reason"].split(" +")[0].split(" -")[0] for rows in picks["rejected"] for r in rows} == {"output offset"}
+
+
 def assert_the_toy_library_travels(path, out, capsys) -> None:
     """The toy precision's library: its version on every record, in `env`, in a run selector, in
     what env-diff and compare say differs from a run that had another, and pinned by repro."""
-    from importlib import metadata
-
     from suite import cli
     from suite.results import store
 

@@ -7,6 +7,7 @@ import json
 from suite.cli import arguments
 from suite.cli.arguments import Command, arg
 from suite.cli.output import missing, print_json, refuse_no_records, table
+from suite.scenario import registry
 
 COLUMNS = [("workload", "workload"), ("setting", "case"), ("baseline", "baseline"), ("pick", "pick"),
            ("speedup", "speedup"), ("error", "its error"), ("rejected", "over budget"),
@@ -16,9 +17,9 @@ COLUMNS = [("workload", "workload"), ("setting", "case"), ("baseline", "baseline
 ARGUMENTS = [
     *arguments.QUIET, *arguments.JSON,
     arg("results", nargs="+", help="results files or folders (e.g. results/h100_fp8)"),
-    arg("--max-rel-err", type=float, metavar="X", help="relative error against the reference at most X"),
-    arg("--min-sqnr-db", type=float, metavar="DB", help="SQNR at least DB decibels"),
-    arg("--max-loss-delta", type=float, metavar="NATS", help="training steps: |final loss - the fp32 twin's| at most NATS"),
+    # a bound per accuracy metric declared (suite.core.budgets.Metric: --max-rel-err, --min-sqnr-db, a folder's own)
+    *(arg(f"--{metric.bound.replace('_', '-')}", type=float, metavar=metric.metavar, help=metric.help)
+      for metric in registry.budget_metrics()),
     arg("--all-runs", action="store_true", help="every run found, not only the newest per scenario"),
 ]
 
@@ -28,9 +29,9 @@ def main(args) -> int:
     from suite.analysis.outcome import answers
     from suite.results import store
 
-    bounds = {"max_rel_err": args.max_rel_err, "min_sqnr_db": args.min_sqnr_db, "max_loss_delta": args.max_loss_delta}
-    # no bound given: the report's (rel. error 1e-2; training steps within the loss margin)
-    budget = answers.Budget(**bounds) if any(v is not None for v in bounds.values()) else answers.LOOSE
+    bounds = {metric.bound: getattr(args, metric.bound, None) for metric in registry.budget_metrics()}
+    # no bound given: the report's looser budget (rel. error 1e-2; each metric's own `loose`)
+    budget = answers.Budget(**bounds) if any(v is not None for v in bounds.values()) else answers.loose_budget()
     df = store.read(args.results)
     refuse_no_records(df, args.results)
     if not args.all_runs:
@@ -56,12 +57,9 @@ def cells(row: dict) -> dict:
 
 
 def error_text(row: dict) -> str:
-    """'rel. error 1.2e-03, SQNR 52.1 dB': the pick's errors that were measured."""
-    parts = [f"rel. error {row['rel_err']:.2e}" if not missing(row.get("rel_err")) else "",
-             f"SQNR {row['sqnr_db']:.1f} dB" if not missing(row.get("sqnr_db")) else "",
-             f"loss {row['loss_gap_nats']:+.3g} nats vs {row['loss_reference']}"
-             if not missing(row.get("loss_gap_nats")) else ""]
-    return ", ".join(p for p in parts if p)
+    """'rel. error 1.2e-03, SQNR 52.1 dB': the pick's errors that were measured (`Metric.shown`)."""
+    return ", ".join(metric.shown.format(v=row[metric.column], reference=row.get(metric.reference or ""))
+                     for metric in registry.budget_metrics() if metric.shown and not missing(row.get(metric.column)))
 
 
 COMMAND = Command("recommend", main, "the fastest precision per case within an accuracy budget, from stored results",

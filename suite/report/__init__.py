@@ -148,13 +148,17 @@ def _roofline_cell(r) -> str:
     return " ".join(x for x in (fraction, bound) if x)
 
 
-# "Which precision" answers for the budgets of `suite.analysis.outcome.answers`: TIGHT and LOOSE (rel. error
-# 1e-3 and 1e-2; a training step's loss within 0.001 and 0.01 nats of its reference) and TRAINED
-# (fastest measured: any error, but a training step only within the loss margin).
-PICK_TABLE = [("workload", "workload"), ("setting", "case"), ("baseline", "baseline"),
-              ("tight", f"fastest with {answers.TIGHT.describe()}"), ("loose", f"fastest with {answers.LOOSE.describe()}"),
-              ("fastest", "fastest measured (training steps: within the loss margin)"),
-              ("not_timed", "within the looser budget, speed not measured here")]
+def pick_table() -> list[tuple[str, str]]:
+    """"Which precision"'s columns: the picks within the budgets of `suite.analysis.outcome.answers`,
+    the tight and the loose one (each metric's own bounds: `suite.core.budgets.Metric`), and the
+    fastest measured (any error, but within each metric's margin: a training step's loss)."""
+    margins = "; ".join(f"{m.judges}: within the {m.words} margin"
+                        for m in registry.budget_metrics() if m.margin is not None)
+    return [("workload", "workload"), ("setting", "case"), ("baseline", "baseline"),
+            ("tight", f"fastest with {answers.tight_budget().describe()}"),
+            ("loose", f"fastest with {answers.loose_budget().describe()}"),
+            ("fastest", f"fastest measured ({margins})" if margins else "fastest measured"),
+            ("not_timed", "within the looser budget, speed not measured here")]
 
 
 # The pick table's columns of text (left-aligned); the others are a precision and its number.
@@ -172,9 +176,8 @@ def _pick_cells(picks: pd.DataFrame) -> list[str]:
         elif r["decided_on"] == "accuracy" and r["pick"] == r["baseline"]:
             cells.append(f"{r['pick']} (the baseline: no other recipe within budget)")
         elif r["decided_on"] == "accuracy":
-            error = f"rel. error {r['rel_err']:.1e}" if r["rel_err"] is not None else \
-                f"loss {r['loss_gap_nats']:+.3g} nats" if r["loss_gap_nats"] is not None else "error not measured"
-            cells.append(f"{r['pick']} (numerics only, {error})")
+            errors = [m.cell.format(v=r[m.column]) for m in registry.budget_metrics() if m.cell and r[m.column] is not None]
+            cells.append(f"{r['pick']} (numerics only, {(errors or ['error not measured'])[0]})")
         else:
             cells.append(f"{r['pick']} {r['speedup']:.3g}x")
     return cells
@@ -185,7 +188,8 @@ def _pick_rows(df: pd.DataFrame) -> list[dict]:
     measured (`suite.analysis.outcome.answers.recommend`)."""
     df = answers.with_settings(df)
     shown = df[df["setting_key"].isin(df["setting_key"].unique()[:MAX_CASE_ROWS])]  # a setting's pick needs its rows only
-    fastest, tight, loose = answers.recommend_each(shown, [answers.TRAINED, answers.TIGHT, answers.LOOSE])
+    fastest, tight, loose = answers.recommend_each(
+        shown, [answers.trained_budget(), answers.tight_budget(), answers.loose_budget()])
     if fastest.empty or fastest["pick"].isna().all():
         return []
     return pd.DataFrame({"workload": fastest["workload"], "setting": fastest["setting"],
@@ -215,7 +219,7 @@ def build_view(df: pd.DataFrame) -> dict:
         "summary": summary_rows,
         "summary_columns": filled(summary.SUMMARY_COLUMNS, summary_rows, keep=("workload", "precision")),
         "picks": picks,
-        "pick_columns": filled(PICK_TABLE, picks, keep=("workload", "setting")),
+        "pick_columns": filled(pick_table(), picks, keep=("workload", "setting")),
         "pick_text": PICK_TEXT,
         "cases": cases,
         "case_columns": filled(case_columns, cases, keep=("workload", "shape", "precision", "status")),

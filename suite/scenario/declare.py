@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from suite.core.budgets import Metric  # noqa: F401  (a folder declares its budget metrics with it: `Hooks.metrics`)
 from suite.scenario.params import NoParams, Params
 
 # How a results file stores a column (suite/results/columns.py has the Arrow type of each).
@@ -196,25 +197,39 @@ class Hooks:
     - `derived`: derive(df) -> df with columns of its own added, where its records are (a training
       step's loss gap to its reference); run on the records "which precision" and the headline judge,
       once they hold speedups, short names and their `setting_key` (`suite.analysis.outcome.answers.with_settings`).
+    - `columns`: the `Column`s its `derived` hooks add (not stored: computed from the records each
+      time), so the stages and tests/test_names.py know them as the folder's.
+    - `metrics`: the accuracy metrics of its own a budget may bound (`suite.core.budgets.Metric`: a
+      training step's loss gap): `recommend`'s flags, the report's "which precision" and headline.
     - `answers`: answer(df, kit) -> sentences the headline adds after the crossovers (the update-side
       answer), from the records with their settings and derived columns; `kit` is
-      `suite.analysis.outcome.answers.Kit` (`with_settings`, `short`, `loss_margin_nats`).
+      `suite.analysis.outcome.answers.Kit` (`with_settings`, `short`, `margins`: each budget
+      metric's margin by its column).
     - `plots`: `Plot`s drawn for every workload's records after the workload's own, as those are
       (a drawing returns None where the records hold nothing of its folder's); a precision's plots.
     - `scalings`: a scaling kind its recipes declare (`PrecisionRecord.scaling`) -> its `Casts`, the
       roofline model's cost terms for it (`suite.analysis.roofline.model`); a kind is declared by one folder
       (Transformer Engine's MXFP8 recipes use the `mx` folder's `microscaled`).
+    - `rooflines`: a kind of call a workload declares as its `roofline` (beyond the model's own:
+      matmul, grouped_matmul, linear_step, norm_linear_step) -> "module:function" of the kernels one
+      call runs, kernels(model, task, precision, m, k, n, params) -> [model.Kernel] (the roofline
+      model's cost terms of its call, `suite.analysis.roofline.model.case_kernels`); a kind is
+      declared by one folder.
     - `anchors`: anchors(model) -> rows (source, device, case, published value, unit, the model's
       value): measurements published for its recipes, which the roofline model is checked against
       (`suite.analysis.roofline.published`, docs/model.md); `model` is `suite.analysis.roofline.model`.
     """
 
     derived: tuple[str, ...] = ()
+    columns: tuple[Column, ...] = ()  # what its `derived` hooks add
+    metrics: tuple[Metric, ...] = ()  # accuracy metrics a budget may bound
     answers: tuple[str, ...] = ()
     anchors: tuple[str, ...] = ()
     plots: tuple[Plot, ...] = ()  # drawn for every workload's records, after its own (a precision's plots)
     # scaling kind -> "module:attribute" of its `Casts`: the roofline model's cast kernels for it
     scalings: Mapping[str, str] = field(default_factory=dict)
+    # a workload's kind of call (`WorkloadRecord.roofline`) -> "module:function": the kernels one call runs
+    rooflines: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -259,7 +274,8 @@ class WorkloadRecord:
     # GEMMs of (m, k, n) one call runs (a layer's training step: three), for cost estimates
     gemms_per_call: int = 1
     # what one call is to the roofline model (suite/analysis/roofline/model.py KERNELS): matmul,
-    # grouped_matmul, linear_step, norm_linear_step; None: not modelled
+    # grouped_matmul, linear_step, norm_linear_step, or a kind its folder declares (`Hooks.rooflines`);
+    # None: not modelled
     roofline: str | None = None
     # grouped_matmul: "module:function" (torch-free), (m, params) -> (the rows of each group's
     # GEMM of (rows, k, n), whether one kernel runs them all)

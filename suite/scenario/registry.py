@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from suite.core.budgets import ERROR_METRICS, Metric
 from suite.scenario import params as p
 from suite.scenario.declare import Column, Hooks, Library, PrecisionRecord, WorkloadRecord
 
@@ -61,11 +62,22 @@ def discover() -> None:
 def scalings() -> dict[str, str]:
     """Scaling kind -> "module:attribute" of its `Casts`, as the folders declare them; a kind two
     folders declare is an error."""
+    return _kinds("scalings", "scaling")
+
+
+def rooflines() -> dict[str, str]:
+    """A workload's kind of call -> "module:function" of the roofline model's kernels for it, as the
+    folders declare them (`Hooks.rooflines`); a kind two folders declare is an error."""
+    return _kinds("rooflines", "roofline kind")
+
+
+def _kinds(field: str, what: str) -> dict[str, str]:
+    """A `Hooks` field of kind -> target, merged over the folders: a kind declared twice is an error."""
     found: dict[str, str] = {}
     for folder, declared in HOOKS.items():
-        for kind, target in declared.scalings.items():
+        for kind, target in getattr(declared, field).items():
             if found.setdefault(kind, target) != target:
-                raise ValueError(f"scaling {kind!r} is declared twice ({folder})")
+                raise ValueError(f"{what} {kind!r} is declared twice ({folder})")
     return found
 
 
@@ -73,6 +85,24 @@ def hooks(kind: str) -> list:
     """The functions the folders declare as hooks of one kind (a `suite.scenario.declare.Hooks`
     field: "derived", "answers"), loaded, in folder order (precisions' folders, then workloads')."""
     return [load(target) for declared in HOOKS.values() for target in getattr(declared, kind)]
+
+
+def derived_columns() -> list[Column]:
+    """The columns the folders' `derived` hooks add (`Hooks.columns`), in folder order."""
+    return [column for declared in HOOKS.values() for column in declared.columns]
+
+
+def budget_metrics() -> list[Metric]:
+    """The accuracy metrics a budget may bound: the errors every case records against its reference
+    (`suite.core.budgets.ERROR_METRICS`), then the folders' own (`Hooks.metrics`), in folder order; a
+    column or a bound two of them declare is an error."""
+    found = [*ERROR_METRICS, *(metric for declared in HOOKS.values() for metric in declared.metrics)]
+    for key in ("column", "bound"):
+        names = [getattr(metric, key) for metric in found]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"budget metric {key} {twice[0]!r} is declared twice")
+    return found
 
 
 # The last answer of declared_columns and the (name, record) pairs it was computed from: reading a

@@ -10,65 +10,77 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import asdict, dataclass
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
 from suite.analysis.frame import derived, labels
+from suite.core.budgets import Metric
 from suite.core.errors import UserError
 from suite.scenario import registry
 from suite.scenario.params import params_without
 
 
-# The accuracy metrics a budget bounds, the Budget field bounding each, and their names in words.
-METRICS = ("rel_err", "sqnr_db", "loss_gap_nats")
-BOUNDS = {"rel_err": "max_rel_err", "sqnr_db": "min_sqnr_db", "loss_gap_nats": "max_loss_delta"}
-WORDS = {"rel_err": "rel. error", "sqnr_db": "SQNR", "loss_gap_nats": "loss"}
-
-
-@dataclass(frozen=True)
 class Budget:
-    """An accuracy budget: a precision qualifies when it meets every bound given (None: no bound)."""
+    """An accuracy budget: a precision qualifies when it meets every bound given, each named by its
+    metric's `bound` (`Budget(max_rel_err=1e-2)`; None: no bound), the metrics those the registry
+    declares (`suite.scenario.registry.budget_metrics`: the errors against the reference, and the
+    folders' own, as a training step's loss gap)."""
 
-    max_rel_err: float | None = None  # relative Frobenius error against the reference
-    min_sqnr_db: float | None = None  # signal-to-quantization-noise ratio, dB
-    max_loss_delta: float | None = None  # |final loss - its reference's| (nats), training steps (`with_settings`)
-    # A setting that records none of the bounded metrics: True ranks it with no bound (the report's
-    # "fastest measured"); False leaves it without a pick, `note` naming the bound it needs.
-    partial: bool = False
-
-    def __post_init__(self):
-        for name, value in asdict(self).items():
-            if name != "partial" and value is not None and not (math.isfinite(value) and (value > 0 or name == "min_sqnr_db")):
-                raise UserError(f"--{name.replace('_', '-')} {value}: expected a positive finite number")
+    def __init__(self, partial: bool = False, **bounds: float | None):
+        metrics = registry.budget_metrics()
+        unknown = sorted(set(bounds) - {metric.bound for metric in metrics})
+        if unknown:
+            raise TypeError(f"Budget: no declared metric is bounded by {unknown[0]!r}")
+        for metric in metrics:
+            value = bounds.get(metric.bound)
+            if value is not None and not (math.isfinite(value) and (value > 0 or not metric.positive)):
+                raise UserError(f"--{metric.bound.replace('_', '-')} {value}: expected a positive finite number")
+        # the bounded metrics with their bounds, in the registry's order
+        self.limits = tuple((metric, bounds[metric.bound]) for metric in metrics if bounds.get(metric.bound) is not None)
+        # A setting that records none of the bounded metrics: True ranks it with no bound (the report's
+        # "fastest measured"); False leaves it without a pick, `note` naming the bound it needs.
+        self.partial = partial
 
     def bounds(self) -> dict:
-        """The bounds given, by field name (`recommend --json`'s "budget")."""
-        return {BOUNDS[c]: getattr(self, BOUNDS[c]) for c in METRICS if getattr(self, BOUNDS[c]) is not None}
+        """The bounds given, by name (`recommend --json`'s "budget")."""
+        return {metric.bound: bound for metric, bound in self.limits}
 
     def describe(self) -> str:
-        parts = [f"rel. error <= {self.max_rel_err:.3g}" if self.max_rel_err is not None else "",
-                 f"SQNR >= {self.min_sqnr_db:.3g} dB" if self.min_sqnr_db is not None else "",
-                 f"loss within {self.max_loss_delta:.3g} nats of its reference" if self.max_loss_delta is not None else ""]
-        return ", ".join(p for p in parts if p) or "no accuracy bound"
+        return ", ".join(metric.meets.format(b=bound) for metric, bound in self.limits if metric.meets) \
+            or "no accuracy bound"
 
-    def misses(self, row, judged=METRICS) -> str:
-        """Why the case misses the budget ('' when it meets it), on the metrics `judged`; a bound
-        whose metric was not recorded is missed ("no SQNR recorded")."""
-        checks = (("rel_err", self.max_rel_err, lambda v, b: v <= b, "rel. error {v:.2e} > {b:.3g}"),
-                  ("sqnr_db", self.min_sqnr_db, lambda v, b: v >= b, "SQNR {v:.1f} dB < {b:.3g}"),
-                  ("loss_gap_nats", self.max_loss_delta, lambda v, b: abs(v) <= b, "loss {v:+.3g} nats, over {b:.3g}"))
-        for column, bound, ok, text in checks:
-            if bound is None or column not in judged:
+    def misses(self, row, judged=None) -> str:
+        """Why the case misses the budget ('' when it meets it), on the metrics whose columns are
+        `judged` (None: all); a bound whose metric was not recorded is missed ("no SQNR recorded")."""
+        for metric, bound in self.limits:
+            if judged is not None and metric.column not in judged:
                 continue
-            value = row.get(column)
+            value = row.get(metric.column)
             if value is None or pd.isna(value):
-                return f"no {WORDS[column]} recorded"
-            if not ok(float(value), bound):
-                return text.format(v=float(value), b=bound)
+                return f"no {metric.words} recorded"
+            if not meets(metric, float(value), bound):
+                return metric.over.format(v=float(value), b=bound)
         return ""
+
+
+def meets(metric: Metric, value, bound: float):
+    """Whether a value (a number, or a Series of them: False where NaN) meets a bound of its metric."""
+    value = abs(value) if metric.absolute else value
+    return value <= bound if metric.at_most else value >= bound
+
+
+def outside_margin(df: pd.DataFrame) -> pd.Series:
+    """Per row, whether a value of it lies beyond its metric's margin (`Metric.margin`: a training
+    step that did not train); False where none is recorded."""
+    outside = pd.Series(False, index=df.index)
+    for metric in registry.budget_metrics():
+        if metric.margin is not None and metric.column in df:
+            values = pd.to_numeric(df[metric.column], errors="coerce")
+            outside |= values.notna() & ~meets(metric, values, metric.margin)
+    return outside
 
 
 def with_settings(df: pd.DataFrame) -> pd.DataFrame:
@@ -106,12 +118,14 @@ def case_sizes(df: pd.DataFrame) -> pd.Series:
 
 
 def _err(row) -> str:
-    if pd.notna(row.get("rel_err")):
-        return f"rel. error {float(row['rel_err']):.1e}"
-    if pd.notna(row.get("loss_gap_nats")):  # against the reference the update answer uses (`with_settings`)
-        gap = float(row["loss_gap_nats"])
-        outside = f", outside the {LOSS_MARGIN_NATS:g}-nat margin" if abs(gap) > LOSS_MARGIN_NATS else ""
-        return f"loss delta {gap:+.3g} nats{outside}"
+    """The case's error as the headline says it: its first measured metric the headline shows
+    (`Metric.headline`), noting a value beyond the metric's margin."""
+    for metric in registry.budget_metrics():
+        value = row.get(metric.column)
+        if metric.headline and value is not None and pd.notna(value):
+            value = float(value)
+            beyond = metric.margin is not None and not meets(metric, value, metric.margin)
+            return metric.headline.format(v=value) + (metric.outside.format(m=metric.margin) if beyond else "")
     return "error not measured"
 
 
@@ -142,10 +156,9 @@ def _answer(workload: str, g: pd.DataFrame, label: str) -> list[str]:
     speedup = pd.to_numeric(ok["speedup"], errors="coerce")
     # a speedup that is no positive number (a reader refuses the times it would come from) says nothing
     timed = ok[~emulated & np.isfinite(speedup) & (speedup > 0) & (ok["precision"] != baseline)]
-    # fastest first, but a training step whose loss left the margin after every one within it: the
-    # first recipe named is never one that did not train (as "which precision" ranks them)
-    outside = pd.to_numeric(timed["loss_gap_nats"], errors="coerce").abs() > LOSS_MARGIN_NATS
-    timed = timed.assign(_outside=outside).sort_values(["_outside", "speedup"], ascending=[True, False])
+    # fastest first, but a case beyond a metric's margin (a training step whose loss left it) after
+    # every one within: the first recipe named is never one that did not train (as "which precision" ranks them)
+    timed = timed.assign(_outside=outside_margin(timed)).sort_values(["_outside", "speedup"], ascending=[True, False])
     parts = []
     for i, (_, r) in enumerate(timed.iterrows()):
         speedup = float(r["speedup"])
@@ -155,7 +168,8 @@ def _answer(workload: str, g: pd.DataFrame, label: str) -> list[str]:
             ratio = f"{speedup:.3g}x" if speedup >= 1 else f"{1 / speedup:.3g}x slower"
             parts.append(f"{r['variant']} {ratio} ({_err(r)})")
     if len(timed) and float(timed["speedup"].iloc[0]) < 1:
-        within = " within the loss margin" if float(timed["speedup"].max()) >= 1 else ""
+        margins = " and ".join(f"{m.words} margin" for m in registry.budget_metrics() if m.margin is not None)
+        within = f" within the {margins}" if margins and float(timed["speedup"].max()) >= 1 else ""
         parts.insert(0, f"{baseline} (the baseline) is fastest{within}")
     parts += [f"{r['variant']} numerics only, emulated ({_err(r)})" for _, r in ok[emulated].iterrows()]
     parts += [f"{r['variant']} {r['status']} ({short(r.get('reason'))})" for _, r in g[g["status"] != "ok"].iterrows()]
@@ -246,18 +260,21 @@ def not_measured(df: pd.DataFrame, most: int = 3) -> str:
 
 # --- which precision: `recommend` and the report's table -------------------------------------------
 
-# 0.01 nats of cross-entropy is a 1% higher perplexity (exp(0.01) = 1.010): beyond the run-to-run
-# noise of the paired comparison (same init, same batches) and what a practitioner would notice.
-LOSS_MARGIN_NATS = 0.01
-# The budgets the report's "Which precision" answers for, and `recommend`'s when none is given.
-# Relative error: bf16's unit roundoff is 2^-8 = 3.9e-3, so 1e-2 admits bf16 and 1e-3 asks ten times
-# tighter; a training step has no relative error (its output is a loss curve): its final loss
-# against its reference (`with_settings`) within the margin, and ten times tighter.
-TIGHT = Budget(max_rel_err=1e-3, max_loss_delta=LOSS_MARGIN_NATS / 10)
-LOOSE = Budget(max_rel_err=1e-2, max_loss_delta=LOSS_MARGIN_NATS)
-# "Fastest measured": any accuracy, but a training step only where it trained (within the margin,
-# the update answer's own: suite/precisions/update/answers.py), never a recipe whose loss ran away.
-TRAINED = Budget(max_loss_delta=LOSS_MARGIN_NATS, partial=True)
+# The budgets the report's "Which precision" answers for (and `recommend`'s when none is given: the
+# looser), each metric's own bounds (`Metric.tight`, `Metric.loose`).
+def tight_budget() -> Budget:
+    return Budget(**{metric.bound: metric.tight for metric in registry.budget_metrics()})
+
+
+def loose_budget() -> Budget:
+    return Budget(**{metric.bound: metric.loose for metric in registry.budget_metrics()})
+
+
+def trained_budget() -> Budget:
+    """"Fastest measured": any accuracy, but within each metric's margin (a training step only where
+    it trained, the update answer's margin: suite/precisions/update/answers.py), never a recipe whose
+    loss ran away."""
+    return Budget(partial=True, **{metric.bound: metric.margin for metric in registry.budget_metrics()})
 
 
 @dataclass(frozen=True)
@@ -267,25 +284,29 @@ class Kit:
 
     with_settings: Callable[[pd.DataFrame], pd.DataFrame]  # the records as "which precision" judges them
     short: Callable[..., str]  # a reason's first clauses that fit a width
-    loss_margin_nats: float  # the margin training steps are held to (LOSS_MARGIN_NATS)
-
-
-KIT = Kit(with_settings=with_settings, short=short, loss_margin_nats=LOSS_MARGIN_NATS)
+    margins: Mapping[str, float]  # each budget metric's margin by its column (`Metric.margin`), as judged here
 
 
 def declared_answers(df: pd.DataFrame) -> list[str]:
     """The sentences the folders' answer hooks add to the headline (the update-side answer), in
     folder order."""
-    return [line for answer in registry.hooks("answers") for line in answer(df, KIT)]
+    kit = Kit(with_settings=with_settings, short=short, margins={
+        metric.column: metric.margin for metric in registry.budget_metrics() if metric.margin is not None})
+    return [line for answer in registry.hooks("answers") for line in answer(df, kit)]
 
-PICK_COLUMNS = ["workload", "setting", "run_id", "baseline", "decided_on", "pick", "speedup", "rel_err", "sqnr_db",
-                "loss_gap_nats", "loss_reference", "within_budget", "not_timed", "rejected", "note"]
+
+def pick_columns() -> list[str]:
+    """The columns of `recommend`'s picks: each budget metric's value of the pick (and what it is against)."""
+    errors = [c for metric in registry.budget_metrics() for c in (metric.column, metric.reference) if c]
+    return ["workload", "setting", "run_id", "baseline", "decided_on", "pick", "speedup", *errors,
+            "within_budget", "not_timed", "rejected", "note"]
 
 
 def _recorded(df: pd.DataFrame) -> pd.DataFrame:
-    """setting_key x metric: whether any case of the setting records it. A bound applies to the
+    """setting_key x metric column: whether any case of the setting records it. A bound applies to the
     settings that record its metric (a rel. error budget judges GEMMs, a loss budget training steps)."""
-    return pd.DataFrame({c: df[c].notna().groupby(df["setting_key"]).any() for c in METRICS})
+    return pd.DataFrame({m.column: df[m.column].notna().groupby(df["setting_key"]).any()
+                         for m in registry.budget_metrics()})
 
 
 def _applies(df: pd.DataFrame, recorded: pd.DataFrame, column: str) -> pd.Series:
@@ -298,9 +319,10 @@ def _misses(df: pd.DataFrame, budget: Budget, recorded: pd.DataFrame) -> pd.Seri
     bad = missed(df, budget, recorded)
     why = pd.Series("", index=df.index, dtype=object)
     if bad.any():
+        columns = [m.column for m in registry.budget_metrics()]
         judged = recorded.reindex(df.loc[bad, "setting_key"]).fillna(False).to_dict("records")
-        why[bad] = [budget.misses(r, [c for c in METRICS if j[c]])
-                    for r, j in zip(df.loc[bad, list(METRICS)].to_dict("records"), judged)]
+        why[bad] = [budget.misses(r, [c for c in columns if j[c]])
+                    for r, j in zip(df.loc[bad, columns].to_dict("records"), judged)]
     return why
 
 
@@ -308,13 +330,10 @@ def missed(df: pd.DataFrame, budget: Budget, recorded: pd.DataFrame | None = Non
     """Per row, whether it misses the budget: a bound whose metric the row lacks is missed, where it
     applies (with `recorded`: the settings that record the metric; without: everywhere)."""
     bad = pd.Series(False, index=df.index)
-    for column, bound, ok in (("rel_err", budget.max_rel_err, lambda v, b: v <= b),
-                              ("sqnr_db", budget.min_sqnr_db, lambda v, b: v >= b),
-                              ("loss_gap_nats", budget.max_loss_delta, lambda v, b: v.abs() <= b)):
-        if bound is None:
-            continue
+    for metric, bound in budget.limits:
+        column = metric.column
         values = pd.to_numeric(df[column], errors="coerce") if column in df else pd.Series(float("nan"), index=df.index)
-        miss = ~ok(values, bound).fillna(False)
+        miss = ~meets(metric, values, bound).fillna(False)
         bad |= miss & _applies(df, recorded, column) if recorded is not None else miss
     return bad
 
@@ -332,29 +351,34 @@ def _listed(rows: pd.DataFrame, items: list) -> pd.Series:
 
 
 def _most_accurate_first(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows.assign(_gap=rows["loss_gap_nats"].abs()).sort_values(
-        ["rel_err", "sqnr_db", "_gap"], ascending=[True, False, True], na_position="last", kind="stable")
+    """Each budget metric in turn, best first (the magnitude of one bounded by it)."""
+    metrics = registry.budget_metrics()
+    keys = [f"_magnitude_{m.column}" if m.absolute else m.column for m in metrics]
+    return rows.assign(**{key: rows[m.column].abs() for key, m in zip(keys, metrics) if m.absolute}).sort_values(
+        keys, ascending=[m.at_most for m in metrics], na_position="last", kind="stable")
 
 
-def recommend(df: pd.DataFrame, budget: Budget = LOOSE) -> pd.DataFrame:
+def recommend(df: pd.DataFrame, budget: Budget | None = None) -> pd.DataFrame:
     """Per setting, which precision to use within `budget` (each bound judging the settings that
     record its metric: rel. error GEMMs and layers, loss training steps).
 
-    Columns (PICK_COLUMNS): `decided_on` "speed" where a precision besides the baseline was timed
+    Columns (`pick_columns`): `decided_on` "speed" where a precision besides the baseline was timed
     (`pick`: the fastest within budget, its `speedup` over the in-run `baseline`), "accuracy" where
     every other precision is emulated (FP8 on a CPU: `pick` the most accurate within budget, no
     speedup); the pick's errors (`loss_gap_nats` against `loss_reference`, `with_settings`);
     `within_budget` how many qualified; `not_timed` the emulated precisions within budget, most
     accurate first; `rejected` those that missed the budget ({"precision", "reason"}: the faster
     ones where decided on speed); `note` why a setting has no pick where no bound judges it.
-    Columnar: a million records take seconds."""
-    return recommend_each(df, [budget])[0]
+    Columnar: a million records take seconds. No budget: the looser of the report's (`loose_budget`)."""
+    return recommend_each(df, [budget or loose_budget()])[0]
 
 
 def recommend_each(df: pd.DataFrame, budgets: list[Budget]) -> list[pd.DataFrame]:
     """`recommend` for each budget, the settings and their labels found once."""
     df = with_settings(df)
-    df = df.assign(**{c: float("nan") for c in METRICS if c not in df})
+    metrics = registry.budget_metrics()
+    df = df.assign(**{m.column: float("nan") for m in metrics if m.column not in df},
+                   **{m.reference: None for m in metrics if m.reference and m.reference not in df})
     settings = df.drop_duplicates("setting_key")[["setting_key", "workload", "run_id"]].set_index("setting_key")
     settings["baseline"] = df.dropna(subset=["baseline"]).drop_duplicates("setting_key").set_index("setting_key")["baseline"]
     settings["setting"] = _labels(df)
@@ -376,13 +400,14 @@ def recommend_each(df: pd.DataFrame, budgets: list[Budget]) -> list[pd.DataFrame
 
 def _unjudged(settings: pd.DataFrame, recorded: pd.DataFrame, budget: Budget) -> pd.Series:
     """setting_key -> why no bound of the budget judges it ('' where one does)."""
-    bounded = [c for c in METRICS if getattr(budget, BOUNDS[c]) is not None]
+    bounded = [metric for metric, _ in budget.limits]
     if not bounded or budget.partial:
         return pd.Series("", index=settings.index)
-    judged = recorded.reindex(settings.index)[bounded].fillna(False).any(axis=1)
+    judged = recorded.reindex(settings.index)[[m.column for m in bounded]].fillna(False).any(axis=1)
     has = recorded.reindex(settings.index).fillna(False)
-    instead = [", ".join(f"--{BOUNDS[c].replace('_', '-')}" for c in METRICS if row[c]) for _, row in has.iterrows()]
-    lacking = " or ".join(WORDS[c] for c in bounded)
+    instead = [", ".join(f"--{m.bound.replace('_', '-')}" for m in registry.budget_metrics() if row[m.column])
+               for _, row in has.iterrows()]
+    lacking = " or ".join(m.words for m in bounded)
     why = [f"no {lacking} recorded for {w}" + (f": bound it with {alt}" if alt else "")
            for w, alt in zip(settings["workload"], instead)]
     return pd.Series(why, index=settings.index).where(~judged, "")
@@ -410,13 +435,14 @@ def _picks(settings, recorded, timed, emu, budget: Budget, baselines) -> pd.Data
     out = pd.DataFrame({
         **{c: settings[c] for c in ("workload", "setting", "run_id", "baseline", "decided_on")},
         "pick": best["variant"], "speedup": pd.to_numeric(best["speedup"], errors="coerce"),
-        **{c: pd.to_numeric(best[c], errors="coerce") for c in METRICS}, "loss_reference": best["loss_reference"],
+        **{m.column: pd.to_numeric(best[m.column], errors="coerce") for m in registry.budget_metrics()},
+        **{m.reference: best[m.reference] for m in registry.budget_metrics() if m.reference},
         "within_budget": counted.value_counts().reindex(settings.index).fillna(0).astype(int),
         "not_timed": _listed(good_emu, list(good_emu["variant"])).reindex(settings.index),
         "rejected": rejected.reindex(settings.index), "note": note,
     })
     out["speedup"] = out["speedup"].where(out["decided_on"] == "speed")
-    out = out.reset_index(drop=True)[PICK_COLUMNS]
+    out = out.reset_index(drop=True)[pick_columns()]
     out = out.astype(object).where(out.notna(), None)
     for column in ("not_timed", "rejected"):
         out[column] = [v if isinstance(v, list) else [] for v in out[column]]

@@ -18,7 +18,8 @@ how it scales: `suite.scenario.declare.PrecisionRecord`) from the bytes they mov
 torch.compile fuses them (torchao's benchmarks/float8/float8_roofline.py, via
 torchao/testing/training/roofline_utils.py) or as eager mode runs them (one kernel per op of
 torchao's float8_utils / float8_training_tensor; this suite's fp8 numerics run the same ops). What
-one call of a workload is to the model (`KERNELS`) is its folder's declaration too.
+one call of a workload is to the model (`KERNELS`, or a kind of call its folder declares the
+kernels of: `suite.scenario.declare.Hooks.rooflines`) is its folder's declaration too.
 """
 
 from __future__ import annotations
@@ -302,7 +303,12 @@ def case_kernels(workload: str, precision: str, m, k, n, params: dict | None = N
         return recipe.no_roofline
     if task is None or task.roofline is None or _missing(m) or _missing(k) or _missing(n):
         return f"the model covers shaped GEMM and Linear-layer cases, not {workload}"
-    return KERNELS[task.roofline](task, precision, int(m), int(k), int(n), params or {})
+    if task.roofline in KERNELS:
+        return KERNELS[task.roofline](task, precision, int(m), int(k), int(n), params or {})
+    declared = registry.rooflines()  # a kind of call its folder declares (`Hooks.rooflines`)
+    if task.roofline not in declared:
+        return f"the model has no kernels for {workload}'s calls ({task.roofline!r}); its folder declares none"
+    return registry.load(declared[task.roofline])(_THIS, task, precision, int(m), int(k), int(n), params or {})
 
 
 def unsupported(precision: str, device: Device) -> str | None:

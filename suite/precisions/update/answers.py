@@ -39,13 +39,13 @@ def _stuck(r) -> str:
 def update_answers(df: pd.DataFrame, kit) -> list[str]:
     """One sentence per answering setting of the newest run: the reference's final loss (the
     recipe the update-side recipes declare as theirs, else the fp32 twin's) and bytes per parameter;
-    the recipes within the margin of it (`kit.loss_margin_nats`: the one "which precision" holds
+    the recipes within the margin of it (`kit.margins`' of the loss gap: the one "which precision" holds
     training steps to, against the same reference, so a recipe listed outside it is never the
     report's fastest), fewest bytes first; those above it with their loss gap and stuck share;
     those not measured."""
     if "textbook_bytes_per_param" not in df or df["textbook_bytes_per_param"].isna().all():
         return []
-    margin, short = kit.loss_margin_nats, kit.short
+    margin, short = kit.margins["loss_gap_nats"], kit.short  # train_step's margin (its `LOSS_GAP` metric)
     counted = df.loc[df["textbook_bytes_per_param"].notna(), "workload"].unique()  # the workloads that count bytes
     newest = kit.with_settings(df[(df["run_id"] == df["run_id"].max()) & df["workload"].isin(counted)])
     lines = []

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from suite.scenario.declare import Hooks, Plot, WorkloadRecord, columns
+from suite.scenario.declare import Hooks, Metric, Plot, WorkloadRecord, columns
 from suite.scenario.params import NonNegativeFloat, NonNegativeInt, Params, PositiveFloat, PositiveInt
 
 class TrainStepParams(Params):
@@ -136,6 +136,24 @@ WORKLOADS = {
         description="one optimizer step of GPT-2 or Llama on a synthetic corpus, against an fp32 twin",
         plots=(LOSS_PLOT, VOCAB_PLOT)),
 }
-# Each training step's final loss against its reference (`derived.with_loss_gaps`: `loss_gap_nats`,
-# `loss_reference`), which "which precision" and the update-side answer judge.
-HOOKS = Hooks(derived=("suite.workloads.train_step.derived:with_loss_gaps",))
+# Each training step's final loss against its reference (`derived.with_loss_gaps`), which "which
+# precision" and the update-side answer judge.
+LOSS_GAP_COLUMNS = columns(
+    "derived (train_step)",
+    ("loss_gap_nats", "float", "nats", "final_loss minus its reference's: the recipe the setting's update-side "
+                                       "recipes declare, else the fp32 twin's (loss_delta_vs_fp32)"),
+    ("loss_reference", "string", "", "what loss_gap_nats is against"),
+)
+# 0.01 nats of cross-entropy is a 1% higher perplexity (exp(0.01) = 1.010): beyond the run-to-run
+# noise of the paired comparison (same init, same batches) and what a practitioner would notice.
+LOSS_MARGIN_NATS = 0.01
+# A training step has no relative error (its output is a loss curve): a budget bounds its loss gap,
+# the report's within the margin and ten times tighter; "fastest measured" only where it trained.
+LOSS_GAP = Metric(
+    "loss_gap_nats", "max_loss_delta", "loss", "training steps: |final loss - the fp32 twin's| at most NATS", "NATS",
+    absolute=True, meets="loss within {b:.3g} nats of its reference", over="loss {v:+.3g} nats, over {b:.3g}",
+    shown="loss {v:+.3g} nats vs {reference}", cell="loss {v:+.3g} nats", headline="loss delta {v:+.3g} nats",
+    reference="loss_reference", tight=LOSS_MARGIN_NATS / 10, loose=LOSS_MARGIN_NATS, margin=LOSS_MARGIN_NATS,
+    outside=", outside the {m:g}-nat margin", judges="training steps")
+HOOKS = Hooks(derived=("suite.workloads.train_step.derived:with_loss_gaps",), columns=LOSS_GAP_COLUMNS,
+              metrics=(LOSS_GAP,))
