@@ -197,3 +197,15 @@ def test_the_advise_page_matches_the_code():
     text = (ROOT / "docs" / "advise.md").read_text()
     assert published.page(text) == text, ("regenerate it: python -m suite.analysis.advise.published "
                                            "< docs/advise.md > /tmp/advise.md && mv /tmp/advise.md docs/advise.md")
+
+
+def test_loss_gaps_are_read_from_a_runs_training_steps():
+    """`--from`'s accuracy evidence from results as `store.read` gives them (the folders' derived
+    loss gaps added on the way): the committed cpu_models run's fp16 without a loss scaler left the
+    loss far behind, the others within the 0.01-nat margin."""
+    from suite.results import store
+
+    gaps = advice.loss_gaps(store.read([ROOT / "results/reference/cpu_models"]))
+    assert gaps["fp32"] == 0.0 and gaps["fp16_noscaler"] > 0.1
+    assert all(gaps[p] < 0.01 for p in ("bf16", "fp16"))
+    assert advice.accuracy("fp16_noscaler", gaps, 0.02)[0] is False

@@ -198,8 +198,6 @@ STILL_SPELLED = {
     "suite/models/architecture.py": ({"n_head", "n_layer"}, "config.json fields"),
     # advise's --loss-budget (nats) judges a recipe by the largest loss gap its training steps measured:
     # model-level advice on a training step, which should take train_step's declared `LOSS_GAP` metric
-    # (its column and margin) once advise learns the budget metrics (`registry.budget_metrics`)
-    "suite/analysis/advise/advice.py": ({"loss_gap_nats"}, "advise's loss budget reads the loss gap"),
 }
 
 

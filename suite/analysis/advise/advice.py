@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from suite.analysis.advise.estimate import BASELINE
+from suite.analysis.outcome import answers
 from suite.models.step import Gemm, StepWork
 from suite.scenario import registry
 
@@ -108,10 +109,21 @@ def accuracy(recipe: str, errors: dict[str, float] | None, budget: float | None)
     return gap <= budget, f"{verdict} the loss budget: measured loss gap {gap:.3g} nats, budget {budget:g}"
 
 
+def loss_metrics() -> list:
+    """The declared budget metrics a training outcome is judged by: those with a margin beyond which
+    the case did not work (`suite.core.budgets.Metric.margin`: a training step's loss gap, in nats)."""
+    return [m for m in registry.budget_metrics() if m.margin is not None]
+
+
 def loss_gaps(df) -> dict[str, float]:
-    """Each precision's largest measured |loss gap| to its reference (nats) in a results frame
-    whose training steps carry `loss_gap_nats` (`suite.workloads.train_step.derived`)."""
-    if "loss_gap_nats" not in df.columns:
+    """Each precision's largest measured |loss gap| to its reference (nats) in a results frame (as
+    `store.read` gives it: the folders' derived columns are added here, `answers.with_settings`)."""
+    names = [m.column for m in loss_metrics()]
+    if df.empty or not names:
         return {}
-    rows = df.dropna(subset=["loss_gap_nats"])
-    return {str(p): float(g.abs().max()) for p, g in rows.groupby("precision")["loss_gap_nats"]}
+    df = answers.with_settings(df)
+    gaps = {}
+    for name in (n for n in names if n in df.columns):
+        for precision, values in df.dropna(subset=[name]).groupby("precision")[name]:
+            gaps[str(precision)] = max(gaps.get(str(precision), 0.0), float(values.abs().max()))
+    return gaps
