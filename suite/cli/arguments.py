@@ -104,10 +104,21 @@ def threads(text: str) -> int:
     return int(text)
 
 
-def count(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of cases, at least 1, got {text!r}")
-    return int(text)
+def at_least_one(noun: str = ""):
+    """The argument type of a whole number, at least 1, of `noun` ("cases"; "" for a bare number)."""
+    what = f"a whole number of {noun}" if noun else "a whole number"
+
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"expected {what}, at least 1, got {text!r}")
+        return int(text)
+
+    parse.__name__ = noun or "whole"  # argparse names the type in its "invalid X value"
+    return parse
+
+
+count = at_least_one("cases")  # --max-cases
+whole = at_least_one()  # advise's --gpus, --tp, --ep, --seq, --batch
 
 
 def min_runs(text: str) -> int:
@@ -121,11 +132,6 @@ def min_runs(text: str) -> int:
     return value
 
 
-def whole(text: str) -> int:
-    """A whole number, at least 1 (advise's --gpus, --tp, --ep, --seq, --batch)."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number, at least 1, got {text!r}")
-    return int(text)
 
 
 def nats(text: str) -> float:

@@ -12,7 +12,7 @@ from suite.cli.output import print_json
 
 ARGUMENTS = [
     *arguments.SCENARIO, *arguments.QUIET, *arguments.JSON,
-    arg("--shards", metavar="N", type=arguments.count,
+    arg("--shards", metavar="N", type=arguments.at_least_one("shards"),
         help="print how the cases split over N shards (cases and estimated seconds per shard)"),
 ]
 
