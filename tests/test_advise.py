@@ -160,11 +160,34 @@ def test_torchtitan_70b_fp8_step_speedups_within_the_stated_error():
     rows = {what.rpartition(": ")[2]: (measured, predicted)
             for source, _, what, measured, _, predicted in published.comparisons() if source == fp8.TORCHTITAN}
     measured, predicted = rows["fp8_tensorwise step speedup over bf16"]
-    assert 1.1 < predicted and abs(predicted / measured - 1) < 0.15  # docs/advise.md: -10%
+    assert 1.1 < predicted and abs(predicted / measured - 1) < 0.16  # docs/advise.md: -14%, FP8 TP all-gathers
     measured, predicted = rows["fp8_rowwise step speedup over bf16"]
-    assert abs(predicted / measured - 1) < 0.20  # docs/advise.md: -17%, rowwise's output scaling
+    assert abs(predicted / measured - 1) < 0.16  # docs/advise.md: -14%, rowwise's output scaling
     measured, predicted = rows["bf16 tokens/s per GPU"]
-    assert 1.5 < predicted / measured < 2.5  # docs/advise.md: full activation checkpointing and 500 W not modelled
+    assert 1.4 < predicted / measured < 1.55  # docs/advise.md: +47% (500 W, NCCL rates); +99% before AC was counted
+
+
+def test_the_70b_anchor_runs_under_full_activation_checkpointing():
+    assert fp8.TORCHTITAN_70B_RUN[-1] == "full"  # torchtitan's llama3_70b.toml: activation_checkpoint.mode "full"
+    name, gpus, tp, seq, batch, _ = fp8.TORCHTITAN_70B_RUN
+    device, steps = published.torchtitan_device(), {}
+    for mode in ("none", "full"):
+        parallel = Parallel(gpus=gpus, tp=tp, seq=seq, batch=batch, ac=mode)
+        steps[mode] = estimate.step_terms(answer.model_step(name, parallel), parallel, device, "bf16", set())
+    # the recomputed forward is one more of the three passes' GEMMs (the output projection's aside)
+    assert steps["full"].gemm_s / steps["none"].gemm_s == pytest.approx(4 / 3, rel=0.01)
+    assert steps["full"].step_s > 1.3 * steps["none"].step_s
+
+
+def test_full_activation_checkpointing_adds_counts_not_shapes_to_the_scenario():
+    from suite.analysis.advise import scenario
+
+    data = {ac: scenario.scenario_data(answer.model_step("llama3-8b", Parallel(seq=512, ac=ac)), ["fp8_rowwise"],
+                                       "llama3-8b", Parallel(seq=512, ac=ac), "h100") for ac in ("none", "full")}
+    assert data["full"]["sweep"] == data["none"]["sweep"]
+    assert data["full"]["advised"]["ac"] == "full"
+    fprops = [g["count"] for g in data["full"]["advised"]["gemms"] if g["pass"] == "fprop"]
+    assert fprops == [64] * 7 + [1]
 
 
 # --- the command and the page ------------------------------------------------------------------

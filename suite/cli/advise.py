@@ -22,6 +22,9 @@ ARGUMENTS = [
     arg("--ep", type=arguments.whole, default=1, help="expert parallel degree"),
     arg("--seq", type=arguments.whole, default=2048, help="tokens per sequence"),
     arg("--batch", type=arguments.whole, default=1, help="sequences per GPU (a data-parallel rank's micro-batch)"),
+    arg("--ac", default="none", metavar="none|full", help="activation checkpointing, torchtitan's modes: full reruns "
+        "each transformer block's forward in the backward (its fprop GEMMs, attention, elementwise work and TP/EP "
+        "forward collectives once more); default none"),
     arg("--recipes", metavar="R,...", help="the recipes to advise on, comma-separated (default: torchao's fp8_tensorwise, "
         "fp8_rowwise, fp8_rowwise_gw_hp, mxfp8, nvfp4 and Transformer Engine's te_delayed, te_current, te_block, "
         "te_mxfp8, te_nvfp4); bf16 is the baseline"),
@@ -40,7 +43,7 @@ def main(args) -> int:
     from suite.analysis.advise import answer
     from suite.models.step import Parallel
 
-    parallel = Parallel(gpus=args.gpus, tp=args.tp, ep=args.ep, seq=args.seq, batch=args.batch)
+    parallel = Parallel(gpus=args.gpus, tp=args.tp, ep=args.ep, seq=args.seq, batch=args.batch, ac=args.ac)
     recipes = [r.strip() for r in args.recipes.split(",") if r.strip()] if args.recipes else answer.default_recipes()
     step = answer.model_step(args.model, parallel)
     errors, measured = evidence(args.from_results, step, parallel, args.device, recipes, args.quiet)

@@ -106,7 +106,7 @@ def advise(name: str, step: StepWork, parallel: Parallel, device_name: str, reci
                for r in recipes]
     return {"model": name, "device": device.label, "gpus": parallel.gpus,
             "parallel": {"gpus": parallel.gpus, "tp": parallel.tp, "ep": parallel.ep, "seq": parallel.seq,
-                         "batch": parallel.batch},
+                         "batch": parallel.batch, "ac": parallel.ac},
             "loss_budget": loss_budget, "baseline": {"recipe": BASELINE, "terms": base.as_ms()},
             "recipes": answers, "gemms": gemm_rows(step, timed, able)}
 
