@@ -207,6 +207,28 @@ def test_advise_prints_the_gemms_and_the_recipes(capsys):
     assert "lm_head" in out and "K or N not a multiple of 16" in out and "no accuracy evidence" in out
 
 
+def test_the_recipe_table_groups_the_kept_layers_by_reason():
+    from suite.cli import advise as command
+
+    r = {"keep": [{"fqn": "a", "reason": "predicted slower: 0.90x with its casts"},
+                  {"fqn": "b", "reason": "predicted slower: 0.80x with its casts"},
+                  {"fqn": "lm_head", "reason": "K or N not a multiple of 16 (K 768, N 50257)"},
+                  {"fqn": "output", "reason": "output projection: its logits feed the loss (...)"}],
+         "layers": [{"fqn": "a", "speedup": 0.9}, {"fqn": "b", "speedup": 0.8}, {"fqn": "lm_head", "speedup": 1.2},
+                    {"fqn": "output", "speedup": 1.3}]}
+    assert command.keep_cell(r) == ("predicted slower: a 0.90x, b 0.80x; K or N not a multiple of 16: lm_head; "
+                                    "output projection: output")
+
+
+def test_advise_needs_a_recipe_besides_the_baseline_and_aligns_only_scaled_ones(capsys):
+    from suite import cli
+
+    assert cli.main(["advise", "gpt2", "--device", "h100", "--recipes", "bf16"]) == 2
+    assert "bf16 is the baseline" in capsys.readouterr().err
+    doc = cli_json(capsys, ["advise", "gpt2", "--device", "h100", "--recipes", "fp16", "--json"])
+    assert all("multiple of 16" not in k["reason"] for k in doc["recipes"][0]["keep"])  # fp16 takes N 50257
+
+
 def test_an_unknown_device_or_recipe_is_one_line(capsys):
     from suite import cli
 

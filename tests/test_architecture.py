@@ -330,8 +330,10 @@ def test_config_errors_name_the_field_and_the_file(tmp_path):
     broken.write_text("{")
     with pytest.raises(UserError, match="cannot read config.json"):
         from_config(broken)
-    with pytest.raises(UserError, match="neither a preset"):
+    with pytest.raises(UserError, match="'.*absent': no such file"):
         resolve(str(tmp_path / "absent"))
+    with pytest.raises(UserError, match="'gpt5': neither a preset nor a config.json file"):
+        resolve("gpt5")
 
 
 def test_an_inconsistent_architecture_is_a_one_line_error():

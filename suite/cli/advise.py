@@ -99,8 +99,9 @@ def show(result: dict) -> None:
 
     able = [r for r in result["recipes"] if r["unsupported"] is None]
     top = answer.best(result)
+    decision = f"decision ({top['recipe']})" if top else "decision"
     table(gemm_cells(result, able, top), [("layer", "layer"), ("pass", "pass"), ("shape", "MxKxN"), ("count", "count"),
-                                          *[(r["recipe"], r["recipe"]) for r in able], ("decision", "decision")],
+                                          *[(r["recipe"], r["recipe"]) for r in able], ("decision", decision)],
           f"{result['model']} on {result['gpus']} x {result['device']}: each GEMM's predicted speedup over bf16, "
           "casts included (docs/advise.md)")
     notes = {r["accuracy"] for r in result["recipes"]}
@@ -109,6 +110,7 @@ def show(result: dict) -> None:
           f"Per recipe: {'best ' + top['recipe'] if top else 'stay on bf16: no recipe is predicted faster'}")
     if len(notes) == 1:
         print(f"accuracy: {notes.pop()}")
+    print("each reason in full: --json (docs/advise.md, 'Which layers: the advice')")
 
 
 RECIPE_COLUMNS = [("recipe", "recipe"), ("step", "step speedup"), ("all", "all linears converted"),
@@ -120,15 +122,32 @@ def speed(value) -> str:
     return "" if value is None else f"{value:.2f}x"
 
 
+def reason_label(reason: str) -> str:
+    """A keep reason's first words, what the tables group by ("predicted slower", "output
+    projection", "K or N not a multiple of 16"); the whole reason is in --json."""
+    head, colon, _ = reason.partition(":")
+    return head if colon else reason.partition(" (")[0]
+
+
+def keep_cell(r: dict) -> str:
+    """The layers a recipe keeps in bf16, grouped by reason; those kept for their speed with it."""
+    speedups = {layer["fqn"]: layer["speedup"] for layer in r["layers"]}
+    groups: dict[str, list[str]] = {}
+    for kept in r["keep"]:
+        label = reason_label(kept["reason"])
+        timed = label.endswith("slower") or label == "too small"
+        groups.setdefault(label, []).append(f"{kept['fqn']} {speedups[kept['fqn']]:.2f}x" if timed else kept["fqn"])
+    return "; ".join(f"{label}: {', '.join(layers)}" for label, layers in groups.items())
+
+
 def gemm_cells(result: dict, able: list[dict], top: dict | None) -> list[dict]:
-    kept = {k["fqn"]: k["reason"] for k in top["keep"]} if top else {}
+    kept = {k["fqn"]: reason_label(k["reason"]) for k in top["keep"]} if top else {}
     rows = []
     for g in result["gemms"]:
         groups = f" x{g['groups']}" if g["groups"] > 1 else ""
         cells = {"layer": g["layer"], "pass": g["pass"], "shape": f"{g['m']}x{g['k']}x{g['n']}{groups}",
                  "count": str(g["count"]), **{r["recipe"]: speed(g["recipes"][r["recipe"]]["speedup"]) for r in able}}
-        decision = "bf16" if top is None else (f"keep: {kept[g['layer']]}" if g["layer"] in kept else
-                                              f"convert ({top['recipe']})")
+        decision = "bf16" if top is None else (f"keep: {kept[g['layer']]}" if g["layer"] in kept else "convert")
         rows.append({**cells, "decision": decision})
     return rows
 
@@ -140,7 +159,7 @@ def recipe_cells(r: dict) -> dict:
     return {"recipe": r["recipe"], "step": speed(r["step_speedup"]), "all": speed(r["step_speedup_all"]),
             "linears": speed(r["gemm_speedup"]), "linears_alone": speed(r["gemm_only_speedup"]),
             "convert": ", ".join(r["convert"]) or "none",
-            "keep": "; ".join(f"{k['fqn']} ({k['reason']})" for k in r["keep"]), "accuracy": r["accuracy"]}
+            "keep": keep_cell(r), "accuracy": r["accuracy"]}
 
 
 COMMAND = Command("advise", main, "which layers to convert per recipe and the step speedup to expect, for a model on a GPU",
