@@ -254,3 +254,21 @@ def test_loss_gaps_are_read_from_a_runs_training_steps():
     assert gaps["fp32"] == 0.0 and gaps["fp16_noscaler"] > 0.1
     assert all(gaps[p] < 0.01 for p in ("bf16", "fp16"))
     assert advice.accuracy("fp16_noscaler", gaps, 0.02)[0] is False
+
+
+def test_the_step_line_says_when_communication_binds_the_step():
+    from suite.cli import advise as command
+
+    terms = {"gemm_ms": 30.0, "attention_ms": 5.0, "elementwise_ms": 5.0, "optimizer_ms": 0.0, "fsdp_exposed_ms": 55.0,
+             "tp_ms": 0.0, "ep_ms": 5.0, "step_ms": 100.0}
+    line = command.step_line(terms)
+    assert line.startswith("bf16 step: 100 ms per GPU (GEMMs 30%, attention 5%, elementwise 5%, exposed FSDP 55%, EP 5%)")
+    assert "60% of it is exposed communication" in line
+    assert "exposed communication" not in command.step_line({**terms, "gemm_ms": 85.0, "fsdp_exposed_ms": 0.0})
+
+
+def test_the_scenario_hint_repeats_the_layout_that_differs_from_the_defaults():
+    from suite.cli import advise as command
+
+    assert command.layout_flags(Parallel()) == ""
+    assert command.layout_flags(Parallel(gpus=8, tp=8, seq=512, ac="full")) == " --gpus 8 --tp 8 --seq 512 --ac full"

@@ -89,8 +89,16 @@ def write(args, step, parallel, recipes: list[str]) -> None:
     written = scenario.write_scenario(args.scenario, step, recipes, args.model, parallel, args.device)
     if not args.quiet:
         print(f"wrote {args.scenario} ({len(written.sweep)} sweeps): measure it with `python -m suite run "
-              f"{args.scenario}`, then `python -m suite advise {args.model} --device {args.device} --from results/"
-              f"{written.name}`", file=sys.stderr)
+              f"{args.scenario}`, then `python -m suite advise {args.model} --device {args.device}"
+              f"{layout_flags(parallel)} --from results/{written.name}`", file=sys.stderr)
+
+
+def layout_flags(parallel) -> str:
+    """The layout's flags that differ from their defaults: what `--from` needs to find the same shapes."""
+    from dataclasses import fields
+
+    return "".join(f" --{spec.name} {getattr(parallel, spec.name)}" for spec in fields(parallel)
+                   if getattr(parallel, spec.name) != spec.default)
 
 
 def show(result: dict) -> None:
@@ -110,7 +118,25 @@ def show(result: dict) -> None:
           f"Per recipe: {'best ' + top['recipe'] if top else 'stay on bf16: no recipe is predicted faster'}")
     if len(notes) == 1:
         print(f"accuracy: {notes.pop()}")
+    print(step_line(result["baseline"]["terms"]))
     print("each reason in full: --json (docs/advise.md, 'Which layers: the advice')")
+
+
+STEP_TERMS = [("GEMMs", "gemm_ms"), ("attention", "attention_ms"), ("elementwise", "elementwise_ms"),
+              ("optimizer", "optimizer_ms"), ("exposed FSDP", "fsdp_exposed_ms"), ("TP", "tp_ms"), ("EP", "ep_ms")]
+COMMUNICATION = ("fsdp_exposed_ms", "tp_ms", "ep_ms")
+
+
+def step_line(terms: dict) -> str:
+    """Where the bf16 step's time goes: a step bound by communication barely moves with its GEMMs."""
+    step = terms["step_ms"]
+    shares = ", ".join(f"{name} {terms[key] / step:.0%}" for name, key in STEP_TERMS if terms[key] > 0)
+    line = f"bf16 step: {step:.0f} ms per GPU ({shares})"
+    exposed = sum(terms[key] for key in COMMUNICATION) / step
+    if exposed > 0.5:
+        line += (f"; {exposed:.0%} of it is exposed communication, which no recipe speeds up but an FP8 "
+                 "all-gather's: a larger --batch or --seq hides more of FSDP's")
+    return line
 
 
 RECIPE_COLUMNS = [("recipe", "recipe"), ("step", "step speedup"), ("all", "all linears converted"),
