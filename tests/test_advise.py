@@ -160,11 +160,34 @@ def test_torchtitan_70b_fp8_step_speedups_within_the_stated_error():
     rows = {what.rpartition(": ")[2]: (measured, predicted)
             for source, _, what, measured, _, predicted in published.comparisons() if source == fp8.TORCHTITAN}
     measured, predicted = rows["fp8_tensorwise step speedup over bf16"]
-    assert 1.1 < predicted and abs(predicted / measured - 1) < 0.15  # docs/advise.md: -10%
+    assert 1.1 < predicted and abs(predicted / measured - 1) < 0.16  # docs/advise.md: -14%, FP8 TP all-gathers
     measured, predicted = rows["fp8_rowwise step speedup over bf16"]
-    assert abs(predicted / measured - 1) < 0.20  # docs/advise.md: -17%, rowwise's output scaling
+    assert abs(predicted / measured - 1) < 0.16  # docs/advise.md: -14%, rowwise's output scaling
     measured, predicted = rows["bf16 tokens/s per GPU"]
-    assert 1.5 < predicted / measured < 2.5  # docs/advise.md: full activation checkpointing and 500 W not modelled
+    assert 1.4 < predicted / measured < 1.55  # docs/advise.md: +47% (500 W, NCCL rates); +99% before AC was counted
+
+
+def test_the_70b_anchor_runs_under_full_activation_checkpointing():
+    assert fp8.TORCHTITAN_70B_RUN[-1] == "full"  # torchtitan's llama3_70b.toml: activation_checkpoint.mode "full"
+    name, gpus, tp, seq, batch, _ = fp8.TORCHTITAN_70B_RUN
+    device, steps = published.torchtitan_device(), {}
+    for mode in ("none", "full"):
+        parallel = Parallel(gpus=gpus, tp=tp, seq=seq, batch=batch, ac=mode)
+        steps[mode] = estimate.step_terms(answer.model_step(name, parallel), parallel, device, "bf16", set())
+    # the recomputed forward is one more of the three passes' GEMMs (the output projection's aside)
+    assert steps["full"].gemm_s / steps["none"].gemm_s == pytest.approx(4 / 3, rel=0.01)
+    assert steps["full"].step_s > 1.3 * steps["none"].step_s
+
+
+def test_full_activation_checkpointing_adds_counts_not_shapes_to_the_scenario():
+    from suite.analysis.advise import scenario
+
+    data = {ac: scenario.scenario_data(answer.model_step("llama3-8b", Parallel(seq=512, ac=ac)), ["fp8_rowwise"],
+                                       "llama3-8b", Parallel(seq=512, ac=ac), "h100") for ac in ("none", "full")}
+    assert data["full"]["sweep"] == data["none"]["sweep"]
+    assert data["full"]["advised"]["ac"] == "full"
+    fprops = [g["count"] for g in data["full"]["advised"]["gemms"] if g["pass"] == "fprop"]
+    assert fprops == [64] * 7 + [1]
 
 
 # --- the command and the page ------------------------------------------------------------------
@@ -182,6 +205,28 @@ def test_advise_prints_the_gemms_and_the_recipes(capsys):
     assert cli.main(["advise", "gpt2", "--device", "h100", "--recipes", "te_delayed,fp8_rowwise"]) == 0
     out = capsys.readouterr().out
     assert "lm_head" in out and "K or N not a multiple of 16" in out and "no accuracy evidence" in out
+
+
+def test_the_recipe_table_groups_the_kept_layers_by_reason():
+    from suite.cli import advise as command
+
+    r = {"keep": [{"fqn": "a", "reason": "predicted slower: 0.90x with its casts"},
+                  {"fqn": "b", "reason": "predicted slower: 0.80x with its casts"},
+                  {"fqn": "lm_head", "reason": "K or N not a multiple of 16 (K 768, N 50257)"},
+                  {"fqn": "output", "reason": "output projection: its logits feed the loss (...)"}],
+         "layers": [{"fqn": "a", "speedup": 0.9}, {"fqn": "b", "speedup": 0.8}, {"fqn": "lm_head", "speedup": 1.2},
+                    {"fqn": "output", "speedup": 1.3}]}
+    assert command.keep_cell(r) == ("predicted slower: a 0.90x, b 0.80x; K or N not a multiple of 16: lm_head; "
+                                    "output projection: output")
+
+
+def test_advise_needs_a_recipe_besides_the_baseline_and_aligns_only_scaled_ones(capsys):
+    from suite import cli
+
+    assert cli.main(["advise", "gpt2", "--device", "h100", "--recipes", "bf16"]) == 2
+    assert "bf16 is the baseline" in capsys.readouterr().err
+    doc = cli_json(capsys, ["advise", "gpt2", "--device", "h100", "--recipes", "fp16", "--json"])
+    assert all("multiple of 16" not in k["reason"] for k in doc["recipes"][0]["keep"])  # fp16 takes N 50257
 
 
 def test_an_unknown_device_or_recipe_is_one_line(capsys):
@@ -209,3 +254,21 @@ def test_loss_gaps_are_read_from_a_runs_training_steps():
     assert gaps["fp32"] == 0.0 and gaps["fp16_noscaler"] > 0.1
     assert all(gaps[p] < 0.01 for p in ("bf16", "fp16"))
     assert advice.accuracy("fp16_noscaler", gaps, 0.02)[0] is False
+
+
+def test_the_step_line_says_when_communication_binds_the_step():
+    from suite.cli import advise as command
+
+    terms = {"gemm_ms": 30.0, "attention_ms": 5.0, "elementwise_ms": 5.0, "optimizer_ms": 0.0, "fsdp_exposed_ms": 55.0,
+             "tp_ms": 0.0, "ep_ms": 5.0, "step_ms": 100.0}
+    line = command.step_line(terms)
+    assert line.startswith("bf16 step: 100 ms per GPU (GEMMs 30%, attention 5%, elementwise 5%, exposed FSDP 55%, EP 5%)")
+    assert "60% of it is exposed communication" in line
+    assert "exposed communication" not in command.step_line({**terms, "gemm_ms": 85.0, "fsdp_exposed_ms": 0.0})
+
+
+def test_the_scenario_hint_repeats_the_layout_that_differs_from_the_defaults():
+    from suite.cli import advise as command
+
+    assert command.layout_flags(Parallel()) == ""
+    assert command.layout_flags(Parallel(gpus=8, tp=8, seq=512, ac="full")) == " --gpus 8 --tp 8 --seq 512 --ac full"

@@ -192,7 +192,36 @@ def test_attention_and_elementwise_work_by_hand():
     assert sw.elementwise_bytes(tiny, Parallel(seq=4)) == 2 * (1344 * 3 + 384)
 
 
+def test_full_activation_checkpointing_counts_by_hand():
+    arch = PRESETS["llama3-8b"]
+    none, full = (sw.step_work(arch, Parallel(gpus=8, tp=8, seq=8192, batch=2, ac=ac)) for ac in ("none", "full"))
+    counts = {(g.layer, g.pass_): g.count for g in full.gemms}
+    assert counts[("layers.*.attention.wq", "fprop")] == 64  # 32 layers, forward and its recomputation
+    assert counts[("layers.*.feed_forward.w2", "fprop")] == 64
+    assert counts[("layers.*.feed_forward.w2", "dgrad")] == counts[("layers.*.feed_forward.w2", "wgrad")] == 32
+    assert counts[("output", "fprop")] == 1  # outside the checkpointed blocks
+    assert [(g.m, g.k, g.n, g.groups) for g in full.gemms] == [(g.m, g.k, g.n, g.groups) for g in none.gemms]
+    forward = 32 * 2 * 8192 ** 2 * 4 * (128 + 128)  # layers x batch x S^2 x heads/tp x (qk + v)
+    assert none.attention_flops == forward * 3.5 and full.attention_flops == forward * 4.5
+    T, h = 2 * 8192, 4096
+    assert full.tp_bytes == (12 * 32 + 4) * T * h * 2 * 7 / 8  # the forward's 4 collectives again per layer
+    assert full.params_local == none.params_local
+    tiny = Architecture("llama", layers=2, hidden=8, heads=2, kv_heads=1, head_dim=4, intermediate=16, vocab=32)
+    # test_attention_and_elementwise_work_by_hand's: the blocks' forward 2 x 416 + 2 x 192 = 1216 once more
+    assert sw.elementwise_bytes(tiny, Parallel(seq=4, ac="full")) == 2 * (1344 * 3 + 1216 + 384)
+
+
+def test_full_activation_checkpointing_reruns_the_forward_all_to_alls():
+    arch = PRESETS["qwen3-30b-a3b"]
+    none, full = (sw.step_work(arch, Parallel(gpus=8, ep=8, seq=2048, ac=ac)) for ac in ("none", "full"))
+    assert full.ep_bytes == none.ep_bytes * 6 / 4  # dispatch and combine forward twice, backward once
+    experts = {(g.layer, g.pass_): (g.count, g.groups) for g in full.gemms}
+    assert experts[("layers.*.moe.experts.w1", "fprop")] == (96, 16)
+    assert experts[("layers.*.moe.router.gate", "fprop")] == (96, 1)
+
+
 @pytest.mark.parametrize("parallel, message", [
+    (Parallel(ac="selective"), "ac must be one of none, full, got 'selective'"),
     (Parallel(tp=0), "tp must be a positive integer, got 0"),
     (Parallel(gpus=12, tp=8), "gpus 12 is not a multiple of tp 8"),
     (Parallel(gpus=16, tp=16), "tp 16 does not divide llama3-8b's 8 key-value heads"),
@@ -301,8 +330,10 @@ def test_config_errors_name_the_field_and_the_file(tmp_path):
     broken.write_text("{")
     with pytest.raises(UserError, match="cannot read config.json"):
         from_config(broken)
-    with pytest.raises(UserError, match="neither a preset"):
+    with pytest.raises(UserError, match="'.*absent': no such file"):
         resolve(str(tmp_path / "absent"))
+    with pytest.raises(UserError, match="'gpt5': neither a preset nor a config.json file"):
+        resolve("gpt5")
 
 
 def test_an_inconsistent_architecture_is_a_one_line_error():

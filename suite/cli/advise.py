@@ -22,6 +22,9 @@ ARGUMENTS = [
     arg("--ep", type=arguments.whole, default=1, help="expert parallel degree"),
     arg("--seq", type=arguments.whole, default=2048, help="tokens per sequence"),
     arg("--batch", type=arguments.whole, default=1, help="sequences per GPU (a data-parallel rank's micro-batch)"),
+    arg("--ac", default="none", metavar="none|full", help="activation checkpointing, torchtitan's modes: full reruns "
+        "each transformer block's forward in the backward (its fprop GEMMs, attention, elementwise work and TP/EP "
+        "forward collectives once more); default none"),
     arg("--recipes", metavar="R,...", help="the recipes to advise on, comma-separated (default: torchao's fp8_tensorwise, "
         "fp8_rowwise, fp8_rowwise_gw_hp, mxfp8, nvfp4 and Transformer Engine's te_delayed, te_current, te_block, "
         "te_mxfp8, te_nvfp4); bf16 is the baseline"),
@@ -40,7 +43,7 @@ def main(args) -> int:
     from suite.analysis.advise import answer
     from suite.models.step import Parallel
 
-    parallel = Parallel(gpus=args.gpus, tp=args.tp, ep=args.ep, seq=args.seq, batch=args.batch)
+    parallel = Parallel(gpus=args.gpus, tp=args.tp, ep=args.ep, seq=args.seq, batch=args.batch, ac=args.ac)
     recipes = [r.strip() for r in args.recipes.split(",") if r.strip()] if args.recipes else answer.default_recipes()
     step = answer.model_step(args.model, parallel)
     errors, measured = evidence(args.from_results, step, parallel, args.device, recipes, args.quiet)
@@ -86,8 +89,16 @@ def write(args, step, parallel, recipes: list[str]) -> None:
     written = scenario.write_scenario(args.scenario, step, recipes, args.model, parallel, args.device)
     if not args.quiet:
         print(f"wrote {args.scenario} ({len(written.sweep)} sweeps): measure it with `python -m suite run "
-              f"{args.scenario}`, then `python -m suite advise {args.model} --device {args.device} --from results/"
-              f"{written.name}`", file=sys.stderr)
+              f"{args.scenario}`, then `python -m suite advise {args.model} --device {args.device}"
+              f"{layout_flags(parallel)} --from results/{written.name}`", file=sys.stderr)
+
+
+def layout_flags(parallel) -> str:
+    """The layout's flags that differ from their defaults: what `--from` needs to find the same shapes."""
+    from dataclasses import fields
+
+    return "".join(f" --{spec.name} {getattr(parallel, spec.name)}" for spec in fields(parallel)
+                   if getattr(parallel, spec.name) != spec.default)
 
 
 def show(result: dict) -> None:
@@ -96,8 +107,9 @@ def show(result: dict) -> None:
 
     able = [r for r in result["recipes"] if r["unsupported"] is None]
     top = answer.best(result)
+    decision = f"decision ({top['recipe']})" if top else "decision"
     table(gemm_cells(result, able, top), [("layer", "layer"), ("pass", "pass"), ("shape", "MxKxN"), ("count", "count"),
-                                          *[(r["recipe"], r["recipe"]) for r in able], ("decision", "decision")],
+                                          *[(r["recipe"], r["recipe"]) for r in able], ("decision", decision)],
           f"{result['model']} on {result['gpus']} x {result['device']}: each GEMM's predicted speedup over bf16, "
           "casts included (docs/advise.md)")
     notes = {r["accuracy"] for r in result["recipes"]}
@@ -106,6 +118,25 @@ def show(result: dict) -> None:
           f"Per recipe: {'best ' + top['recipe'] if top else 'stay on bf16: no recipe is predicted faster'}")
     if len(notes) == 1:
         print(f"accuracy: {notes.pop()}")
+    print(step_line(result["baseline"]["terms"]))
+    print("each reason in full: --json (docs/advise.md, 'Which layers: the advice')")
+
+
+STEP_TERMS = [("GEMMs", "gemm_ms"), ("attention", "attention_ms"), ("elementwise", "elementwise_ms"),
+              ("optimizer", "optimizer_ms"), ("exposed FSDP", "fsdp_exposed_ms"), ("TP", "tp_ms"), ("EP", "ep_ms")]
+COMMUNICATION = ("fsdp_exposed_ms", "tp_ms", "ep_ms")
+
+
+def step_line(terms: dict) -> str:
+    """Where the bf16 step's time goes: a step bound by communication barely moves with its GEMMs."""
+    step = terms["step_ms"]
+    shares = ", ".join(f"{name} {terms[key] / step:.0%}" for name, key in STEP_TERMS if terms[key] > 0)
+    line = f"bf16 step: {step:.0f} ms per GPU ({shares})"
+    exposed = sum(terms[key] for key in COMMUNICATION) / step
+    if exposed > 0.5:
+        line += (f"; {exposed:.0%} of it is exposed communication, which no recipe speeds up but an FP8 "
+                 "all-gather's: a larger --batch or --seq hides more of FSDP's")
+    return line
 
 
 RECIPE_COLUMNS = [("recipe", "recipe"), ("step", "step speedup"), ("all", "all linears converted"),
@@ -117,15 +148,32 @@ def speed(value) -> str:
     return "" if value is None else f"{value:.2f}x"
 
 
+def reason_label(reason: str) -> str:
+    """A keep reason's first words, what the tables group by ("predicted slower", "output
+    projection", "K or N not a multiple of 16"); the whole reason is in --json."""
+    head, colon, _ = reason.partition(":")
+    return head if colon else reason.partition(" (")[0]
+
+
+def keep_cell(r: dict) -> str:
+    """The layers a recipe keeps in bf16, grouped by reason; those kept for their speed with it."""
+    speedups = {layer["fqn"]: layer["speedup"] for layer in r["layers"]}
+    groups: dict[str, list[str]] = {}
+    for kept in r["keep"]:
+        label = reason_label(kept["reason"])
+        timed = label.endswith("slower") or label == "too small"
+        groups.setdefault(label, []).append(f"{kept['fqn']} {speedups[kept['fqn']]:.2f}x" if timed else kept["fqn"])
+    return "; ".join(f"{label}: {', '.join(layers)}" for label, layers in groups.items())
+
+
 def gemm_cells(result: dict, able: list[dict], top: dict | None) -> list[dict]:
-    kept = {k["fqn"]: k["reason"] for k in top["keep"]} if top else {}
+    kept = {k["fqn"]: reason_label(k["reason"]) for k in top["keep"]} if top else {}
     rows = []
     for g in result["gemms"]:
         groups = f" x{g['groups']}" if g["groups"] > 1 else ""
         cells = {"layer": g["layer"], "pass": g["pass"], "shape": f"{g['m']}x{g['k']}x{g['n']}{groups}",
                  "count": str(g["count"]), **{r["recipe"]: speed(g["recipes"][r["recipe"]]["speedup"]) for r in able}}
-        decision = "bf16" if top is None else (f"keep: {kept[g['layer']]}" if g["layer"] in kept else
-                                              f"convert ({top['recipe']})")
+        decision = "bf16" if top is None else (f"keep: {kept[g['layer']]}" if g["layer"] in kept else "convert")
         rows.append({**cells, "decision": decision})
     return rows
 
@@ -137,7 +185,7 @@ def recipe_cells(r: dict) -> dict:
     return {"recipe": r["recipe"], "step": speed(r["step_speedup"]), "all": speed(r["step_speedup_all"]),
             "linears": speed(r["gemm_speedup"]), "linears_alone": speed(r["gemm_only_speedup"]),
             "convert": ", ".join(r["convert"]) or "none",
-            "keep": "; ".join(f"{k['fqn']} ({k['reason']})" for k in r["keep"]), "accuracy": r["accuracy"]}
+            "keep": keep_cell(r), "accuracy": r["accuracy"]}
 
 
 COMMAND = Command("advise", main, "which layers to convert per recipe and the step speedup to expect, for a model on a GPU",

@@ -308,7 +308,9 @@ def resolve(model: str) -> Architecture:
     if path.is_dir():
         path = path / "config.json"
     if not path.exists():
-        raise UserError(f"model {model!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json file")
+        looks_like_a_path = path.suffix == ".json" or len(path.parts) > 1
+        what = "no such file" if looks_like_a_path else "neither a preset nor a config.json file"
+        raise UserError(f"model {model!r}: {what} (presets: {', '.join(PRESETS)})")
     return from_config(path)
 
 

@@ -17,11 +17,17 @@ Sharding follows torchtitan (Megatron's layout, with sequence parallel):
   Without ep (ep = 1) the experts are tensor-parallel like a dense MLP (torchtitan's TensorParallel
   for GroupedExperts), each gets tokens x top_k / experts tokens, and skew changes nothing (a
   grouped GEMM's total rows stay tokens x top_k).
-- No activation recomputation: with full activation checkpointing, every fprop runs twice.
+- Activation checkpointing (`Parallel.ac`, torchtitan's modes): "full" reruns every transformer
+  block's forward in its backward: each block linear's fprop counts twice, the attention core's
+  forward, the blocks' forward elementwise bytes and their forward TP and EP collectives run once
+  more. The embedding, the final norm, the output projection and the loss are outside the blocks
+  (torchtitan checkpoints each block), so they run once. FSDP moves nothing more: the backward
+  all-gathers each block's parameters anyway (reshard_after_forward).
 
 A GEMM's passes (see `suite.models.step.Gemm`): fprop (m x fan_in) @ (fan_in x fan_out), dgrad
 (m x fan_out) @ (fan_out x fan_in), wgrad (fan_out x m) @ (m x fan_in); `count` is the number of
-layers holding the linear (1 for the output projection).
+layers holding the linear (1 for the output projection), its fprop's times `Parallel.forwards`
+inside the blocks.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from fractions import Fraction
 
 from suite.core.errors import UserError
 from suite.models.architecture import Architecture, Linear
-from suite.models.step import Gemm, Parallel, StepWork
+from suite.models.step import AC_MODES, Gemm, Parallel, StepWork
 
 ACTIVATION_BYTES = 2  # bf16 activations, gradients and logits: what the elementwise and collective bytes count
 # FlashAttention's backward does 2.5x its forward's FLOPs (Dao 2023, FlashAttention-2, section 4.1;
@@ -48,7 +54,8 @@ def step_work(arch: Architecture, parallel: Parallel, skew: float = 1.0) -> Step
     """Every GEMM of one training step on one GPU, with the step's other work."""
     check(arch, parallel, skew)
     gemms = tuple(gemm for linear in arch.linears()
-                  for gemm in passes(linear, *local_shape(arch, parallel, linear, skew)))
+                  for gemm in passes(linear, *local_shape(arch, parallel, linear, skew),
+                                     forwards=1 if linear.module == "output" else parallel.forwards))
     return StepWork(gemms=gemms, attention_flops=attention_flops(arch, parallel),
                     elementwise_bytes=elementwise_bytes(arch, parallel, skew),
                     params_local=params_local(arch, parallel),
@@ -62,6 +69,8 @@ def check(arch: Architecture, parallel: Parallel, skew: float = 1.0) -> None:
         value = getattr(parallel, spec.name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise UserError(f"{spec.name} must be a positive integer, got {value!r}")
+    if parallel.ac not in AC_MODES:
+        raise UserError(f"ac must be one of {', '.join(AC_MODES)}, got {parallel.ac!r}")
     name, tp, ep, gpus = arch.name or arch.family, parallel.tp, parallel.ep, parallel.gpus
     if gpus % tp:
         raise UserError(f"gpus {gpus} is not a multiple of tp {tp}")
@@ -110,19 +119,21 @@ def local_shape(arch: Architecture, parallel: Parallel, linear: Linear, skew: fl
     return m, fan_in, fan_out, groups
 
 
-def passes(linear: Linear, m: int, fan_in: int, fan_out: int, groups: int) -> tuple[Gemm, ...]:
-    """fprop, dgrad and wgrad of a linear of that local shape."""
+def passes(linear: Linear, m: int, fan_in: int, fan_out: int, groups: int, forwards: int = 1) -> tuple[Gemm, ...]:
+    """fprop, dgrad and wgrad of a linear of that local shape, its fprop run `forwards` times a layer."""
     shapes = {"fprop": (m, fan_in, fan_out), "dgrad": (m, fan_out, fan_in), "wgrad": (fan_out, m, fan_in)}
-    return tuple(Gemm(linear.fqn, linear.module, name, *shape, count=linear.count, groups=groups)
+    return tuple(Gemm(linear.fqn, linear.module, name, *shape,
+                      count=linear.count * (forwards if name == "fprop" else 1), groups=groups)
                  for name, shape in shapes.items())
 
 
 def attention_flops(arch: Architecture, parallel: Parallel) -> float:
     """The attention core on one GPU, forward and backward: per layer and sequence, seq^2 / 2 causal
     query-key pairs (FlashAttention's count), 2 FLOPs per multiply-add over the query-key width (Q K^T)
-    and the value width (P V), for the GPU's heads / tp heads; the backward ATTENTION_BACKWARD times it."""
+    and the value width (P V), for the GPU's heads / tp heads; the backward ATTENTION_BACKWARD times it;
+    the forward `parallel.forwards` times (full activation checkpointing reruns it)."""
     forward = parallel.batch * parallel.seq ** 2 * (arch.heads // parallel.tp) * (arch.qk_head_dim + arch.v_dim)
-    return float(arch.layers * forward * (1 + ATTENTION_BACKWARD))
+    return float(arch.layers * forward * (parallel.forwards + ATTENTION_BACKWARD))
 
 
 def elementwise_bytes(arch: Architecture, parallel: Parallel, skew: float = 1.0) -> float:
@@ -138,7 +149,8 @@ def elementwise_bytes(arch: Architecture, parallel: Parallel, skew: float = 1.0)
       the experts' logits), shared experts' SwiGLU, and per routed row (a token's copy at an expert)
       its permutation and un-permutation (read and write h each: 4h) and its experts' SwiGLU;
     - once: the embedding lookup and the final norm (2h each), GPT-2's position add (3h).
-    The backward moves ELEMENTWISE_BACKWARD times the forward's bytes. The loss reads the logits
+    The backward moves ELEMENTWISE_BACKWARD times the forward's bytes; full activation checkpointing
+    reruns the blocks' part of the forward (not the embedding's, final norm's, loss's). The loss reads the logits
     (vocab / tp a token) forward, and reads them and writes their gradient backward: 3 x vocab.
     Attention's softmax is inside the attention kernel (its FLOPs, not here)."""
     tp, tokens, h = parallel.tp, parallel.batch * parallel.seq, arch.hidden
@@ -152,12 +164,13 @@ def elementwise_bytes(arch: Architecture, parallel: Parallel, skew: float = 1.0)
         per_layer += tokens * 2 * (heads + kv) * arch.head_dim
     dense_layers = arch.layers - arch.moe_layers
     mlp = tokens * (3 if arch.gated else 2) * _ceil(arch.intermediate, tp)
-    forward = arch.layers * per_layer + dense_layers * mlp
+    blocks = arch.layers * per_layer + dense_layers * mlp
     if arch.experts:
-        forward += arch.moe_layers * _moe_elementwise(arch, parallel, skew)
-    forward += shard * (4 + (3 if arch.positions else 0)) * h
+        blocks += arch.moe_layers * _moe_elementwise(arch, parallel, skew)
+    outside = shard * (4 + (3 if arch.positions else 0)) * h
     loss = 3 * tokens * _ceil(arch.vocab, tp)
-    return float(ACTIVATION_BYTES * (forward * (1 + ELEMENTWISE_BACKWARD) + loss))
+    recomputed = (parallel.forwards - 1) * blocks
+    return float(ACTIVATION_BYTES * ((blocks + outside) * (1 + ELEMENTWISE_BACKWARD) + recomputed + loss))
 
 
 def _moe_elementwise(arch: Architecture, parallel: Parallel, skew: float) -> int:
@@ -187,20 +200,21 @@ def tp_bytes(arch: Architecture, parallel: Parallel) -> float:
     the whole tensor per all-gather or reduce-scatter). Each is of one (tokens x hidden) activation:
     per layer, an all-gather before attention and before the MLP and a reduce-scatter after each,
     forward, and the same four backward (8); the embedding's reduce-scatter and the output
-    projection's all-gather, forward and backward (4). All-reduces without sequence parallel move
+    projection's all-gather, forward and backward (4); full activation checkpointing reruns each
+    layer's forward four (4 more per layer). All-reduces without sequence parallel move
     the same bytes. FP8 all-gathers (torchao's float8 TP) would halve their part."""
     if parallel.tp == 1:
         return 0.0
     tokens = parallel.batch * parallel.seq
-    collectives = 8 * arch.layers + 4
+    collectives = (4 * parallel.forwards + 4) * arch.layers + 4
     return float(collectives * tokens * arch.hidden * ACTIVATION_BYTES * (parallel.tp - 1) / parallel.tp)
 
 
 def ep_bytes(arch: Architecture, parallel: Parallel) -> float:
     """Bytes one GPU sends in expert parallel's all-to-alls per step: per mixture layer, each routed
     row (routed tokens x top_k of them, hidden wide) is dispatched and combined, forward and
-    backward (4 all-to-alls), (ep - 1) / ep of it to other GPUs when routing is balanced."""
+    backward (4 all-to-alls; full activation checkpointing reruns the forward's 2), (ep - 1) / ep of it to other GPUs when routing is balanced."""
     if parallel.ep == 1:
         return 0.0
     rows = routed_tokens(parallel) * arch.top_k
-    return float(arch.moe_layers * 4 * rows * arch.hidden * ACTIVATION_BYTES * (parallel.ep - 1) / parallel.ep)
+    return float(arch.moe_layers * (2 * parallel.forwards + 2) * rows * arch.hidden * ACTIVATION_BYTES * (parallel.ep - 1) / parallel.ep)

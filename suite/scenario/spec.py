@@ -183,6 +183,7 @@ class Advised(Strict):
     ep: PositiveInt = 1
     seq: PositiveInt
     batch: PositiveInt
+    ac: Literal["none", "full"] = "none"  # activation checkpointing (suite.models.step.AC_MODES)
     gemms: Annotated[list[AdvisedGemm], Field(min_length=1)]
 
 

@@ -49,7 +49,9 @@ def layers(step: StepWork) -> dict[str, list[Gemm]]:
 
 def misaligned(gemms: list[Gemm], recipe: str) -> str | None:
     """Why the linear's shape cannot run the recipe: its fprop's K (in features) or N (out) not a
-    multiple of the recipe's alignment."""
+    multiple of the recipe's alignment (a scaled recipe's: fp16 or fp32 GEMMs take any shape)."""
+    if registry.PRECISIONS[recipe].scaling is None:
+        return None
     block = registry.PRECISIONS[recipe].params.model_fields.get("block_size")
     align = max(ALIGN, block.default if block is not None else ALIGN)
     fprop = next((g for g in gemms if g.pass_ == "fprop"), gemms[0])

@@ -97,6 +97,8 @@ def advise(name: str, step: StepWork, parallel: Parallel, device_name: str, reci
     (`--from`), taking the prediction's place (bf16's too)."""
     device = device_of(device_name)
     recipes = [r for r in (recipes or default_recipes()) if r != BASELINE]
+    if not recipes:
+        raise UserError(f"{BASELINE} is the baseline every recipe is compared with: name another recipe to advise on")
     reasons = {r: why_not(r, device) for r in recipes}
     able = [r for r in recipes if reasons[r] is None]
     timed = {**time_all(step, parallel, device, (BASELINE, *able)), **(measured or {})}
@@ -106,7 +108,7 @@ def advise(name: str, step: StepWork, parallel: Parallel, device_name: str, reci
                for r in recipes]
     return {"model": name, "device": device.label, "gpus": parallel.gpus,
             "parallel": {"gpus": parallel.gpus, "tp": parallel.tp, "ep": parallel.ep, "seq": parallel.seq,
-                         "batch": parallel.batch},
+                         "batch": parallel.batch, "ac": parallel.ac},
             "loss_budget": loss_budget, "baseline": {"recipe": BASELINE, "terms": base.as_ms()},
             "recipes": answers, "gemms": gemm_rows(step, timed, able)}
 

@@ -69,6 +69,12 @@ TERMS = (
      "every recipe", "vanilla TP (torchtitan's default, not async TP): nothing overlaps (an assumption); "
      "torchao's FP8 all-gather of TP inputs is not modelled"),
     ("expert parallel", "its all-to-alls (StepWork.ep_bytes), all exposed", "an assumption: no overlap"),
+    ("activation checkpointing", "`--ac full`: each transformer block's forward runs again in its backward: its "
+     "fprop GEMMs (with their casts) counted twice, the attention core's forward, the blocks' forward elementwise "
+     "bytes and their forward TP and EP collectives once more; the embedding, final norm, output projection and "
+     "loss once (suite/models/step_work.py)", "torchtitan's activation_checkpoint.mode = \"full\": a "
+     "checkpoint_wrapper around each transformer block (torchtitan/distributed/activation_checkpoint.py); FSDP "
+     "all-gathers each block again for the backward anyway (reshard_after_forward), so nothing more there"),
     ("links", f"NVLink (or PCIe) within {GPUS_PER_NODE} GPUs, the network beyond; per GPU, one direction: "
      + ", ".join(f"{k} {v:g}" for k, v in LINK_GBS.items()) + f" GB/s; network {NETWORK_GBS_DEFAULT:g} GB/s "
      "(B300 100)", "NVIDIA datasheets: NVLink 3 600 GB/s, NVLink 4 900 GB/s, NVLink 5 1.8 TB/s, PCIe Gen5 "
@@ -205,8 +211,9 @@ def step_terms(step: StepWork, parallel: Parallel, device: model.Device, recipe:
     timed = timed if timed is not None else time_all(step, parallel, device, (BASELINE, recipe))
     rows = [timed[(g, recipe if g.layer in converted else BASELINE)] for g in step.gemms]
     fp8_bytes = fp8_all_gather(recipe)
-    fp8_elements = sum(g.count * g.groups * g.k * g.n for g in step.gemms
-                       if g.pass_ == "fprop" and g.layer in converted) if fp8_bytes else 0.0
+    # the converted weights, from wgrad's (out x in) (fprop's count includes recomputed forwards)
+    fp8_elements = sum(g.count * g.groups * g.m * g.n for g in step.gemms
+                       if g.pass_ == "wgrad" and g.layer in converted) if fp8_bytes else 0.0
     fsdp = fsdp_seconds(step, parallel, device, fp8_elements, fp8_bytes or FSDP_PARAM_BYTES)
     attention, elementwise, optimizer, tp, ep = side_terms(step, parallel, device)
     return Terms(sum(r.seconds for r in rows), sum(r.gemm_seconds for r in rows), attention, elementwise, optimizer,

@@ -28,8 +28,8 @@ def torchtitan_device() -> model.Device:
 def torchtitan_tokens_per_s() -> dict[str, float]:
     """Predicted tokens/s per GPU of the torchtitan 70B run per recipe, every linear but the output
     converted (torchtitan's float8 converter skips `output`)."""
-    name, gpus, tp, seq, batch = fp8.TORCHTITAN_70B_RUN
-    parallel = Parallel(gpus=gpus, tp=tp, seq=seq, batch=batch)
+    name, gpus, tp, seq, batch, ac = fp8.TORCHTITAN_70B_RUN
+    parallel = Parallel(gpus=gpus, tp=tp, seq=seq, batch=batch, ac=ac)
     step, device = answer.model_step(name, parallel), torchtitan_device()
     timed = estimate.time_all(step, parallel, device, tuple(fp8.TORCHTITAN_70B))
     linears = {g.layer for g in step.gemms if g.module != "output"}
@@ -42,8 +42,8 @@ def comparisons() -> list[tuple[str, str, str, float, str, float]]:
     """(source, device, case, published, unit, predicted) per published measurement."""
     rows = [(pub.source, pub.device, pub.what, pub.measured, pub.unit, predicted)
             for pub, predicted in roofline.comparisons() if pub.source == TE_GUIDE]
-    name, gpus, tp, seq, batch = fp8.TORCHTITAN_70B_RUN
-    run = f"Llama 3.1 70B, {gpus} GPUs, TP {tp}, FSDP {gpus // tp}, {batch} x {seq} tokens"
+    name, gpus, tp, seq, batch, ac = fp8.TORCHTITAN_70B_RUN
+    run = f"Llama 3.1 70B, {gpus} GPUs, TP {tp}, FSDP {gpus // tp}, {batch} x {seq} tokens, {ac} AC"
     predicted = torchtitan_tokens_per_s()
     rows.append((fp8.TORCHTITAN, "H100 (2.4 TB/s)", f"{run}: bf16 tokens/s per GPU", fp8.TORCHTITAN_70B["bf16"],
                  "tokens/s", predicted["bf16"]))

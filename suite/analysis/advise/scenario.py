@@ -108,6 +108,7 @@ def scenario_data(work: StepWork, recipes: Sequence[str], model: str, parallel: 
     the suite's), marked as advised for `model` on `device` laid out as `parallel`."""
     precisions = list(dict.fromkeys([baseline, *recipes]))
     layout = f"{parallel.gpus} GPU(s), TP {parallel.tp}, EP {parallel.ep}, {parallel.batch} x {parallel.seq} tokens per GPU"
+    layout += f", {parallel.ac} activation checkpointing" if parallel.ac != "none" else ""
     defaults = {"device": run_device, "baseline": baseline, **({"timing": dict(timing)} if timing else {})}
     return {
         "name": name or default_name(model),
