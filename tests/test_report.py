@@ -287,3 +287,38 @@ def test_without_energy_readings_there_is_no_energy_section(records, tmp_path, q
     report.render(records, tmp_path)
     assert "Energy" not in (tmp_path / "report.md").read_text()
     assert energy.vs_bf16(records).empty
+
+
+def test_a_geomean_speedup_says_which_estimators_it_averages(records):
+    """Issue #38: a precision's geomean over paired and ratio-of-medians speedups says how many of
+    each (the table and run --json), never averaging the two silently; one kind names itself."""
+    rows = {r["precision"]: r for r in summary.summary_rows(records)}
+    assert rows["bf16"]["geomean_speedup"] == "4x (ratio of medians)"
+    records["speedup_paired"] = [None, 3.9, None, 4.2, None, None]
+    rows = {r["precision"]: r for r in summary.summary_rows(records)}
+    assert rows["bf16"]["geomean_speedup"] == f"{math.sqrt(3.9 * 4.2):.3g}x (paired)"
+    records["speedup_paired"] = [None, 3.9, None, None, None, None]
+    rows = {r["precision"]: r for r in summary.summary_rows(records)}
+    assert rows["bf16"]["geomean_speedup"] == f"{math.sqrt(3.9 * 4.0):.3g}x (1 paired, 1 ratio of medians)"
+    json_rows = {r["precision"]: r for r in summary.summary_records(records)}
+    assert json_rows["bf16"]["geomean_speedup_of"] == {"paired": 1, "ratio_of_medians": 1}
+    emulated = rows["fp8_tensorwise"]["geomean_speedup"]  # no speed: no estimator named
+    assert "paired" not in emulated and "medians" not in emulated
+
+
+def test_speedup_plot_bars_are_the_stored_paired_interval_where_one_exists(records):
+    """Issue #38: a paired speedup's bar is its stored interval at its level; a ratio of medians keeps
+    its case's p10-p90; the plot's title says which."""
+    from suite.report import plots
+    records["time_ms_p10"], records["time_ms_p90"] = records["time_ms_median"] * 0.9, records["time_ms_median"] * 1.2
+    records["speedup_paired"] = [None, 3.9, None, None, None, None]
+    records["speedup_paired_low"] = [None, 3.7, None, None, None, None]
+    records["speedup_paired_high"] = [None, 4.3, None, None, None, None]
+    records["speedup_paired_level"] = [None, 0.95, None, None, None, None]
+    rows = derived.with_speedups(records)
+    rows = rows[rows["precision"] == "bf16"]
+    bars = plots.error_bars(rows, "speedup")
+    assert bars[:, 0] == pytest.approx([3.9 - 3.7, 4.3 - 3.9])  # the stored interval
+    assert bars[:, 1] == pytest.approx([4.0 - 4.0 / 1.2, 4.0 / 0.9 - 4.0])  # its own p10-p90
+    assert plots.speedup_bars_title(rows) == "bars: paired speedups' stored 95% interval, others each case's p10-p90"
+    assert plots.speedup_bars_title(rows.iloc[1:]) == "bars: each case's p10-p90"

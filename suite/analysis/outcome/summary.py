@@ -31,8 +31,20 @@ def summary_records(df: pd.DataFrame) -> list[dict]:
     return [{"workload": s["workload"], "precision": s["variant"], "ok": int(s["ok"]), "skipped": int(s["skipped"]),
              "failed": int(s["failed"]), "best_tflops": number(s["best_tflops"]),
              "geomean_speedup": number(s["geomean_speedup"]), "median_rel_err": number(s["median_rel_err"]),
-             "emulated": bool(s["emulated"])}
+             "emulated": bool(s["emulated"]),
+             "geomean_speedup_of": {"paired": int(s["paired_speedups"]), "ratio_of_medians": int(s["medians_speedups"])}}
             for _, s in derived.summary(labels.with_labels(df)).iterrows()]
+
+
+def speedup_estimator(of: dict[str, int]) -> str:
+    """Which speedups a geomean averages, so that it never mixes the two estimators silently:
+    ' (paired)', ' (ratio of medians)', or ' (3 paired, 2 ratio of medians)'; '' for none."""
+    paired, medians = of["paired"], of["ratio_of_medians"]
+    if not paired + medians:
+        return ""
+    if paired and medians:
+        return f" ({paired} paired, {medians} ratio of medians)"
+    return " (paired)" if paired else " (ratio of medians)"
 
 
 def summary_rows(df: pd.DataFrame) -> list[dict]:
@@ -42,7 +54,7 @@ def summary_rows(df: pd.DataFrame) -> list[dict]:
             "workload": s["workload"], "precision": s["precision"],
             "cases": ", ".join(f"{s[k]} {k}" for k in ("ok", "skipped", "failed") if s[k]) or "none",
             "best_tflops": fmt(s["best_tflops"], ".4g"),
-            "geomean_speedup": fmt(s["geomean_speedup"], ".3g", "x"),
+            "geomean_speedup": fmt(s["geomean_speedup"], ".3g", "x") + speedup_estimator(s["geomean_speedup_of"]),
             "median_rel_err": fmt(s["median_rel_err"], ".2e"),
             "note": "emulated: accuracy only" if s["emulated"] else "",
         }
