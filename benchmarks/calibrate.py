@@ -569,8 +569,10 @@ With bursts (10% of run-case pairs 2x slow) the search scans each series winsori
 than 2.5 robust sds from its local level counts as that far; `history.winsorize`), so one burst run,
 or {fewer} in a row, makes no step; {min_runs} bursts in a row of one direction (the case's own time,
 or its baseline's) are exactly a {min_runs}-run episode, such as the thread change of the pooled
-paired_stability runs, and are found as one: most of the false change points under bursts. Drop or
-rerun runs caught by bursts of load.
+paired_stability runs, and are found as one (two change points): a run starts such a run of
+{min_runs} with probability 0.1^{min_runs} in each direction, so about 5% of 30-run series hold one, most
+of the false change points under bursts. A local level over more runs would ignore them, and a
+{min_runs}-run change with them. Drop or rerun runs caught by bursts of load.
 
 {table}
 """

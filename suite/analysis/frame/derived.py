@@ -155,7 +155,8 @@ def _narrow(df: pd.DataFrame, names) -> pd.DataFrame:
 # What `summary` and `slow_paths` read of a record.
 SUMMARY_READS = ("workload", "variant", "precision", "status", "emulated", "tflops", "speedup", "speedup_paired",
                  "speedup_medians", "rel_err")
-SLOW_PATH_READS = ("run_id", "variant", "baseline", "precision", "status", "emulated", "speedup", "device",
+SLOW_PATH_READS = ("run_id", "variant", "baseline", "precision", "status", "emulated", "speedup", "speedup_paired",
+                   "speedup_medians", "device",
                    "cpu_isa", "cpu_flags", "cpu_isa_env")
 
 
@@ -243,8 +244,8 @@ def slow_path_cause(precision: str, device: str | None, isa, flags, isa_env, bas
 
 def slow_paths(df: pd.DataFrame) -> list[dict]:
     """Per run and precision whose measured speedups (geomean, non-emulated) are below
-    SLOW_PATH_BELOW: how many times slower than the baseline it is, over how many cases, and the
-    likely cause (`slow_path_cause`). Slowest first."""
+    SLOW_PATH_BELOW: how many times slower than the baseline it is, over how many cases (how many of
+    their speedups paired, the rest ratios of medians), and the likely cause (`slow_path_cause`). Slowest first."""
     df = _narrow(labels.with_labels(with_speedups(df)), SLOW_PATH_READS)
     ok = df[(df["status"] == "ok") & ~is_emulated(df) & df["speedup"].notna()]
     out = []
@@ -257,7 +258,8 @@ def slow_paths(df: pd.DataFrame) -> list[dict]:
             continue
         out.append({
             "run_id": run, "precision": precision, "variant": variant, "baseline": baseline, "slowdown": 1 / gm,
-            "worst": 1 / g["speedup"].min(), "cases": len(g), "device": _first(g, "device"),
+            "worst": 1 / g["speedup"].min(), "cases": len(g), "paired": int(paired_speedups(g).sum()),
+            "device": _first(g, "device"),
             "cause": slow_path_cause(precision, _first(g, "device"), _first(g, "cpu_isa"),
                                      _first(g, "cpu_flags"), _first(g, "cpu_isa_env"), baseline),
         })

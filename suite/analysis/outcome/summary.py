@@ -37,14 +37,15 @@ def summary_records(df: pd.DataFrame) -> list[dict]:
 
 
 def speedup_estimator(of: dict[str, int]) -> str:
-    """Which speedups a geomean averages, so that it never mixes the two estimators silently:
-    ' (paired)', ' (ratio of medians)', or ' (3 paired, 2 ratio of medians)'; '' for none."""
+    """Which speedups a geomean averages, so that it never mixes the two estimators silently (the
+    summary's note): 'speedups paired', 'speedups: ratio of medians', or 'speedups: 3 paired, 2 ratio
+    of medians'; '' for none."""
     paired, medians = of["paired"], of["ratio_of_medians"]
     if not paired + medians:
         return ""
     if paired and medians:
-        return f" ({paired} paired, {medians} ratio of medians)"
-    return " (paired)" if paired else " (ratio of medians)"
+        return f"speedups: {paired} paired, {medians} ratio of medians"
+    return "speedups paired" if paired else "speedups: ratio of medians"
 
 
 def summary_rows(df: pd.DataFrame) -> list[dict]:
@@ -54,9 +55,10 @@ def summary_rows(df: pd.DataFrame) -> list[dict]:
             "workload": s["workload"], "precision": s["precision"],
             "cases": ", ".join(f"{s[k]} {k}" for k in ("ok", "skipped", "failed") if s[k]) or "none",
             "best_tflops": fmt(s["best_tflops"], ".4g"),
-            "geomean_speedup": fmt(s["geomean_speedup"], ".3g", "x") + speedup_estimator(s["geomean_speedup_of"]),
+            "geomean_speedup": fmt(s["geomean_speedup"], ".3g", "x"),
             "median_rel_err": fmt(s["median_rel_err"], ".2e"),
-            "note": "emulated: accuracy only" if s["emulated"] else "",
+            "note": "; ".join(n for n in ("emulated: accuracy only" if s["emulated"] else "",
+                                          speedup_estimator(s["geomean_speedup_of"])) if n),
         }
         for s in summary_records(df)
     ]
@@ -153,7 +155,10 @@ def _slow_path_lines(df: pd.DataFrame) -> list[str]:
 def _within(df: pd.DataFrame, slow: dict) -> str:
     """' (geomean of 6 cases, up to 1.12e+03x, at 0.39% of its roofline of 0.333 TFLOP/s)'."""
     worst = f", up to {slow['worst']:.3g}x" if slow["worst"] > 1.05 * slow["slowdown"] else ""
-    cases = f"geomean of {slow['cases']} cases" if slow["cases"] > 1 else "one case"
+    mixed = 0 < slow["paired"] < slow["cases"]  # two estimators in one geomean: say so
+    apart = slow["cases"] - slow["paired"]
+    kinds = f", {slow['paired']} paired and {apart} ratio{'s' if apart > 1 else ''} of medians" if mixed else ""
+    cases = f"geomean of {slow['cases']} cases{kinds}" if slow["cases"] > 1 else "one case"
     return f" ({cases}{worst}{_roofline_note(df, slow['run_id'], slow['precision'])})"
 
 
