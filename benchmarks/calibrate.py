@@ -531,9 +531,12 @@ def history_page(text: str, command: str, seed: int, clean: int | None, planted:
     count = (f"{HISTORY_CLEAN_RUNS} runs' worth of them: {HISTORY_CLEAN_RUNS // min(HISTORY_LENGTHS)} histories of "
              f"{min(HISTORY_LENGTHS)} runs down to {HISTORY_CLEAN_RUNS // max(HISTORY_LENGTHS)} of "
              f"{max(HISTORY_LENGTHS)}" if clean is None else f"{clean} of them")
+    if clean is not None:  # fewer than the default: the page says so
+        count += (f". **A reduced run**: the default is {HISTORY_CLEAN_RUNS} runs' worth of clean histories a cell "
+                  f"and {HISTORY_PLANTED} planted ones; this table has {clean} and {planted}")
+    m = history.Options().min_runs
     return HISTORY_PAGE.format(table=text, command=command, seed=seed, clean=count, planted=planted,
-                               step=f"{STEP:.0%}", margin=STEP_MARGIN, planted_cases=PLANTED,
-                               min_runs=history.Options().min_runs)
+                               step=f"{STEP:.0%}", margin=STEP_MARGIN, planted_cases=PLANTED, min_runs=m, fewer=m - 1)
 
 
 HISTORY_PAGE = """\
@@ -562,10 +565,14 @@ least {margin} runs on each side ({planted} histories per cell; none for 6 runs,
   of the step; **at the step**: exactly at it; **time power**: the same for the planted cases'
   times (whole-run shifts do not cancel in a time as they do in a speedup).
 
-With bursts (10% of run-case pairs 2x slow) a burst run inflates its segment's spread, as it does a
-side's in compare, so false change points stay rare ({min_runs} consecutive bursts at an end of a
-series look like a step, and are one), but a step is found only where neither segment has a burst in
-it: rarely in a long series. Drop or rerun runs caught by bursts of load.
+With bursts (10% of run-case pairs 2x slow) the search scans each series winsorized (a run more
+than 2.5 robust sds from its local level counts as that far; `history.winsorize`), so one burst run,
+or {fewer} in a row, makes no step; {min_runs} bursts in a row of one direction (the case's own time,
+or its baseline's) are exactly a {min_runs}-run episode, such as the thread change of the pooled
+paired_stability runs, and are found as one (two change points): a run starts such a run of
+{min_runs} with probability 0.1^{min_runs} in each direction, so about 5% of 30-run series hold one, most
+of the false change points under bursts. A local level over more runs would ignore them, and a
+{min_runs}-run change with them. Drop or rerun runs caught by bursts of load.
 
 {table}
 """

@@ -287,3 +287,50 @@ def test_without_energy_readings_there_is_no_energy_section(records, tmp_path, q
     report.render(records, tmp_path)
     assert "Energy" not in (tmp_path / "report.md").read_text()
     assert energy.vs_bf16(records).empty
+
+
+def test_a_geomean_speedup_says_which_estimators_it_averages(records):
+    """Issue #38: a precision's geomean over paired and ratio-of-medians speedups says how many of
+    each (the summary's note and run --json), never averaging the two silently; one kind names itself."""
+    def row():
+        return {r["precision"]: r for r in summary.summary_rows(records)}["bf16"]
+
+    assert (row()["geomean_speedup"], row()["note"]) == ("4x", "speedups: ratio of medians")
+    records["speedup_paired"] = [None, 3.9, None, 4.2, None, None]
+    assert (row()["geomean_speedup"], row()["note"]) == (f"{math.sqrt(3.9 * 4.2):.3g}x", "speedups paired")
+    records["speedup_paired"] = [None, 3.9, None, None, None, None]
+    assert (row()["geomean_speedup"], row()["note"]) == (f"{math.sqrt(3.9 * 4.0):.3g}x",
+                                                         "speedups: 1 paired, 1 ratio of medians")
+    json_rows = {r["precision"]: r for r in summary.summary_records(records)}
+    assert json_rows["bf16"]["geomean_speedup_of"] == {"paired": 1, "ratio_of_medians": 1}
+    emulated = {r["precision"]: r for r in summary.summary_rows(records)}["fp8_tensorwise"]
+    assert emulated["note"] == "emulated: accuracy only"  # no speed: no estimator named
+
+
+def test_speedup_plot_bars_are_the_stored_paired_interval_where_one_exists(records):
+    """Issue #38: a paired speedup's bar is its stored interval at its level; a ratio of medians keeps
+    its case's p10-p90; the plot's title says which."""
+    from suite.report import plots
+    records["time_ms_p10"], records["time_ms_p90"] = records["time_ms_median"] * 0.9, records["time_ms_median"] * 1.2
+    records["speedup_paired"] = [None, 3.9, None, None, None, None]
+    records["speedup_paired_low"] = [None, 3.7, None, None, None, None]
+    records["speedup_paired_high"] = [None, 4.3, None, None, None, None]
+    records["speedup_paired_level"] = [None, 0.95, None, None, None, None]
+    rows = derived.with_speedups(records)
+    rows = rows[rows["precision"] == "bf16"]
+    bars = plots.error_bars(rows, "speedup")
+    assert bars[:, 0] == pytest.approx([3.9 - 3.7, 4.3 - 3.9])  # the stored interval
+    assert bars[:, 1] == pytest.approx([4.0 - 4.0 / 1.2, 4.0 / 0.9 - 4.0])  # its own p10-p90
+    assert plots.speedup_bars_title(rows) == "bars: paired speedups' stored 95% interval, others each case's p10-p90"
+    assert plots.speedup_bars_title(rows.iloc[1:]) == "bars: each case's p10-p90"
+
+
+def test_a_slow_path_geomean_over_both_estimators_says_how_many_of_each():
+    """Issue #38: the headline's slow-path geomean names its mix of paired and ratio-of-medians
+    speedups when it has both, so it never averages the two silently."""
+    df = cpu_run("avx2 avx512f")
+    df["speedup_paired"] = [None, 0.2 / 12.5, None, None]  # one bf16 case timed in paired rounds
+    slow = next(line for line in summary.headline(df) if "slower than fp32 here" in line)
+    assert "(geomean of 2 cases, 1 paired and 1 ratio of medians" in slow
+    gm = math.sqrt(12.5 / 0.2 * 96.0 / 1.6)
+    assert slow.startswith(f"bf16 is {gm:.3g}x slower than fp32 here")

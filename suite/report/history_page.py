@@ -22,7 +22,8 @@ from suite.results import columns
 RUN_TABLE = [("index", "#"), ("run_id", "run"), ("torch_version", "torch"), (columns.LIBRARIES, ""),
              ("cuda_version", "CUDA"), ("device_name", "device")]
 CHANGE_TABLE = [("case", "case"), ("metric", "metric"), ("at", "from run"), ("before", "before"),
-                ("after", "after"), ("change", "change [interval]"), ("p", "p"), ("verdict", "verdict"),
+                ("after", "after"), ("change", "change [interval]"), ("p", "p (segments)"),
+                ("p_search", "p (search-adjusted)"), ("verdict", "verdict"),
                 ("explanation", "what differs")]
 UNITS = {history.SPEEDUP: "x", history.TIME: " ms"}
 
@@ -123,6 +124,7 @@ def _change_rows(h: history.History) -> list[dict]:
             "change": (f"{fmt(100 * (cp.ratio - 1), '+.1f', '%')} [{fmt(100 * (cp.low - 1), '+.1f', '%')}, "
                        f"{fmt(100 * (cp.high - 1), '+.1f', '%')}]"),
             "p": fmt(cp.p, ".2g"),
+            "p_search": fmt(cp.p_search, ".2g"),
             "verdict": cp.verdict if cp.metric == history.SPEEDUP else f"time {cp.verdict}",
             "css": cp.verdict,
             "explanation": "; ".join([*([cp.cause] if cp.cause else []), *cp.explanation]) or "nothing recorded",
@@ -144,13 +146,15 @@ def _method(h: history.History) -> str:
     o = h.options
     return (
         f"Each point is a case's value in one run, the value compare compares: its speedup over the in-run "
-        f"baseline precision (median times), or its median time. Change points come from binary segmentation "
-        f"whose test is compare's: a split with at least {o.min_runs} runs on each side is kept when compare, run "
-        f"on the runs before and after it, calls the change regressed or improved (runs as the unit of "
-        f"replication, run-to-run spread pooled over all cases, Student-t interval) at {o.confidence:.0%} divided "
-        f"among the splits tried (Bonferroni), and the change is at least {o.min_effect:.0%}; every change point "
-        f"is re-tested between its neighbours. A speedup change whose case's own time did not move while its "
-        f"baseline's did is baseline-changed. False change points and power: docs/calibration.md.")
+        f"baseline precision (median times), or its median time. Change points come from seeded binary "
+        f"segmentation of each series (a run caught by a burst of load clipped to its local level), a split "
+        f"with at least {o.min_runs} runs on each side kept where it reaches {o.confidence:.0%} divided among "
+        f"every split the search tried (Bonferroni: 'p (search-adjusted)'), and then where compare, run on the "
+        f"runs between its neighbouring change points (runs as the unit of replication, run-to-run spread "
+        f"pooled over all cases, Student-t interval at {o.confidence:.0%}), calls it regressed or improved, its "
+        f"interval clearing {o.min_effect:.0%}: 'p (segments)' is compare's p there, not adjusted for the "
+        f"search. A speedup change whose case's own time did not move while its baseline's did is "
+        f"baseline-changed. False change points and power: docs/calibration.md.")
 
 
 def build_view(h: history.History) -> dict:

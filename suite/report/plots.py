@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from suite.analysis.frame.derived import is_emulated
+from suite.analysis.frame.derived import is_emulated, paired_speedups
 from suite.analysis.frame.labels import sort_key, with_labels
 from suite.report import figures, palette
 from suite.scenario import registry
@@ -173,7 +173,8 @@ def _size(categories: dict | None) -> tuple[float, float]:
 
 # What the speed plots read of a record: taken first, so a million rows' grouping moves a few columns.
 SPEED_COLUMNS = ["workload", "precision", "variant", "shape", "baseline", "m", "k", "n", "params", "tflops",
-                 "peak_tflops", "speedup", "rel_err", "time_ms_median", "time_ms_p10", "time_ms_p90"]
+                 "peak_tflops", "speedup", "rel_err", "time_ms_median", "time_ms_p10", "time_ms_p90",
+                 "speedup_paired", "speedup_medians", "speedup_paired_low", "speedup_paired_high", "speedup_paired_level"]
 
 
 def _speed_rows(df: pd.DataFrame, workload: str) -> pd.DataFrame:
@@ -195,6 +196,33 @@ def _spread(rows: pd.DataFrame, value: pd.Series) -> np.ndarray:
     return np.nan_to_num(np.vstack([v - low, high - v]), nan=0.0).clip(min=0)
 
 
+def error_bars(rows: pd.DataFrame, column: str) -> np.ndarray:
+    """A plotted column's error bars: a speedup from paired rounds gets its stored interval
+    (speedup_paired_low/high, at speedup_paired_level), any other value its case's own p10-p90."""
+    bars = _spread(rows, rows[column])
+    if column != "speedup":
+        return bars
+    paired = paired_speedups(rows)
+    low, high = (pd.to_numeric(rows[c], errors="coerce").to_numpy(float) for c in ("speedup_paired_low", "speedup_paired_high"))
+    v = rows[column].to_numpy(float)
+    stored = paired & np.isfinite(low) & np.isfinite(high)
+    bars[:, stored] = np.vstack([v - low, high - v])[:, stored].clip(min=0)
+    return bars
+
+
+def speedup_bars_title(rows: pd.DataFrame) -> str:
+    """What a speedup plot's bars show: the stored paired intervals (at their levels) where cases
+    have them, each case's p10-p90 elsewhere."""
+    stored = paired_speedups(rows) & pd.to_numeric(rows["speedup_paired_low"], errors="coerce").notna().to_numpy()
+    levels = pd.to_numeric(rows.loc[stored, "speedup_paired_level"], errors="coerce").dropna()
+    if not stored.any():
+        return "bars: each case's p10-p90"
+    level = (f"{levels.min():.0%}" if levels.min() == levels.max() else f"{levels.min():.0%}-{levels.max():.0%}") \
+        if len(levels) else "stored level"
+    rest = ", others each case's p10-p90" if not stored.all() else ""
+    return f"bars: paired speedups' stored {level} interval{rest}"
+
+
 # Above this many points in one series, error bars are left out (thousands hide their points).
 MAX_BARS = 500
 
@@ -204,12 +232,12 @@ def _names(g: pd.DataFrame, what: str, column: str, fmt: str) -> list[str]:
 
 
 def _along(g: pd.DataFrame, x: pd.Series, column: str):
-    """A line's points in x order with their error bars and names: each case's own p10-p90, or,
+    """A line's points in x order with their error bars and names: each case's own (`error_bars`), or,
     where several cases share a size (parameter variants), their median with the p10-p90 across them."""
     if x.nunique() == len(g):
         order = np.argsort(x.to_numpy())
         g = g.iloc[order]
-        return x.to_numpy()[order], g[column].to_numpy(float), _spread(g, g[column]), g
+        return x.to_numpy()[order], g[column].to_numpy(float), error_bars(g, column), g
     by = g[column].astype(float).groupby(x.to_numpy())
     mid, low, high = by.median(), by.quantile(0.1), by.quantile(0.9)
     return mid.index.to_numpy(), mid.to_numpy(), np.vstack([mid - low, high - mid]), None
@@ -249,7 +277,7 @@ def _lines(ax, rows: pd.DataFrame, x: pd.Series, families: pd.Series, column: st
             g = pd.concat(points)
             g = g.iloc[_distinct(x[g.index], g[column], cats is None, log_y)]
             xs = x[g.index] + (offsets[variant] if cats is not None else 0.0)
-            _series(ax, xs, g[column], None if len(g) > MAX_BARS else _spread(g, g[column]),
+            _series(ax, xs, g[column], None if len(g) > MAX_BARS else error_bars(g, column),
                     _names(g, what, column, fmt), style, None)
 
 
@@ -289,7 +317,7 @@ def speedup(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     if log_y:
         ax.set_yscale("log")
     ax.set_ylabel(f"speedup over {rows['baseline'].iloc[0]} (x)")
-    ax.set_title(f"{workload}: speedup over the baseline precision (bars: each case's p10-p90)")
+    ax.set_title(f"{workload}: speedup over the baseline precision ({speedup_bars_title(rows)})")
     return _finish(fig, ax, xlabel, cats, path, x)
 
 

@@ -61,7 +61,7 @@ def with_speedups(df: pd.DataFrame) -> pd.DataFrame:
     paired = (pd.to_numeric(df["speedup_paired"], errors="coerce").to_numpy(float) if "speedup_paired" in df
               else np.full(n, np.nan))
     # only where the baseline is here too: a subset without it has no speedup of either kind
-    df["speedup"] = np.where(np.isfinite(medians) & np.isfinite(paired) & (paired > 0), paired, medians)
+    df["speedup"] = np.where(paired_speedups(df), paired, medians)
     peak = pd.to_numeric(df["peak_tflops"], errors="coerce")
     df["pct_of_peak"] = 100.0 * pd.to_numeric(df["tflops"], errors="coerce") / peak
     return df
@@ -153,14 +153,25 @@ def _narrow(df: pd.DataFrame, names) -> pd.DataFrame:
 
 
 # What `summary` and `slow_paths` read of a record.
-SUMMARY_READS = ("workload", "variant", "precision", "status", "emulated", "tflops", "speedup", "rel_err")
-SLOW_PATH_READS = ("run_id", "variant", "baseline", "precision", "status", "emulated", "speedup", "device",
+SUMMARY_READS = ("workload", "variant", "precision", "status", "emulated", "tflops", "speedup", "speedup_paired",
+                 "speedup_medians", "rel_err")
+SLOW_PATH_READS = ("run_id", "variant", "baseline", "precision", "status", "emulated", "speedup", "speedup_paired",
+                   "speedup_medians", "device",
                    "cpu_isa", "cpu_flags", "cpu_isa_env")
 
 
+def paired_speedups(df: pd.DataFrame) -> np.ndarray:
+    """Which rows' `speedup` is the paired-rounds one (`with_speedups`), not the ratio of medians."""
+    def column(name):
+        return pd.to_numeric(df[name], errors="coerce").to_numpy(float) if name in df else np.full(len(df), np.nan)
+    paired, medians = column("speedup_paired"), column("speedup_medians")
+    return np.isfinite(medians) & np.isfinite(paired) & (paired > 0)
+
+
 def summary(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (workload, precision): case counts by status, best TFLOP/s, geomean speedup,
-    median relative error. Emulated timings are not speed: their throughput columns stay empty."""
+    """One row per (workload, precision): case counts by status, best TFLOP/s, geomean speedup (and
+    how many of its cases' speedups are paired, how many ratios of medians), median relative error.
+    Emulated timings are not speed: their throughput columns stay empty."""
     df = labels.with_labels(with_speedups(df))
     rows = []
     for (workload, variant), g in _narrow(df, SUMMARY_READS).groupby(["workload", "variant"], sort=False):
@@ -175,6 +186,10 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
             "failed": int((g["status"] == "failed").sum()),
             "best_tflops": real["tflops"].max() if len(real) else math.nan,
             "geomean_speedup": geomean(real["speedup"]) if len(real) else math.nan,
+            # which estimator each case's speedup is (`with_speedups`): a geomean names its mix
+            "paired_speedups": int(paired_speedups(real).sum()),
+            "medians_speedups": int((np.isfinite(pd.to_numeric(real["speedup"], errors="coerce"))
+                                     & ~paired_speedups(real)).sum()),
             "median_rel_err": ok["rel_err"].median() if len(ok) and "rel_err" in ok else math.nan,
             "emulated": bool(len(ok)) and bool(is_emulated(ok).all()),
         })
@@ -229,8 +244,8 @@ def slow_path_cause(precision: str, device: str | None, isa, flags, isa_env, bas
 
 def slow_paths(df: pd.DataFrame) -> list[dict]:
     """Per run and precision whose measured speedups (geomean, non-emulated) are below
-    SLOW_PATH_BELOW: how many times slower than the baseline it is, over how many cases, and the
-    likely cause (`slow_path_cause`). Slowest first."""
+    SLOW_PATH_BELOW: how many times slower than the baseline it is, over how many cases (how many of
+    their speedups paired, the rest ratios of medians), and the likely cause (`slow_path_cause`). Slowest first."""
     df = _narrow(labels.with_labels(with_speedups(df)), SLOW_PATH_READS)
     ok = df[(df["status"] == "ok") & ~is_emulated(df) & df["speedup"].notna()]
     out = []
@@ -243,7 +258,8 @@ def slow_paths(df: pd.DataFrame) -> list[dict]:
             continue
         out.append({
             "run_id": run, "precision": precision, "variant": variant, "baseline": baseline, "slowdown": 1 / gm,
-            "worst": 1 / g["speedup"].min(), "cases": len(g), "device": _first(g, "device"),
+            "worst": 1 / g["speedup"].min(), "cases": len(g), "paired": int(paired_speedups(g).sum()),
+            "device": _first(g, "device"),
             "cause": slow_path_cause(precision, _first(g, "device"), _first(g, "cpu_isa"),
                                      _first(g, "cpu_flags"), _first(g, "cpu_isa_env"), baseline),
         })

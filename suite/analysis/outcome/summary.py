@@ -31,8 +31,21 @@ def summary_records(df: pd.DataFrame) -> list[dict]:
     return [{"workload": s["workload"], "precision": s["variant"], "ok": int(s["ok"]), "skipped": int(s["skipped"]),
              "failed": int(s["failed"]), "best_tflops": number(s["best_tflops"]),
              "geomean_speedup": number(s["geomean_speedup"]), "median_rel_err": number(s["median_rel_err"]),
-             "emulated": bool(s["emulated"])}
+             "emulated": bool(s["emulated"]),
+             "geomean_speedup_of": {"paired": int(s["paired_speedups"]), "ratio_of_medians": int(s["medians_speedups"])}}
             for _, s in derived.summary(labels.with_labels(df)).iterrows()]
+
+
+def speedup_estimator(of: dict[str, int]) -> str:
+    """Which speedups a geomean averages, so that it never mixes the two estimators silently (the
+    summary's note): 'speedups paired', 'speedups: ratio of medians', or 'speedups: 3 paired, 2 ratio
+    of medians'; '' for none."""
+    paired, medians = of["paired"], of["ratio_of_medians"]
+    if not paired + medians:
+        return ""
+    if paired and medians:
+        return f"speedups: {paired} paired, {medians} ratio of medians"
+    return "speedups paired" if paired else "speedups: ratio of medians"
 
 
 def summary_rows(df: pd.DataFrame) -> list[dict]:
@@ -44,7 +57,8 @@ def summary_rows(df: pd.DataFrame) -> list[dict]:
             "best_tflops": fmt(s["best_tflops"], ".4g"),
             "geomean_speedup": fmt(s["geomean_speedup"], ".3g", "x"),
             "median_rel_err": fmt(s["median_rel_err"], ".2e"),
-            "note": "emulated: accuracy only" if s["emulated"] else "",
+            "note": "; ".join(n for n in ("emulated: accuracy only" if s["emulated"] else "",
+                                          speedup_estimator(s["geomean_speedup_of"])) if n),
         }
         for s in summary_records(df)
     ]
@@ -141,7 +155,10 @@ def _slow_path_lines(df: pd.DataFrame) -> list[str]:
 def _within(df: pd.DataFrame, slow: dict) -> str:
     """' (geomean of 6 cases, up to 1.12e+03x, at 0.39% of its roofline of 0.333 TFLOP/s)'."""
     worst = f", up to {slow['worst']:.3g}x" if slow["worst"] > 1.05 * slow["slowdown"] else ""
-    cases = f"geomean of {slow['cases']} cases" if slow["cases"] > 1 else "one case"
+    mixed = 0 < slow["paired"] < slow["cases"]  # two estimators in one geomean: say so
+    apart = slow["cases"] - slow["paired"]
+    kinds = f", {slow['paired']} paired and {apart} ratio{'s' if apart > 1 else ''} of medians" if mixed else ""
+    cases = f"geomean of {slow['cases']} cases{kinds}" if slow["cases"] > 1 else "one case"
     return f" ({cases}{worst}{_roofline_note(df, slow['run_id'], slow['precision'])})"
 
 
