@@ -189,7 +189,8 @@ def _groups(df: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, np.ndarray]]
     at = np.flatnonzero(valid)
     ids = pd.factorize(group[at])[0]
     members = np.split(at[np.argsort(ids, kind="stable")], np.cumsum(np.bincount(ids))[:-1])
-    return [(tuple(df[k].iat[rows[0]] for k in keys), rows) for rows in members]
+    columns = [df[k] for k in keys]
+    return [(tuple(c.iat[rows[0]] for c in columns), rows) for rows in members]
 
 
 def _model_text(predicted: Crossing | None) -> str:
