@@ -217,9 +217,12 @@ def text_summary(h: history.History) -> str:
 
 
 def _plain(value):
-    """A JSON-ready value: NaN and infinities as null."""
+    """A JSON-ready value: a dataclass as `dataclasses.asdict` gives it (without its deep copy of
+    each of a thousand runs' numbers), NaN and infinities as null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -231,10 +234,10 @@ def json_view(h: history.History) -> dict:
     """`history --json`: the History's dataclasses as they are (docs/cli.md)."""
     return _plain({
         "scenario": h.scenario,
-        "options": dataclasses.asdict(h.options),
-        "runs": [dataclasses.asdict(r) for r in h.runs],
+        "options": h.options,
+        "runs": h.runs,
         "spread": {m: {"relative_sd": s.relative if s.observable else None, "detectable": h.detectable[m],
                        "source": s.source} for m, s in h.spread.items()},
-        "series": [dataclasses.asdict(s) for s in h.series],
+        "series": h.series,
         "change_points": len(h.change_points()),
     })

@@ -68,7 +68,9 @@ def _families(df: pd.DataFrame) -> pd.Series:
     _, first, shape = np.unique(key, return_index=True, return_inverse=True)  # each distinct shape named once
     m, k, n = (d[first] for d in dims)
     named = np.where((m == k) & (k == n), "square", [f"K={a}, N={b}" for a, b in zip(k, n)])
-    return pd.Series(np.where(m == 0, "", named)[shape], index=df.index)
+    # as objects before they are spread over the rows: a row's name is then one of a few strings (as
+    # numpy text, each of a million rows became a string of its own)
+    return pd.Series(np.where(m == 0, "", named).astype(object)[shape], index=df.index)
 
 
 def _dodge(variants: list[str]) -> dict[str, float]:

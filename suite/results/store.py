@@ -565,14 +565,17 @@ def _column_version(path, values: pa.ChunkedArray) -> int:
     return found[0]
 
 
-def _file_version(path, parquet: pq.ParquetFile) -> int:
-    """The schema version of an opened results file (reading one column at most)."""
+def _file_version(path, parquet: pq.ParquetFile, schema: pa.Schema | None = None) -> int:
+    """The schema version of an opened results file (reading one column at most); `schema`: its
+    Arrow schema where the caller has it (made from the file's metadata on each ask: 0.5 ms)."""
+    schema = parquet.schema_arrow if schema is None else schema
+
     def column():
-        if "schema_version" not in parquet.schema_arrow.names:
+        if "schema_version" not in schema.names:
             return None
         return parquet.read(columns=["schema_version"]).column(0)
 
-    return _version(path, parquet.schema_arrow.metadata, column)
+    return _version(path, schema.metadata, column)
 
 
 def schema_version_of(path: Path) -> int:
@@ -656,22 +659,32 @@ def _read_table(path, lean: bool = False) -> tuple[int, pa.Table, pa.Schema]:
     try:
         with _source(path) as source:
             parquet = pq.ParquetFile(source)
-            version = _file_version(path, parquet)
+            schema = parquet.schema_arrow
+            version = _file_version(path, parquet, schema)
             if version > SCHEMA_VERSION:
                 raise UserError(f"{path}: written with results schema version {version}, newer than this "
                                 f"mpsuite's {SCHEMA_VERSION}; upgrade mpsuite to read it")
             if lean and version == SCHEMA_VERSION:
-                return version, *_read_projected(parquet)
-            return version, parquet.read(), EMPTY
+                return version, *_read_projected(parquet, schema)
+            return version, parquet.read(use_threads=_threaded(parquet)), EMPTY
     except (OSError, pa.ArrowException) as err:
         raise UserError(f"{path}: cannot read results file: {err}") from None
 
 
-def _empty_columns(parquet: pq.ParquetFile) -> set[str]:
+# Rows from which a file is decoded on several threads: below, starting them costs more than they
+# save (a nightly's file of a few dozen cases decodes in half the CPU time on one).
+THREADED_ROWS = 10_000
+
+
+def _threaded(parquet: pq.ParquetFile) -> bool:
+    return parquet.metadata.num_rows >= THREADED_ROWS
+
+
+def _empty_columns(parquet: pq.ParquetFile, schema: pa.Schema) -> set[str]:
     """The flat columns the file's own statistics show null in every row (each row group's chunk
     counts as many nulls as rows): most of a results file's columns belong to other workloads. (A
     list's statistics count an empty list as null too, so lists are never among them.)"""
-    meta, schema = parquet.metadata, parquet.schema_arrow
+    meta = parquet.metadata
     if meta.num_row_groups == 0 or len(set(schema.names)) < len(schema.names):  # a name twice: read as it is
         return set()
     flat = {field.name for field in schema if not pa.types.is_nested(field.type)}
@@ -680,21 +693,24 @@ def _empty_columns(parquet: pq.ParquetFile) -> set[str]:
         group = meta.row_group(r)
         for j in range(group.num_columns):
             chunk = group.column(j)
-            stats, name = chunk.statistics, chunk.path_in_schema
-            if name not in flat or stats is None or not stats.has_null_count or stats.null_count != group.num_rows:
-                filled.add(name.split(".")[0])
+            name = chunk.path_in_schema
+            if name not in flat:  # a list's leaf (`samples_ms.list.element`): its statistics are not asked
+                continue
+            stats = chunk.statistics
+            if stats is None or not stats.has_null_count or stats.null_count != group.num_rows:
+                filled.add(name)
     return flat - filled
 
 
-def _read_projected(parquet: pq.ParquetFile) -> tuple[pa.Table, pa.Schema]:
+def _read_projected(parquet: pq.ParquetFile, schema: pa.Schema) -> tuple[pa.Table, pa.Schema]:
     """A `lean` read's table: the columns some record fills, and the contract's (those empty made as
     nulls of their type, not decoded), and the schema of the empty ones left out, whose types are
     still checked (`validate.check_types`). A million records of 226 columns, 200 of them empty,
     read in a tenth of the time of the whole table."""
-    empty, schema = _empty_columns(parquet), parquet.schema_arrow
+    empty = _empty_columns(parquet, schema)
     if not empty:
-        return parquet.read(), EMPTY
-    read = parquet.read(columns=[name for name in schema.names if name not in empty])
+        return parquet.read(use_threads=_threaded(parquet)), EMPTY
+    read = parquet.read(columns=[name for name in schema.names if name not in empty], use_threads=_threaded(parquet))
     kept = [f for f in schema if f.name not in empty or f.name in CONTRACT]
     rows = parquet.metadata.num_rows
     arrays = [pa.nulls(rows, f.type) if f.name in empty else read.column(f.name) for f in kept]
@@ -775,14 +791,15 @@ def read_files(paths: list, lean: bool = False) -> tuple[list[Part], dict[int, U
     one that breaks it is checked by halves down to the file, so that a broken file is named and
     the rest read. Older files are read one by one (each is checked against its own version, then migrated)."""
     parts, errors, batches = [], {}, {}  # batches: stored schema -> (position, table) of its files
+    left_out_types: dict = {}  # what `validate.check_types` found of each schema of left-out columns
     for i, path in enumerate(paths):
         try:
             version, table, left_out = _read_table(path, lean)
             if version != SCHEMA_VERSION:
                 parts.append(Part(_records(path, version, table, left_out, lean), np.full(1, i)))
                 continue
-            validate.check_types(left_out, path, former_types(version))
-            batch = batches.setdefault(tuple(zip(table.schema.names, map(str, table.schema.types))), [])
+            validate.check_types(left_out, path, former_types(version), left_out_types)
+            batch = batches.setdefault(validate.layout(table.schema), [])
             batch.append((i, table))
             if len(batch) % COMPACT == 0:
                 batch[-COMPACT:] = _compacted(batch[-COMPACT:])

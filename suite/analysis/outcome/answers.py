@@ -404,13 +404,19 @@ def _unjudged(settings: pd.DataFrame, recorded: pd.DataFrame, budget: Budget) ->
     if not bounded or budget.partial:
         return pd.Series("", index=settings.index)
     judged = recorded.reindex(settings.index)[[m.column for m in bounded]].fillna(False).any(axis=1)
-    has = recorded.reindex(settings.index).fillna(False)
-    instead = [", ".join(f"--{m.bound.replace('_', '-')}" for m in registry.budget_metrics() if row[m.column])
-               for _, row in has.iterrows()]
+    metrics = registry.budget_metrics()
+    has = recorded.reindex(settings.index).fillna(False)[[m.column for m in metrics]].astype(bool).to_numpy()
+    flags = [f"--{m.bound.replace('_', '-')}" for m in metrics]
     lacking = " or ".join(m.words for m in bounded)
-    why = [f"no {lacking} recorded for {w}" + (f": bound it with {alt}" if alt else "")
-           for w, alt in zip(settings["workload"], instead)]
+    texts: dict[tuple, str] = {}  # (workload, metrics it records) -> why: a few texts for a million settings
+    why = [texts.get(key) or texts.setdefault(key, _unbounded_text(lacking, key[0], flags, key[1:]))
+           for key in zip(settings["workload"], *has.T)]
     return pd.Series(why, index=settings.index).where(~judged, "")
+
+
+def _unbounded_text(lacking: str, workload, flags: list[str], recorded: tuple) -> str:
+    alt = ", ".join(flag for flag, has in zip(flags, recorded) if has)
+    return f"no {lacking} recorded for {workload}" + (f": bound it with {alt}" if alt else "")
 
 
 def _picks(settings, recorded, timed, emu, budget: Budget, baselines) -> pd.DataFrame:

@@ -159,22 +159,38 @@ def measured_families(df: pd.DataFrame) -> list[dict]:
     ok = df[["run_id", "workload", "precision", "params", "m", "k", "n", "speedup"]].iloc[at]
     m, k, n = (ok[d].astype("int64") for d in ("m", "k", "n"))
     square = (m == k) & (k == n)  # family key columns: (-1, -1) for M = K = N, else the fixed K and N
-    narrow = ok.assign(family_k=k.where(~square, -1), family_n=n.where(~square, -1), row=at)
+    narrow = ok.assign(family_k=k.where(~square, -1), family_n=n.where(~square, -1))
     keys = ["run_id", "workload", "precision", "params", "family_k", "family_n"]
-    rows = []
-    for (run, workload, precision, params, fk, fn), g in narrow.groupby(keys, sort=False):
-        measured = measured_crossing(g["m"].to_numpy(float), g["speedup"].to_numpy(float))
-        if measured is None:
-            continue
+    sizes, speedups = narrow["m"].to_numpy(float), narrow["speedup"].to_numpy(float)
+    crossed = [(key, measured, at[rows[0]]) for key, rows in _groups(narrow, keys)
+               if (measured := measured_crossing(sizes[rows], speedups[rows])) is not None]
+    firsts = df.iloc[[row for _, _, row in crossed]].to_dict("records")  # each family's first record, at once
+    out = []
+    for ((run, workload, precision, params, fk, fn), measured, _), first in zip(crossed, firsts):
         family = Family("square") if fk < 0 else Family("tokens", int(fk), int(fn))
-        first = df.iloc[g["row"].iat[0]].to_dict()
         device = model.device_for(first)
         parsed = json.loads(params) if isinstance(params, str) else {}
         predicted = predicted_crossing(workload, precision, first["baseline"], family, parsed, device) if device else None
-        rows.append({"run_id": run, "workload": workload, "precision": precision, "params": parsed,
-                     "family": family, "measured": measured, "predicted": predicted,
-                     "device_name": first.get("device_name") or first.get("device")})
-    return rows
+        out.append({"run_id": run, "workload": workload, "precision": precision, "params": parsed,
+                    "family": family, "measured": measured, "predicted": predicted,
+                    "device_name": first.get("device_name") or first.get("device")})
+    return out
+
+
+def _groups(df: pd.DataFrame, keys: list[str]) -> list[tuple[tuple, np.ndarray]]:
+    """`df.groupby(keys, sort=False)` as (key values, row positions) pairs: groups in the order they
+    first appear, each group's rows in frame order, rows with a null key left out; without a frame
+    per group (a million records' sweep holds a thousand families: a frame each cost seconds)."""
+    group, valid = np.zeros(len(df), dtype=np.int64), np.ones(len(df), dtype=bool)
+    for key in keys:
+        codes, uniques = pd.factorize(df[key])  # -1: null, as groupby leaves out
+        valid &= codes >= 0
+        group = pd.factorize(group * (len(uniques) + 1) + codes)[0].astype(np.int64)
+    at = np.flatnonzero(valid)
+    ids = pd.factorize(group[at])[0]
+    members = np.split(at[np.argsort(ids, kind="stable")], np.cumsum(np.bincount(ids))[:-1])
+    columns = [df[k] for k in keys]
+    return [(tuple(c.iat[rows[0]] for c in columns), rows) for rows in members]
 
 
 def _model_text(predicted: Crossing | None) -> str:
