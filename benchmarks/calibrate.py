@@ -140,6 +140,12 @@ def synthetic_run(tmpl: pd.DataFrame, noise: Noise, rng: np.random.Generator, ru
     """One run drawn from the model; `slow` = {case_id: factor} plants a slowdown. `paired`: each
     setting's cases timed in paired rounds (`timeline`), with their `speedup_paired`; else one case
     after another, with none."""
+    return runs_frame(tmpl, [run_id], [synthetic_samples(tmpl, noise, rng, slow, paired)], paired)
+
+
+def synthetic_samples(tmpl: pd.DataFrame, noise: Noise, rng: np.random.Generator,
+                      slow: dict[str, float] | None = None, paired: bool = False) -> np.ndarray:
+    """One run's repetitions drawn from the model (cases x SAMPLES), as `synthetic_run` describes."""
     n = len(tmpl)
     level_sd = math.log1p(noise.shift) / math.sqrt(2.0)
     level = np.exp(level_sd * (rng.standard_normal() + rng.standard_normal(n)))
@@ -149,14 +155,21 @@ def synthetic_run(tmpl: pd.DataFrame, noise: Noise, rng: np.random.Generator, ru
     reps *= np.where(rng.random((n, SAMPLES)) < noise.bimodal, 2.0, 1.0)
     if noise.trend or noise.switches or paired:  # drawn after the rest: the drift-free tables stay as they were
         reps *= drift(noise, rng)(timeline(tmpl, rng, paired))
-    samples = (tmpl["true_ms"].to_numpy(float) * level * factor)[:, None] * reps
-    run = tmpl.drop(columns="true_ms").copy()
-    run["run_id"] = run_id
-    run["samples_ms"] = list(samples)
-    run["time_ms_median"] = np.median(samples, axis=1)
-    run["time_ms_p10"], run["time_ms_p90"] = np.quantile(samples, [0.1, 0.9], axis=1)
+    return (tmpl["true_ms"].to_numpy(float) * level * factor)[:, None] * reps
+
+
+def runs_frame(tmpl: pd.DataFrame, run_ids: list[str], samples: list[np.ndarray], paired: bool) -> pd.DataFrame:
+    """The records of runs whose repetitions are drawn (`samples[r]`: run r's), oldest first: one
+    frame built once (a copy of the template's 200-odd columns per run cost more than the draws)."""
+    n = len(tmpl)
+    run = tmpl.drop(columns="true_ms").iloc[np.tile(np.arange(n), len(run_ids))].reset_index(drop=True)
+    flat = np.concatenate(samples)
+    run["run_id"] = np.repeat(np.array(run_ids, dtype=object), n)
+    run["samples_ms"] = list(flat)
+    run["time_ms_median"] = np.median(flat, axis=1)
+    run["time_ms_p10"], run["time_ms_p90"] = np.quantile(flat, [0.1, 0.9], axis=1)
     run["n_samples"] = SAMPLES
-    run["speedup_paired"] = paired_speedups(tmpl, samples) if paired else np.nan
+    run["speedup_paired"] = np.concatenate([paired_speedups(tmpl, s) for s in samples]) if paired else np.nan
     return run
 
 
@@ -232,9 +245,15 @@ def sides(tmpl: pd.DataFrame, noise: Noise, runs: int, rng: np.random.Generator,
           slow: dict[str, float] | None = None, paired: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Baseline and candidate records of one comparison: `runs` synthetic runs per side."""
     ids = iter(f"20000101T{h:02d}{m:02d}00Z-{rng.integers(1 << 24):06x}" for h in range(24) for m in range(60))
-    base = [synthetic_run(tmpl, noise, rng, next(ids), None, paired) for _ in range(runs)]
-    cand = [synthetic_run(tmpl, noise, rng, next(ids), slow, paired) for _ in range(runs)]
-    return pd.concat(base, ignore_index=True), pd.concat(cand, ignore_index=True)
+    def side(factors: dict[str, float] | None) -> pd.DataFrame:
+        run_ids, samples = [], []
+        for _ in range(runs):  # each run's id drawn before its samples, as one run after another
+            run_ids.append(next(ids))
+            samples.append(synthetic_samples(tmpl, noise, rng, factors, paired))
+        return runs_frame(tmpl, run_ids, samples, paired)
+
+    base = side(None)
+    return base, side(slow)
 
 
 def run_compare(base: pd.DataFrame, cand: pd.DataFrame, options: compare.Options) -> compare.Comparison:
@@ -464,11 +483,11 @@ def synthetic_history(tmpl: pd.DataFrame, noise: Noise, runs: int, rng: np.rando
 def synthetic_series(tmpl: pd.DataFrame, noise: Noise, rng: np.random.Generator,
                      slow: list[dict[str, float] | None]) -> pd.DataFrame:
     """One synthetic run per entry of `slow`, oldest first, each with its planted factors."""
-    out = []
+    run_ids, samples = [], []
     for i, factors in enumerate(slow):
-        run_id = f"20000101T{i // 60:02d}{i % 60:02d}00Z-{rng.integers(1 << 24):06x}"
-        out.append(synthetic_run(tmpl, noise, rng, run_id, factors))
-    return pd.concat(out, ignore_index=True)
+        run_ids.append(f"20000101T{i // 60:02d}{i % 60:02d}00Z-{rng.integers(1 << 24):06x}")
+        samples.append(synthetic_samples(tmpl, noise, rng, factors))
+    return runs_frame(tmpl, run_ids, samples, paired=False)
 
 
 @dataclass

@@ -156,7 +156,7 @@ def test_a_kernel_change_is_listed_where_it_happened(tmpl):
     assert s.case_id == target and cp.explanation == ("kernel changed: onednn:brgemm:avx512_core_amx -> onednn:ref:any",)
 
 
-def test_history_command_writes_a_report_and_json(store_with_a_step, tmp_path, capsys):
+def test_history_command_writes_a_report_and_json(store_with_a_step, tmp_path, capsys, quick_png):  # what it writes, not pixels (the next test draws)
     results, _ = store_with_a_step
     out = tmp_path / "h"
     assert cli.main(["history", "cmp", "--results", str(results), "--out", str(out)]) == 0

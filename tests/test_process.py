@@ -186,16 +186,33 @@ def sticky_worker(**kw):
     return cuda_worker.CudaWorker("cpu", command=[sys.executable, "-c", WORKER_CHILD.replace("ROOT", repr(str(ROOT)))], **kw)
 
 
-def test_a_sticky_cuda_error_costs_one_case_and_the_worker_is_replaced():
-    # one worker for both halves (each worker started imports torch): first the cases that keep it,
-    # a warning and a failure, then the ones that cost it, a sticky error and a crash
-    worker = sticky_worker()
+@pytest.fixture(scope="module")
+def worker():
+    """One worker for the module's worker tests (each worker started imports torch: 2.4 s of CPU),
+    warm when a test begins (`warm`): each test counts the workers started during it."""
+    made = sticky_worker()
     try:
-        kept = [worker.run_case(case, META) for case in sticky_cases("warn", "ok", "fail", "ok")]
-        started_before_the_sticky_error = worker.started
-        records = [worker.run_case(case, META) for case in sticky_cases("ok", "poison", "ok", "segv", "ok")]
+        yield made
     finally:
-        worker.close()
+        made.close()
+
+
+def warm(worker) -> int:
+    """Start the worker if none is up (an ok case on a fresh worker), then leave it as it was
+    created (no limit but the cases' own); how many workers it has started."""
+    worker.timeout_s = None
+    (ok,) = sticky_cases("ok")
+    assert worker.run_case(ok, META)["status"] == "ok"
+    return worker.started
+
+
+def test_a_sticky_cuda_error_costs_one_case_and_the_worker_is_replaced(worker):
+    # first the cases that keep the worker, a warning and a failure, then the ones that cost it, a
+    # sticky error and a crash
+    before = warm(worker)
+    kept = [worker.run_case(case, META) for case in sticky_cases("warn", "ok", "fail", "ok")]
+    started_before_the_sticky_error = worker.started - before
+    records = [worker.run_case(case, META) for case in sticky_cases("ok", "poison", "ok", "segv", "ok")]
     # warnings of a case reach its record, and a failed case keeps its last lines
     assert [r["status"] for r in kept] == ["ok", "ok", "failed", "ok"]
     warned = kept[0]["worker_warnings"].splitlines()
@@ -203,53 +220,48 @@ def test_a_sticky_cuda_error_costs_one_case_and_the_worker_is_replaced():
     assert "Failed to load /site-packages/torchao/_C.so: undefined symbol" in warned
     assert kept[1]["worker_warnings"] is None and kept[3]["worker_warnings"] is None  # each case its own
     assert "the kernel said: no" in kept[2]["isolate_log"] and "ValueError" in kept[2]["reason"]
-    assert started_before_the_sticky_error == 1  # a failed case is no reason to replace the worker
+    assert started_before_the_sticky_error == 0  # a failed case is no reason to replace the worker
 
     assert [r["status"] for r in records] == ["ok", "failed", "ok", "failed", "ok"]
     assert STICKY_ERROR in records[1]["reason"] and records[1]["worker_replaced"]
     assert records[3]["reason"].startswith("crashed: signal 11 (SIGSEGV)")
-    assert worker.started == 3  # the first, one after the sticky error, one after the crash
+    assert worker.started - before == 2  # one after the sticky error, one after the crash
     assert "Fatal Python error" in records[3]["isolate_log"]  # the crash's dump, read as it came
     assert cuda_worker.poisoned({"status": "failed", "reason": f"RuntimeError: {STICKY_ERROR}"}, torch.device("cpu"))
     assert not cuda_worker.poisoned({"status": "failed", "reason": "RuntimeError: shapes cannot be multiplied"},
                                 torch.device("cpu"))
 
 
-def test_a_worker_that_dies_timing_a_setting_runs_each_case_again_alone():
+def test_a_worker_that_dies_timing_a_setting_runs_each_case_again_alone(worker):
     from suite.measure.executors.base import Unit
 
-    cases = sticky_cases("ok", "segv", "ok")
-    worker = sticky_worker()
-    try:
-        records = worker.run_unit(Unit(tuple(cases)), META)
-    finally:
-        worker.close()
+    before = warm(worker)
+    records = worker.run_unit(Unit(tuple(sticky_cases("ok", "segv", "ok"))), META)
     assert [r["status"] for r in records] == ["ok", "failed", "ok"]
     assert records[1]["reason"].startswith("crashed: signal 11 (SIGSEGV)")
     assert all("crashed (signal 11 (SIGSEGV)): run again alone" in r["pairing_note"] for r in records[::2])
-    assert worker.started == 3  # the unit's; after it died, one for the cases alone up to the segfault, one after
+    # the unit ran in the warm worker; after it died, one for the cases alone up to the segfault, one after
+    assert worker.started - before == 2
 
 
-def test_a_hung_case_times_out_its_worker_is_replaced_and_the_run_goes_on():
+def test_a_hung_case_times_out_its_worker_is_replaced_and_the_run_goes_on(worker):
     # the limit covers a worker's start too: the hang gets a short one once the worker is up, the
     # cases around it a long one (a busy machine may take seconds to import torch)
     ok, hang, after = sticky_cases("ok", "hang", "ok")
-    worker = sticky_worker(timeout_s=120)
-    try:
-        records = [worker.run_case(ok, META)]
-        worker.timeout_s = 3
-        start = time.monotonic()
-        records.append(worker.run_case(hang, META))
-        waited = time.monotonic() - start
-        worker.timeout_s = 120
-        records.append(worker.run_case(after, META))
-    finally:
-        worker.close()
+    before = warm(worker)
+    worker.timeout_s = 120
+    records = [worker.run_case(ok, META)]
+    worker.timeout_s = 3
+    start = time.monotonic()
+    records.append(worker.run_case(hang, META))
+    waited = time.monotonic() - start
+    worker.timeout_s = 120
+    records.append(worker.run_case(after, META))
     assert 3 <= waited < 3 + protocol.DRAIN_S + 5  # the limit, then the kill and the drain of its pipes
     assert [r["status"] for r in records] == ["ok", "failed", "ok"]
     assert records[1]["reason"] == "timed out after 3 s"
     assert "compiling the step" in records[1]["isolate_log"]  # what the worker said before it hung
-    assert worker.started == 2
+    assert worker.started - before == 1  # the one after the hang
 
 
 def test_the_default_limit_is_ten_case_caps_and_at_least_a_compiles_worth():

@@ -730,7 +730,7 @@ def _explain(work: list[_Case], base: Side, cand: Side) -> envdiff.EnvDiff:
             run_level[key] = envdiff.between(b, c, *key)
         own = envdiff.case_between(b, c, *key, row["case_id"])
         row["explanation"] = [d.text for d in (*run_level[key], *own)]
-    return envdiff.diff(base.records, cand.records, labels)
+    return envdiff.diff_facts(b, c, labels)
 
 
 def _start(case_id: str, b_rows: list[dict] | None, c_rows: list[dict] | None, b_side: SideRecords,

@@ -203,13 +203,16 @@ def _run_texts(records: pd.DataFrame, names: list[str]) -> dict[str, dict[str, s
     made text once: a history asks about hundreds of runs for every change point, and a run's
     records mostly repeat its facts."""
     out: dict[str, dict[str, set[str]]] = {}
+    runs = records["run_id"].tolist()
     for column in names:
-        pairs = records[["run_id", column]]
-        try:
-            pairs = pairs.drop_duplicates()
-        except TypeError:  # a list column (arrays are not hashable): every record
-            pass
-        for run, value in zip(pairs["run_id"], pairs[column]):
+        seen = set()  # plain Python values: pandas' drop_duplicates costs more than it saves on a column
+        for run, value in zip(runs, records[column].tolist()):
+            try:
+                if (run, value) in seen:
+                    continue
+                seen.add((run, value))
+            except TypeError:  # a list value (not hashable): made text each time
+                pass
             text = as_text(value)
             if text is not None:
                 out.setdefault(run, {}).setdefault(column, set()).add(text)
@@ -250,7 +253,11 @@ def case_between(base: RunFacts, cand: RunFacts, base_runs: Iterable[str], cand_
 def diff(base: pd.DataFrame, cand: pd.DataFrame, labels: Mapping[str, str] | None = None) -> EnvDiff:
     """What differs between two sets of records: run-level facts over all their runs, and per-case
     facts for every case on both sides (`labels`: case_id -> a readable name)."""
-    b, c = RunFacts(base), RunFacts(cand)
+    return diff_facts(RunFacts(base), RunFacts(cand), labels)
+
+
+def diff_facts(b: RunFacts, c: RunFacts, labels: Mapping[str, str] | None = None) -> EnvDiff:
+    """`diff` of two sides already indexed (compare has them from its verdicts' explanations)."""
     run_level = between(b, c, b.by_run, c.by_run)
     cases = []
     for case_id in [k for k in b.by_case if k in c.by_case]:
