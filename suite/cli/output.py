@@ -68,8 +68,10 @@ def _rich_table(headings: list[str], cells: list[list[str]], widths: list[int] |
 
 
 def _widths(headings: list[str], cells: list[list[str]], width: int, boxed: bool) -> list[int] | None:
-    """Each column's width: its longest line where the table fits, else its longest word plus a
-    share of the room left; None where even the longest words do not fit side by side."""
+    """Each column's width: its longest line where the table fits; else its longest word plus a
+    share of the room left, the headings wrapped before the cells (a heading of three words over a
+    column of numbers gives its room to a column of names); None where even the longest words do
+    not fit side by side."""
     from rich.console import Console
     from rich.measure import Measurement
 
@@ -83,11 +85,18 @@ def _widths(headings: list[str], cells: list[list[str]], width: int, boxed: bool
         return most
     if sum(least) > room:
         return None
-    # water-filling: the columns that lack least get all they lack, the others equal shares of the rest
-    widths, spare = list(least), room - sum(least)
-    order = sorted(range(len(least)), key=lambda i: most[i] - least[i])
+    body = [max(max((len(text) for text in column[1:]), default=1), low) for column, low in zip(texts, least)]
+    widths = _filled(least, body, room)
+    return _filled(widths, most, room)
+
+
+def _filled(widths: list[int], wanted: list[int], room: int) -> list[int]:
+    """Water-filling: the columns that lack least get all they lack, the others equal shares of
+    what the room has left."""
+    widths, spare = list(widths), room - sum(widths)
+    order = sorted(range(len(widths)), key=lambda i: wanted[i] - widths[i])
     for left, i in zip(range(len(order), 0, -1), order):
-        give = min(most[i] - least[i], spare // left)
+        give = max(0, min(wanted[i] - widths[i], spare // left))
         widths[i], spare = widths[i] + give, spare - give
     return widths
 
@@ -114,12 +123,21 @@ def info(args, message: str) -> None:
 def note(message: str) -> None:
     """'mpsuite: message' on stderr. On a terminal it wraps at the terminal's width between words
     (the terminal's own hard wrap would cut '0.35%' across two lines); piped, one line each."""
-    text = f"mpsuite: {message}"
-    if sys.stderr.isatty():
-        width = shutil.get_terminal_size().columns
-        text = "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False,
-                                        break_on_hyphens=False)) or text
-    print(text, file=sys.stderr)
+    print(_fitted(f"mpsuite: {message}", sys.stderr), file=sys.stderr)
+
+
+def say(text: str) -> None:
+    """A line of prose on stdout after a table, wrapped as `note` wraps (between words on a
+    terminal, one line piped)."""
+    print(_fitted(printable(text), sys.stdout))
+
+
+def _fitted(text: str, stream) -> str:
+    if not stream.isatty():
+        return text
+    width = shutil.get_terminal_size().columns
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False,
+                                    break_on_hyphens=False)) or text
 
 
 def missing(value) -> bool:
