@@ -8,7 +8,7 @@ import sys
 
 from suite.cli import arguments
 from suite.cli.arguments import Command, arg
-from suite.cli.output import print_json, say, table
+from suite.cli.output import fits, print_json, say, table
 
 
 ARGUMENTS = [
@@ -102,22 +102,20 @@ def layout_flags(parallel) -> str:
 
 
 def show(result: dict) -> None:
-    """The GEMM table (the advised recipe's speedup and decision per GEMM), the table of the recipes
-    the GPU runs, the others and why not, and where the bf16 step's time goes. It fits a terminal
-    100 columns wide whatever the model: every recipe's speedup per GEMM is in --json."""
+    """The GEMM table, the table of the recipes the GPU runs, the others and why not, and where the
+    bf16 step's time goes: tables, not a field per line, in a terminal 100 columns wide whatever
+    the model (what they leave out is in --json)."""
     from suite.analysis.advise import answer
 
     able = [r for r in result["recipes"] if r["unsupported"] is None]
     top = answer.best(result)
-    shown = top or max(able, key=lambda r: r["step_speedup"], default=None)  # bf16 stays: the nearest miss
     names = layer_names(result)
-    table(gemm_cells(result, names, shown, top), gemm_columns(shown, top),
-          f"{result['model']} on {result['gpus']} x {result['device']}: each GEMM's predicted speedup over bf16"
-          + (f" with {shown['recipe']}" if shown else "") + ", casts included (docs/advise.md)")
+    gemm_table(result, names, able, top)
     notes = {r["accuracy"] for r in result["recipes"]}
     columns = RECIPE_COLUMNS if len(notes) > 1 else RECIPE_COLUMNS[:-1]  # one note for all: said once, below
-    table([recipe_cells(r, names) for r in able], columns,
-          f"Per recipe: {'best ' + top['recipe'] if top else 'stay on bf16: no recipe is predicted faster'}")
+    if able:
+        table([recipe_cells(r, names) for r in able], columns,
+              f"Per recipe: {'best ' + top['recipe'] if top else 'stay on bf16: no recipe is predicted faster'}")
     for r in result["recipes"]:
         if r["unsupported"]:
             say(f"not on this GPU: {r['recipe']} ({r['unsupported']})")
@@ -128,6 +126,19 @@ def show(result: dict) -> None:
         say("layers are named by their part after the last '*.' (torchtitan's --float8.filter_fqns)")
     say("every recipe's speedup per GEMM, the layers' full names and each reason in full: --json "
         "(docs/advise.md, 'Which layers: the advice')")
+
+
+def gemm_table(result: dict, names: dict[str, str], able: list[dict], top: dict | None) -> None:
+    """A GEMM per row: its speedup with every recipe where the terminal is wide enough for them side
+    by side, else with the best recipe alone (or the nearest miss, where bf16 stays), and the best
+    recipe's decision."""
+    recipes = able
+    if not fits(gemm_cells(result, names, able, top), gemm_columns(able, top)):
+        recipes = [top or max(able, key=lambda r: r["step_speedup"])] if able else []
+    with_ = f" with {recipes[0]['recipe']}" if len(recipes) < len(able) else ""
+    table(gemm_cells(result, names, recipes, top), gemm_columns(recipes, top),
+          f"{result['model']} on {result['gpus']} x {result['device']}: each GEMM's predicted speedup over "
+          f"bf16{with_}, casts included (docs/advise.md)")
 
 
 STEP_TERMS = [("GEMMs", "gemm_ms"), ("attention", "attention_ms"), ("elementwise", "elementwise_ms"),
@@ -183,22 +194,20 @@ def keep_cell(r: dict, names: dict[str, str] | None = None) -> str:
     return "; ".join(f"{label}: {', '.join(layers)}" for label, layers in groups.items())
 
 
-def gemm_columns(shown: dict | None, top: dict | None) -> list[tuple[str, str]]:
-    """The GEMM table's columns: one speedup, the advised recipe's (or the nearest miss's)."""
-    speedup = [("speedup", f"{shown['recipe']} speedup")] if shown else []
-    decision = [("decision", "decision")] if top else []
-    return [("layer", "layer"), ("pass", "pass"), ("shape", "MxKxN"), ("count", "count"), *speedup, *decision]
+def gemm_columns(recipes: list[dict], top: dict | None) -> list[tuple[str, str]]:
+    """The GEMM table's columns: a speedup per recipe given, and the best recipe's decision."""
+    decision = [("decision", f"decision ({top['recipe']})")] if top else []
+    return [("layer", "layer"), ("pass", "pass"), ("shape", "MxKxN"), ("count", "count"),
+            *[(r["recipe"], r["recipe"]) for r in recipes], *decision]
 
 
-def gemm_cells(result: dict, names: dict[str, str], shown: dict | None, top: dict | None) -> list[dict]:
+def gemm_cells(result: dict, names: dict[str, str], recipes: list[dict], top: dict | None) -> list[dict]:
     kept = {k["fqn"]: reason_label(k["reason"]) for k in top["keep"]} if top else {}
     rows = []
     for g in result["gemms"]:
         groups = f" x{g['groups']}" if g["groups"] > 1 else ""
         cells = {"layer": names[g["layer"]], "pass": g["pass"], "shape": f"{g['m']}x{g['k']}x{g['n']}{groups}",
-                 "count": str(g["count"])}
-        if shown:
-            cells["speedup"] = speed(g["recipes"][shown["recipe"]]["speedup"])
+                 "count": str(g["count"]), **{r["recipe"]: speed(g["recipes"][r["recipe"]]["speedup"]) for r in recipes}}
         if top:
             cells["decision"] = f"keep: {kept[g['layer']]}" if g["layer"] in kept else "convert"
         rows.append(cells)

@@ -29,9 +29,7 @@ def table(rows: list[dict], columns: list[tuple[str, str]], title: str | None = 
     control-character filter here (`suite.core.text.printable`: they hold text from records), and
     the styles rich adds on a terminal are written past the CLI's filter (`Printable.raw`): only
     the suite's own escape codes reach the terminal."""
-    columns = [(key, heading) for key, heading in columns if not rows or any(str(r.get(key, "")) for r in rows)]
-    headings = [printable(heading) for _, heading in columns]
-    cells = [[printable(str(row.get(key, ""))) for key, _ in columns] for row in rows]
+    headings, cells = _laid_out(rows, columns)
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size().columns if tty else PIPED_WIDTH
     title = printable(title) if title else None
@@ -50,6 +48,22 @@ def table(rows: list[dict], columns: list[tuple[str, str]], title: str | None = 
     Console(file=buffer, width=width, force_terminal=False, color_system=None, highlight=False, emoji=False,
             markup=False).print(shown)
     print("\n".join(line.rstrip() for line in buffer.getvalue().splitlines()))
+
+
+def fits(rows: list[dict], columns: list[tuple[str, str]]) -> bool:
+    """Whether `table` prints these rows a line each, no cell wrapped: where a command has a
+    shorter table to print instead (advise's GEMMs with one recipe's speedup, not every recipe's)."""
+    headings, cells = _laid_out(rows, columns)
+    tty = sys.stdout.isatty()
+    least, most, chrome = _measured(headings, cells, boxed=tty)
+    return sum(most) <= (shutil.get_terminal_size().columns if tty else PIPED_WIDTH) - chrome
+
+
+def _laid_out(rows: list[dict], columns: list[tuple[str, str]]) -> tuple[list[str], list[list[str]]]:
+    """The headings and cells a table shows: columns empty in every row left out, text filtered."""
+    columns = [(key, heading) for key, heading in columns if not rows or any(str(r.get(key, "")) for r in rows)]
+    headings = [printable(heading) for _, heading in columns]
+    return headings, [[printable(str(row.get(key, ""))) for key, _ in columns] for row in rows]
 
 
 def _rich_table(headings: list[str], cells: list[list[str]], widths: list[int] | None, title: str | None,
@@ -72,6 +86,20 @@ def _widths(headings: list[str], cells: list[list[str]], width: int, boxed: bool
     share of the room left, the headings wrapped before the cells (a heading of three words over a
     column of numbers gives its room to a column of names); None where even the longest words do
     not fit side by side."""
+    least, most, chrome = _measured(headings, cells, boxed)
+    room = width - chrome
+    if sum(most) <= room:
+        return most
+    if sum(least) > room:
+        return None
+    columns = list(zip(*cells)) if cells else [()] * len(least)
+    body = [max([len(text) for text in column] + [low]) for column, low in zip(columns, least)]
+    return _filled(_filled(least, body, room), most, room)
+
+
+def _measured(headings: list[str], cells: list[list[str]], boxed: bool) -> tuple[list[int], list[int], int]:
+    """Each column's longest word and longest line (its heading's included), and the width the
+    table's borders and padding take."""
     from rich.console import Console
     from rich.measure import Measurement
 
@@ -80,14 +108,7 @@ def _widths(headings: list[str], cells: list[list[str]], width: int, boxed: bool
     most = [max(max((len(text) for text in column), default=1), low) for column, low in zip(texts, least)]
     console = Console(width=100_000, force_terminal=False, color_system=None)
     chrome = Measurement.get(console, console.options, _rich_table(headings, [], least, None, boxed)).maximum - sum(least)
-    room = width - chrome
-    if sum(most) <= room:
-        return most
-    if sum(least) > room:
-        return None
-    body = [max(max((len(text) for text in column[1:]), default=1), low) for column, low in zip(texts, least)]
-    widths = _filled(least, body, room)
-    return _filled(widths, most, room)
+    return least, most, chrome
 
 
 def _filled(widths: list[int], wanted: list[int], room: int) -> list[int]:
