@@ -55,7 +55,7 @@ def fits(rows: list[dict], columns: list[tuple[str, str]]) -> bool:
     shorter table to print instead (advise's GEMMs with one recipe's speedup, not every recipe's)."""
     headings, cells = _laid_out(rows, columns)
     tty = sys.stdout.isatty()
-    least, most, chrome = _measured(headings, cells, boxed=tty)
+    _, most, chrome = _measured(headings, cells, boxed=tty)
     return sum(most) <= (shutil.get_terminal_size().columns if tty else PIPED_WIDTH) - chrome
 
 
