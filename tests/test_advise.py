@@ -220,6 +220,15 @@ def test_the_recipe_table_groups_the_kept_layers_by_reason():
                                     "output projection: output")
 
 
+def test_the_tables_name_a_layer_as_filter_fqns_does_unless_two_would_read_the_same():
+    from suite.cli import advise as command
+
+    gemms = [{"layer": "layers.*.attention.wq"}, {"layer": "layers.*.attention.wq"}, {"layer": "output"}]
+    assert command.layer_names({"gemms": gemms}) == {"layers.*.attention.wq": "attention.wq", "output": "output"}
+    gemms.append({"layer": "layers.*.output"})
+    assert command.layer_names({"gemms": gemms})["layers.*.output"] == "layers.*.output"
+
+
 def test_advise_needs_a_recipe_besides_the_baseline_and_aligns_only_scaled_ones(capsys):
     from suite import cli
 

@@ -181,3 +181,63 @@ def test_a_table_too_wide_for_the_terminal_is_printed_row_by_row(monkeypatch, ca
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "Wide" and "column 0: 1000000.25x" in lines
     assert_whole(lines, {f"{10 ** 6 + i}.25x" for i in range(6)})
+
+
+ADVISE = ["advise", "deepseek-v3", "--device", "b200", "--gpus", "8", "--ep", "8"]  # 11 recipes, 48 GEMMs
+ADVISE_H100 = ["advise", "llama3-8b", "--device", "h100", "--gpus", "8", "--seq", "8192", "--batch", "2"]  # 6 recipes
+
+
+@functools.cache
+def _advice(args: tuple[str, ...]) -> dict:
+    """`advise --json` (in this process: what is tested is the text the processes below print)."""
+    import contextlib
+    import io
+    import json
+
+    from suite import cli
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert cli.main([*args, "--json"]) == 0
+    return validated(json.loads(out.getvalue()), "advise")
+
+
+def _rows_after(lines: list[str], first_words: list[str]) -> tuple[list[str], list[list[str]]]:
+    """A table's heading line (the one starting with `first_words`) and the words of the lines
+    after the rule under it."""
+    head = next(i for i, line in enumerate(lines) if line.split()[:len(first_words)] == first_words)
+    assert set(lines[head + 1].strip()) <= {"─", "-", " "}, lines[head + 1]
+    return lines[head].split(), [line.split() for line in lines[head + 2:]]
+
+
+@pytest.mark.parametrize("columns,args", [(100, ADVISE), (200, ADVISE), (200, ADVISE_H100)])
+def test_advise_prints_tables_not_a_field_per_line_at_100_columns_and_wider(columns, args):
+    """A GEMM per row (with every recipe's speedup where they fit side by side, else the best
+    recipe's) and a recipe per row: deepseek-v3's 48 GEMMs and 11 recipes printed as 'heading:
+    value' lines were 900 lines no one reads."""
+    doc = _advice(tuple(args))
+    lines = shown(in_pty(args, columns, ROOT))
+    assert all(len(line) <= columns for line in lines), "\n".join(line for line in lines if len(line) > columns)
+    able = {r["recipe"]: r for r in doc["recipes"] if r["unsupported"] is None}
+    heading, rows = _rows_after(lines, ["layer", "pass", "MxKxN", "count"])
+    recipes = [word for word in heading if word in able]
+    best = max(able.values(), key=lambda r: r["step_speedup"])["recipe"]
+    assert recipes == (list(able) if columns == 200 and args == ADVISE_H100 else [best]), heading
+    names = {g["layer"].rpartition("*.")[2] for g in doc["gemms"]}
+    gemms = [words for words in rows if words and words[0] in names]
+    assert len(gemms) >= len(doc["gemms"])  # then the recipe table's keep cells, which name layers too
+    for words, g in zip(gemms, doc["gemms"]):
+        groups = [f"x{g['groups']}"] if g["groups"] > 1 else []
+        expected = [g["layer"].rpartition("*.")[2], g["pass"], f"{g['m']}x{g['k']}x{g['n']}", *groups, str(g["count"]),
+                    *[f"{g['recipes'][r]['speedup']:.2f}x" for r in recipes]]
+        assert words[:len(expected)] == expected
+    _, rows = _rows_after(lines, ["recipe"])
+    assert [words[:2] for words in rows if words and words[0] in able] == [
+        [name, f"{r['step_speedup']:.2f}x"] for name, r in able.items()]
+
+
+def test_piped_advise_is_plain_text_with_whole_numbers():
+    doc = _advice(tuple(ADVISE))
+    text = piped(ADVISE, ROOT)
+    assert "\x1b" not in text and not REMNANT.search(text)
+    assert_whole(text.splitlines(), {f"{r['step_speedup']:.2f}x" for r in doc["recipes"] if r["step_speedup"]}
+                 | {f"{g['m']}x{g['k']}x{g['n']}" for g in doc["gemms"]})

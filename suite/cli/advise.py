@@ -8,7 +8,7 @@ import sys
 
 from suite.cli import arguments
 from suite.cli.arguments import Command, arg
-from suite.cli.output import print_json, table
+from suite.cli.output import fits, print_json, say, table
 
 
 ARGUMENTS = [
@@ -102,24 +102,43 @@ def layout_flags(parallel) -> str:
 
 
 def show(result: dict) -> None:
-    """The GEMM table (a speedup per recipe, the best recipe's decision), then the recipes' table."""
+    """The GEMM table, the table of the recipes the GPU runs, the others and why not, and where the
+    bf16 step's time goes: tables, not a field per line, in a terminal 100 columns wide whatever
+    the model (what they leave out is in --json)."""
     from suite.analysis.advise import answer
 
     able = [r for r in result["recipes"] if r["unsupported"] is None]
     top = answer.best(result)
-    decision = f"decision ({top['recipe']})" if top else "decision"
-    table(gemm_cells(result, able, top), [("layer", "layer"), ("pass", "pass"), ("shape", "MxKxN"), ("count", "count"),
-                                          *[(r["recipe"], r["recipe"]) for r in able], ("decision", decision)],
-          f"{result['model']} on {result['gpus']} x {result['device']}: each GEMM's predicted speedup over bf16, "
-          "casts included (docs/advise.md)")
+    names = layer_names(result)
+    gemm_table(result, names, able, top)
     notes = {r["accuracy"] for r in result["recipes"]}
     columns = RECIPE_COLUMNS if len(notes) > 1 else RECIPE_COLUMNS[:-1]  # one note for all: said once, below
-    table([recipe_cells(r) for r in result["recipes"]], columns,
-          f"Per recipe: {'best ' + top['recipe'] if top else 'stay on bf16: no recipe is predicted faster'}")
+    if able:
+        table([recipe_cells(r, names) for r in able], columns,
+              f"Per recipe: {'best ' + top['recipe'] if top else 'stay on bf16: no recipe is predicted faster'}")
+    for r in result["recipes"]:
+        if r["unsupported"]:
+            say(f"not on this GPU: {r['recipe']} ({r['unsupported']})")
     if len(notes) == 1:
-        print(f"accuracy: {notes.pop()}")
-    print(step_line(result["baseline"]["terms"]))
-    print("each reason in full: --json (docs/advise.md, 'Which layers: the advice')")
+        say(f"accuracy: {notes.pop()}")
+    say(step_line(result["baseline"]["terms"]))
+    if any(name != fqn for fqn, name in names.items()):
+        say("layers are named by their part after the last '*.' (torchtitan's --float8.filter_fqns)")
+    say("every recipe's speedup per GEMM, the layers' full names and each reason in full: --json "
+        "(docs/advise.md, 'Which layers: the advice')")
+
+
+def gemm_table(result: dict, names: dict[str, str], able: list[dict], top: dict | None) -> None:
+    """A GEMM per row: its speedup with every recipe where the terminal is wide enough for them side
+    by side, else with the best recipe alone (or the nearest miss, where bf16 stays), and the best
+    recipe's decision."""
+    recipes = able
+    if not fits(gemm_cells(result, names, able, top), gemm_columns(able, top)):
+        recipes = [top or max(able, key=lambda r: r["step_speedup"])] if able else []
+    with_ = f" with {recipes[0]['recipe']}" if len(recipes) < len(able) else ""
+    table(gemm_cells(result, names, recipes, top), gemm_columns(recipes, top),
+          f"{result['model']} on {result['gpus']} x {result['device']}: each GEMM's predicted speedup over "
+          f"bf16{with_}, casts included (docs/advise.md)")
 
 
 STEP_TERMS = [("GEMMs", "gemm_ms"), ("attention", "attention_ms"), ("elementwise", "elementwise_ms"),
@@ -140,12 +159,20 @@ def step_line(terms: dict) -> str:
 
 
 RECIPE_COLUMNS = [("recipe", "recipe"), ("step", "step speedup"), ("all", "all linears converted"),
-                  ("linears", "GEMMs (casts)"), ("linears_alone", "GEMMs alone"), ("convert", "convert"),
+                  ("linears", "GEMMs (casts)"), ("linears_alone", "GEMMs alone"), ("convert", "layers converted"),
                   ("keep", "keep in bf16"), ("accuracy", "accuracy")]
 
 
 def speed(value) -> str:
     return "" if value is None else f"{value:.2f}x"
+
+
+def layer_names(result: dict) -> dict[str, str]:
+    """Each layer pattern's name in the tables: its part after the last '*.' ("attention.wq", as
+    torchtitan's filter_fqns takes it), or every full name where two would read the same."""
+    fqns = list(dict.fromkeys(g["layer"] for g in result["gemms"]))
+    short = {fqn: fqn.rpartition("*.")[2] for fqn in fqns}
+    return short if len(set(short.values())) == len(short) else {fqn: fqn for fqn in fqns}
 
 
 def reason_label(reason: str) -> str:
@@ -155,37 +182,44 @@ def reason_label(reason: str) -> str:
     return head if colon else reason.partition(" (")[0]
 
 
-def keep_cell(r: dict) -> str:
+def keep_cell(r: dict, names: dict[str, str] | None = None) -> str:
     """The layers a recipe keeps in bf16, grouped by reason; those kept for their speed with it."""
     speedups = {layer["fqn"]: layer["speedup"] for layer in r["layers"]}
     groups: dict[str, list[str]] = {}
     for kept in r["keep"]:
-        label = reason_label(kept["reason"])
+        label, fqn = reason_label(kept["reason"]), kept["fqn"]
+        name = (names or {}).get(fqn, fqn)
         timed = label.endswith("slower") or label == "too small"
-        groups.setdefault(label, []).append(f"{kept['fqn']} {speedups[kept['fqn']]:.2f}x" if timed else kept["fqn"])
+        groups.setdefault(label, []).append(f"{name} {speedups[fqn]:.2f}x" if timed else name)
     return "; ".join(f"{label}: {', '.join(layers)}" for label, layers in groups.items())
 
 
-def gemm_cells(result: dict, able: list[dict], top: dict | None) -> list[dict]:
+def gemm_columns(recipes: list[dict], top: dict | None) -> list[tuple[str, str]]:
+    """The GEMM table's columns: a speedup per recipe given, and the best recipe's decision."""
+    decision = [("decision", f"decision ({top['recipe']})")] if top else []
+    return [("layer", "layer"), ("pass", "pass"), ("shape", "MxKxN"), ("count", "count"),
+            *[(r["recipe"], r["recipe"]) for r in recipes], *decision]
+
+
+def gemm_cells(result: dict, names: dict[str, str], recipes: list[dict], top: dict | None) -> list[dict]:
     kept = {k["fqn"]: reason_label(k["reason"]) for k in top["keep"]} if top else {}
     rows = []
     for g in result["gemms"]:
         groups = f" x{g['groups']}" if g["groups"] > 1 else ""
-        cells = {"layer": g["layer"], "pass": g["pass"], "shape": f"{g['m']}x{g['k']}x{g['n']}{groups}",
-                 "count": str(g["count"]), **{r["recipe"]: speed(g["recipes"][r["recipe"]]["speedup"]) for r in able}}
-        decision = "bf16" if top is None else (f"keep: {kept[g['layer']]}" if g["layer"] in kept else "convert")
-        rows.append({**cells, "decision": decision})
+        cells = {"layer": names[g["layer"]], "pass": g["pass"], "shape": f"{g['m']}x{g['k']}x{g['n']}{groups}",
+                 "count": str(g["count"]), **{r["recipe"]: speed(g["recipes"][r["recipe"]]["speedup"]) for r in recipes}}
+        if top:
+            cells["decision"] = f"keep: {kept[g['layer']]}" if g["layer"] in kept else "convert"
+        rows.append(cells)
     return rows
 
 
-def recipe_cells(r: dict) -> dict:
-    if r["unsupported"]:
-        return {"recipe": r["recipe"], "step": "", "all": "", "linears": "", "linears_alone": "", "convert": "",
-                "keep": f"not on this GPU: {r['unsupported']}", "accuracy": r["accuracy"]}
+def recipe_cells(r: dict, names: dict[str, str] | None = None) -> dict:
+    """A recipe's row: its speedups, how many layers it converts and those it keeps, and why."""
     return {"recipe": r["recipe"], "step": speed(r["step_speedup"]), "all": speed(r["step_speedup_all"]),
             "linears": speed(r["gemm_speedup"]), "linears_alone": speed(r["gemm_only_speedup"]),
-            "convert": ", ".join(r["convert"]) or "none",
-            "keep": keep_cell(r), "accuracy": r["accuracy"]}
+            "convert": f"{len(r['convert'])} of {len(r['layers'])}", "keep": keep_cell(r, names) or "none",
+            "accuracy": r["accuracy"]}
 
 
 COMMAND = Command("advise", main, "which layers to convert per recipe and the step speedup to expect, for a model on a GPU",

@@ -29,9 +29,7 @@ def table(rows: list[dict], columns: list[tuple[str, str]], title: str | None = 
     control-character filter here (`suite.core.text.printable`: they hold text from records), and
     the styles rich adds on a terminal are written past the CLI's filter (`Printable.raw`): only
     the suite's own escape codes reach the terminal."""
-    columns = [(key, heading) for key, heading in columns if not rows or any(str(r.get(key, "")) for r in rows)]
-    headings = [printable(heading) for _, heading in columns]
-    cells = [[printable(str(row.get(key, ""))) for key, _ in columns] for row in rows]
+    headings, cells = _laid_out(rows, columns)
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size().columns if tty else PIPED_WIDTH
     title = printable(title) if title else None
@@ -52,6 +50,22 @@ def table(rows: list[dict], columns: list[tuple[str, str]], title: str | None = 
     print("\n".join(line.rstrip() for line in buffer.getvalue().splitlines()))
 
 
+def fits(rows: list[dict], columns: list[tuple[str, str]]) -> bool:
+    """Whether `table` prints these rows a line each, no cell wrapped: where a command has a
+    shorter table to print instead (advise's GEMMs with one recipe's speedup, not every recipe's)."""
+    headings, cells = _laid_out(rows, columns)
+    tty = sys.stdout.isatty()
+    _, most, chrome = _measured(headings, cells, boxed=tty)
+    return sum(most) <= (shutil.get_terminal_size().columns if tty else PIPED_WIDTH) - chrome
+
+
+def _laid_out(rows: list[dict], columns: list[tuple[str, str]]) -> tuple[list[str], list[list[str]]]:
+    """The headings and cells a table shows: columns empty in every row left out, text filtered."""
+    columns = [(key, heading) for key, heading in columns if not rows or any(str(r.get(key, "")) for r in rows)]
+    headings = [printable(heading) for _, heading in columns]
+    return headings, [[printable(str(row.get(key, ""))) for key, _ in columns] for row in rows]
+
+
 def _rich_table(headings: list[str], cells: list[list[str]], widths: list[int] | None, title: str | None,
                 boxed: bool):
     from rich.table import Table
@@ -68,8 +82,24 @@ def _rich_table(headings: list[str], cells: list[list[str]], widths: list[int] |
 
 
 def _widths(headings: list[str], cells: list[list[str]], width: int, boxed: bool) -> list[int] | None:
-    """Each column's width: its longest line where the table fits, else its longest word plus a
-    share of the room left; None where even the longest words do not fit side by side."""
+    """Each column's width: its longest line where the table fits; else its longest word plus a
+    share of the room left, the headings wrapped before the cells (a heading of three words over a
+    column of numbers gives its room to a column of names); None where even the longest words do
+    not fit side by side."""
+    least, most, chrome = _measured(headings, cells, boxed)
+    room = width - chrome
+    if sum(most) <= room:
+        return most
+    if sum(least) > room:
+        return None
+    columns = list(zip(*cells)) if cells else [()] * len(least)
+    body = [max([len(text) for text in column] + [low]) for column, low in zip(columns, least)]
+    return _filled(_filled(least, body, room), most, room)
+
+
+def _measured(headings: list[str], cells: list[list[str]], boxed: bool) -> tuple[list[int], list[int], int]:
+    """Each column's longest word and longest line (its heading's included), and the width the
+    table's borders and padding take."""
     from rich.console import Console
     from rich.measure import Measurement
 
@@ -78,16 +108,16 @@ def _widths(headings: list[str], cells: list[list[str]], width: int, boxed: bool
     most = [max(max((len(text) for text in column), default=1), low) for column, low in zip(texts, least)]
     console = Console(width=100_000, force_terminal=False, color_system=None)
     chrome = Measurement.get(console, console.options, _rich_table(headings, [], least, None, boxed)).maximum - sum(least)
-    room = width - chrome
-    if sum(most) <= room:
-        return most
-    if sum(least) > room:
-        return None
-    # water-filling: the columns that lack least get all they lack, the others equal shares of the rest
-    widths, spare = list(least), room - sum(least)
-    order = sorted(range(len(least)), key=lambda i: most[i] - least[i])
+    return least, most, chrome
+
+
+def _filled(widths: list[int], wanted: list[int], room: int) -> list[int]:
+    """Water-filling: the columns that lack least get all they lack, the others equal shares of
+    what the room has left."""
+    widths, spare = list(widths), room - sum(widths)
+    order = sorted(range(len(widths)), key=lambda i: wanted[i] - widths[i])
     for left, i in zip(range(len(order), 0, -1), order):
-        give = min(most[i] - least[i], spare // left)
+        give = max(0, min(wanted[i] - widths[i], spare // left))
         widths[i], spare = widths[i] + give, spare - give
     return widths
 
@@ -114,12 +144,21 @@ def info(args, message: str) -> None:
 def note(message: str) -> None:
     """'mpsuite: message' on stderr. On a terminal it wraps at the terminal's width between words
     (the terminal's own hard wrap would cut '0.35%' across two lines); piped, one line each."""
-    text = f"mpsuite: {message}"
-    if sys.stderr.isatty():
-        width = shutil.get_terminal_size().columns
-        text = "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False,
-                                        break_on_hyphens=False)) or text
-    print(text, file=sys.stderr)
+    print(_fitted(f"mpsuite: {message}", sys.stderr), file=sys.stderr)
+
+
+def say(text: str) -> None:
+    """A line of prose on stdout after a table, wrapped as `note` wraps (between words on a
+    terminal, one line piped)."""
+    print(_fitted(printable(text), sys.stdout))
+
+
+def _fitted(text: str, stream) -> str:
+    if not stream.isatty():
+        return text
+    width = shutil.get_terminal_size().columns
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False,
+                                    break_on_hyphens=False)) or text
 
 
 def missing(value) -> bool:
