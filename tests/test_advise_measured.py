@@ -257,3 +257,7 @@ def test_the_command_writes_the_scenario_and_reads_its_run_back(tmp_path, capsys
     for g in doc["gemms"]:
         row = rows[(g["layer"], g["pass"], g["m"], g["k"], g["n"], g["groups"], "fp16")]
         assert g["recipes"]["fp16"]["speedup"] == pytest.approx(row["speedup"])
+    # the terminal marks each measured speedup and says what the mark means
+    assert cli.main(["advise", str(config), *layout, "--from", str(result.path)]) == 0
+    shown = capsys.readouterr().out
+    assert f"{doc['gemms'][0]['recipes']['fp16']['speedup']:.2f}x*" in shown and "* measured: " in shown

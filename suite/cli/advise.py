@@ -121,6 +121,8 @@ def show(result: dict) -> None:
             say(f"not on this GPU: {r['recipe']} ({r['unsupported']})")
     if len(notes) == 1:
         say(f"accuracy: {notes.pop()}")
+    if any_measured(result):
+        say(f"{MEASURED_MARK} measured: the run's speedup of that GEMM (--from); the others are predicted")
     say(step_line(result["baseline"]["terms"]))
     if any(name != fqn for fqn, name in names.items()):
         say("layers are named by their part after the last '*.' (torchtitan's --float8.filter_fqns)")
@@ -167,6 +169,18 @@ def speed(value) -> str:
     return "" if value is None else f"{value:.2f}x"
 
 
+MEASURED_MARK = "*"  # a GEMM's speedup from `--from`'s run, not the model's
+
+
+def cell(timed: dict) -> str:
+    """A GEMM's speedup under a recipe, marked where a run measured it."""
+    return speed(timed["speedup"]) + (MEASURED_MARK if timed["source"] == "measured" else "")
+
+
+def any_measured(result: dict) -> bool:
+    return any(t["source"] == "measured" for g in result["gemms"] for t in g["recipes"].values())
+
+
 def layer_names(result: dict) -> dict[str, str]:
     """Each layer pattern's name in the tables: its part after the last '*.' ("attention.wq", as
     torchtitan's filter_fqns takes it), or every full name where two would read the same."""
@@ -207,7 +221,7 @@ def gemm_cells(result: dict, names: dict[str, str], recipes: list[dict], top: di
     for g in result["gemms"]:
         groups = f" x{g['groups']}" if g["groups"] > 1 else ""
         cells = {"layer": names[g["layer"]], "pass": g["pass"], "shape": f"{g['m']}x{g['k']}x{g['n']}{groups}",
-                 "count": str(g["count"]), **{r["recipe"]: speed(g["recipes"][r["recipe"]]["speedup"]) for r in recipes}}
+                 "count": str(g["count"]), **{r["recipe"]: cell(g["recipes"][r["recipe"]]) for r in recipes}}
         if top:
             cells["decision"] = f"keep: {kept[g['layer']]}" if g["layer"] in kept else "convert"
         rows.append(cells)
