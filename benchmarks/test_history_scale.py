@@ -36,8 +36,13 @@ def history_results(runs: int, folder: Path, seed: int = 35) -> Path:
     rng = np.random.default_rng(seed)
     slow = {c: STEP for c in calibrate.planted_cases(tmpl, 2)}
     df = calibrate.synthetic_history(tmpl, calibrate.HISTORY_BY_NAME["run shifts 3%"], runs, rng, slow, runs // 3)
-    for run_id, run in df.groupby("run_id", sort=False):
-        store.write_run(store.records_of(run), store.run_path(folder, "cpu", str(run_id)))
+    # the frame to records once, then a run's records each (records_of's cost is per column: once
+    # per run it was half the time these 100 runs took to write)
+    runs_records: dict[str, list[dict]] = {}
+    for record in store.records_of(df):
+        runs_records.setdefault(str(record["run_id"]), []).append(record)
+    for run_id, records in runs_records.items():
+        store.write_run(records, store.run_path(folder, "cpu", run_id))
     return folder
 
 

@@ -40,6 +40,21 @@ sizes = [32, 64]
 """, description="unit-test scenario", baseline="fp32")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_parser():
+    """The command line's parser built once a session: `cli.main` builds it afresh each call (8 ms:
+    fourteen commands and their arguments, the version's metadata), and test_adversarial's two
+    random-value tests alone call it 103 times. It is built from the commands' static declarations
+    alone, and argparse keeps no state between parses (append copies its default; each parse has
+    its own namespace)."""
+    from suite import cli
+
+    built = cli.parser()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cli, "parser", lambda: built)
+        yield
+
+
 @pytest.fixture
 def quick_png(monkeypatch):
     """Figures drawn in full but neither laid out nor written out: a plot costs a tenth of a second

@@ -151,16 +151,16 @@ def _fleet_problems(table: pa.Table) -> list[str]:
     the types)."""
     from suite.fleet.shard import MAX_SHARDS
 
-    out = []
-    if "shard_run_id" in table.column_names and table.column("shard_run_id").null_count < table.num_rows:
+    out, present = [], set(table.column_names)
+    if "shard_run_id" in present and table.column("shard_run_id").null_count < table.num_rows:
         bad = pc.invert(pc.match_substring_regex(table.column("shard_run_id"), f"^{names.RUN_ID.pattern}$"))
         if _bad_count(bad):
             out.append(f"shard_run_id is not a run id ({_first(table, bad, 'shard_run_id')})")
-    if "run_group" in table.column_names:
+    if "run_group" in present:
         for group in table.column("run_group").unique().drop_null().to_pylist():
             if not names.NAME.fullmatch(group):
                 out.append(f"run_group {group!r} cannot name a run group (expected {names.NAME_RULE})")
-    if {"shard_index", "shard_count"} <= set(table.column_names):
+    if {"shard_index", "shard_count"} <= present:
         index, count = table.column("shard_index"), table.column("shard_count")
         if pa.types.is_integer(index.type) and pa.types.is_integer(count.type):
             bad = pc.or_(pc.or_(pc.less(index, 0), pc.greater_equal(index, count)),
@@ -187,7 +187,8 @@ def problems(table: pa.Table, types: dict[str, str] | None = None) -> list[str]:
     """Every way the records break the contract, one phrase each (empty: they keep it); `types`: the
     declared types a file of an older schema had where they differ from this one's, by name."""
     out: list[str] = []
-    missing = [c for c in REQUIRED if c not in table.column_names]
+    present = set(table.column_names)
+    missing = [c for c in REQUIRED if c not in present]
     if missing:
         return [f"no {', '.join(missing)} column{'s' if len(missing) > 1 else ''} (not mpsuite records)"]
     for name in REQUIRED:
@@ -249,10 +250,10 @@ def _range_problems(table: pa.Table) -> list[str]:
     """Every number in its column's range (`suite.scenario.declare.Column.accepts`: a speedup from
     1e-12 to 1e12, a call's time at least 1 ns, a size or count not negative), numbers by now
     (`type_problems`), before any arithmetic reads them; a median time on every ok case."""
-    out = []
+    out, present = [], set(table.column_names)  # once: column_names builds a new list each call
     for column in columns.COLUMNS:
         accepts = column.accepts
-        if accepts is None or column.name not in table.column_names:
+        if accepts is None or column.name not in present:
             continue
         col = table.column(column.name)
         listed = pa.types.is_list(col.type) or pa.types.is_large_list(col.type)
@@ -288,9 +289,9 @@ _PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 def _instant_problems(table: pa.Table) -> list[str]:
     """Timestamp columns (by now of a timestamp type: `type_problems`) within `_INSTANTS`, in
     whatever unit a file stores them (no cast that could fail on the way)."""
-    out = []
+    out, present = [], set(table.column_names)
     for name in (c.name for c in columns.COLUMNS if c.type == "timestamp"):
-        kind = table.schema.field(name).type if name in table.column_names else None
+        kind = table.schema.field(name).type if name in present else None
         if kind is None or not pa.types.is_timestamp(kind):
             continue
         ticks, per = pc.cast(table.column(name), pa.int64()), _PER_SECOND[kind.unit]
