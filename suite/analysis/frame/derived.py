@@ -139,6 +139,12 @@ def variants(df: pd.DataFrame) -> pd.Series:
     return labels.with_labels(df)["variant"]
 
 
+def reciprocal(x: float) -> float:
+    """1 / x, inf for a subnormal x (a speedup of 5e-324 is a slowdown beyond any float) without a warning."""
+    with np.errstate(divide="ignore", over="ignore"):
+        return float(np.float64(1.0) / np.float64(x))
+
+
 def geomean(xs) -> float:
     """Of the positive finite values (nan when there are none)."""
     v = pd.to_numeric(pd.Series(xs, dtype=object), errors="coerce").to_numpy(float)
@@ -247,7 +253,9 @@ def slow_paths(df: pd.DataFrame) -> list[dict]:
     SLOW_PATH_BELOW: how many times slower than the baseline it is, over how many cases (how many of
     their speedups paired, the rest ratios of medians), and the likely cause (`slow_path_cause`). Slowest first."""
     df = _narrow(labels.with_labels(with_speedups(df)), SLOW_PATH_READS)
-    ok = df[(df["status"] == "ok") & ~is_emulated(df) & df["speedup"].notna()]
+    speedup = pd.to_numeric(df["speedup"], errors="coerce")
+    # a speedup of 0 or inf (a time a reader would refuse, handed in directly) says nothing of speed
+    ok = df[(df["status"] == "ok") & ~is_emulated(df) & np.isfinite(speedup) & (speedup > 0)]
     out = []
     for (run, variant, baseline), g in ok.groupby(["run_id", "variant", "baseline"], sort=False):
         precision = g["precision"].iloc[0]
@@ -258,7 +266,7 @@ def slow_paths(df: pd.DataFrame) -> list[dict]:
             continue
         out.append({
             "run_id": run, "precision": precision, "variant": variant, "baseline": baseline, "slowdown": 1 / gm,
-            "worst": 1 / g["speedup"].min(), "cases": len(g), "paired": int(paired_speedups(g).sum()),
+            "worst": reciprocal(g["speedup"].min()), "cases": len(g), "paired": int(paired_speedups(g).sum()),
             "device": _first(g, "device"),
             "cause": slow_path_cause(precision, _first(g, "device"), _first(g, "cpu_isa"),
                                      _first(g, "cpu_flags"), _first(g, "cpu_isa_env"), baseline),
