@@ -28,8 +28,8 @@ ARGUMENTS = [
     arg("--recipes", metavar="R,...", help="the recipes to advise on, comma-separated (default: torchao's fp8_tensorwise, "
         "fp8_rowwise, fp8_rowwise_gw_hp, mxfp8, nvfp4 and Transformer Engine's te_delayed, te_current, te_block, "
         "te_mxfp8, te_nvfp4); bf16 is the baseline"),
-    arg("--loss-budget", type=arguments.nats, metavar="NATS", help="the largest loss gap to bf16 a recipe may show in "
-        "the suite's measured training steps (needs measured results; without them the advice says it has no "
+    arg("--loss-budget", type=arguments.nats, metavar="NATS", help="the largest loss gap to its reference (the fp32 "
+        "twin) a recipe may show in the suite's measured training steps (needs measured results; without them the advice says it has no "
         "accuracy evidence)"),
     arg("--from", dest="from_results", nargs="+", metavar="RESULTS", help="results files or folders of a run of "
         "the advised scenario (or any run of the same shapes): their measured speedups replace the predicted ones, "

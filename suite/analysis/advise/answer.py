@@ -94,7 +94,8 @@ def advise(name: str, step: StepWork, parallel: Parallel, device_name: str, reci
     """The answer for one model's step (module docstring). `errors`: each recipe's measured loss
     gap (`advice.loss_gaps` of a run's results), None where no results were given. `measured`:
     (gemm, recipe) -> `estimate.Timed` with source "measured", from a run of the same shapes
-    (`--from`), taking the prediction's place (bf16's too)."""
+    (`--from`: `measured.as_timed`, the run's speedup over the model's bf16 time), taking the
+    prediction's place."""
     device = device_of(device_name)
     recipes = [r for r in (recipes or default_recipes()) if r != BASELINE]
     if not recipes:

@@ -17,7 +17,7 @@ accumulation: the kind's `output` kernels). The GEMM-only (pre-quantized) time i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from suite.analysis.roofline import model
 from suite.models.step import Gemm, Parallel, StepWork
@@ -99,9 +99,9 @@ def gemm_format(recipe: str, pass_: str) -> str:
 
 
 def matmul(gemm: Gemm, fmt: str) -> model.Kernel:
-    """One call of the GEMM; a grouped one is `groups` GEMMs of (m, k, n) in one kernel."""
-    one = model.gemm(f"{gemm.pass_} GEMM", gemm.m, gemm.k, gemm.n, fmt)
-    return replace(one, bytes=one.bytes * gemm.groups, flops=one.flops * gemm.groups)
+    """One call of the GEMM; a grouped one is `groups` GEMMs of (m, k, n) in one kernel (the model's
+    grouped GEMM: `groups` x m rows, a weight per group)."""
+    return model.gemm(f"{gemm.pass_} GEMM", gemm.groups * gemm.m, gemm.k, gemm.n, fmt, groups=gemm.groups)
 
 
 def pass_casts(gemm: Gemm, recipe: str, weight_shards: int = 1) -> list[model.Kernel]:
