@@ -42,18 +42,23 @@ CASE_COLUMNS = [
     ("base_speedup", "baseline speedup"), ("cand_speedup", "candidate speedup"),
     ("speedup_change", "speedup change [interval]"), ("base_time", "baseline ms"),
     ("cand_time", "candidate ms"), ("time_change", "time change [interval]"), ("time_verdict", "time verdict"),
+    ("clocks", "SM clock MHz base / cand"), ("cycles_change", "cycles change [interval]"),
+    ("cycles_verdict", "cycles verdict"),
     ("rel_err", "rel. error base / cand"), ("detail", "detail"), ("explanation", "what differs"),
 ]
 
 # Columns of text (left-aligned, wrapping); the others are numbers.
-TEXT_COLUMNS = ("verdict", "gate", "workload", "shape", "precision", "detail", "time_verdict", "explanation")
+TEXT_COLUMNS = ("verdict", "gate", "workload", "shape", "precision", "detail", "time_verdict", "cycles_verdict",
+                "explanation")
 # The page's case tables: the verdicts and the changes first, so they are on screen at 1400 px; what
 # a case's row explains (`detail`, `explanation`) goes on a line of its own below it (NOTE_COLUMNS).
 HTML_COLUMNS = [
-    ("verdict", "verdict"), ("time_verdict", "time verdict"), ("workload", "workload"), ("shape", "case"),
+    ("verdict", "verdict"), ("time_verdict", "time verdict"), ("cycles_verdict", "cycles verdict"),
+    ("workload", "workload"), ("shape", "case"),
     ("precision", "precision"), ("speedup_change", "speedup change [interval]"), ("time_change", "time change [interval]"),
+    ("cycles_change", "cycles change [interval]"),
     ("base_speedup", "baseline speedup"), ("cand_speedup", "candidate speedup"), ("base_time", "baseline ms"),
-    ("cand_time", "candidate ms"), ("runs", "runs base / cand"), ("rel_err", "rel. error base / cand"), ("gate", "gate"),
+    ("cand_time", "candidate ms"), ("clocks", "SM clock MHz base / cand"), ("runs", "runs base / cand"), ("rel_err", "rel. error base / cand"), ("gate", "gate"),
 ]
 NOTE_COLUMNS = (("detail", ""), ("explanation", "what differs: "))
 
@@ -101,11 +106,22 @@ def case_rows(cases: pd.DataFrame) -> list[dict]:
             "cand_time": fmt(c["cand_time_ms"], ".4g"),
             "time_change": _change(c["time_ratio"], c["time_ratio_low"], c["time_ratio_high"]),
             "time_verdict": c["time_verdict"],
+            **_cycles_cells(c),
             "rel_err": " / ".join(rel) if any(rel) else "",
             "detail": c["detail"] or "",
             "explanation": "; ".join(c.get("explanation") or []),
         })
     return rows
+
+
+def _cycles_cells(c) -> dict:
+    """A case's clock-normalised time: its cells, empty where it has no cycles verdict (the clocks
+    are missing on a side, or equal: `compare.clocks_differ`)."""
+    if not c.get("cycles_verdict"):
+        return {"clocks": "", "cycles_change": "", "cycles_verdict": ""}
+    return {"clocks": f"{fmt(c['base_sm_clock_mhz'], '.0f')} / {fmt(c['cand_sm_clock_mhz'], '.0f')}",
+            "cycles_change": _change(c["cycles_ratio"], c["cycles_ratio_low"], c["cycles_ratio_high"]),
+            "cycles_verdict": c["cycles_verdict"]}
 
 
 def _side_view(side: compare.Side) -> dict:
@@ -191,6 +207,16 @@ def headline_lines(cmp: compare.Comparison) -> list[str]:
     return [*(d.sentence for d in cmp.drift), ", ".join(f"{counts[v]} {v}" for v in compare.VERDICTS if v in counts)]
 
 
+# The method's words on clock-normalised time, where a comparison has some (a CPU's never does).
+_CYCLES_METHOD = (
+    " Where both sides recorded a case's SM clock (the mean while it was timed) in every run and the two differ "
+    f"by more than {compare.CLOCK_TOLERANCE:.0%}, its time is compared again in clock-normalised time (cycles: "
+    "each run's time x its own clock), the same way (cycles verdict); the detail says where the two verdicts "
+    "differ. It informs and never gates: a lower clock may be the change's own doing (a power-capped card "
+    "clocks down under a hungrier kernel). Speedups need no normalisation: both times of one are taken in the "
+    "same run.")
+
+
 def build_view(cmp: compare.Comparison) -> dict:
     o = cmp.options
     counts = cmp.counts()
@@ -235,6 +261,7 @@ def build_view(cmp: compare.Comparison) -> dict:
             f"when a speedup against it is baseline-changed at that level. Every verdict that is not the same "
             f"lists what differs between the sides' runs of it (versions, device, clocks, code, threads, the "
             f"kernel where recorded). False alarms and power of this method: docs/calibration.md."
+            + (_CYCLES_METHOD if cmp.cases["cycles_verdict"].ne("").any() else "")
         ),
         "noise": [_spread_text(k, s) for k, s in cmp.spread.items()],
         "warnings": list(cmp.warnings),
@@ -386,6 +413,13 @@ def _render_into(cmp: compare.Comparison, out: Path) -> list[Path]:
                       lambda p: _interval_plot(timed, p, "Candidate time / baseline time (above 1: slower)",
                                                "time ratio, candidate / baseline", cmp.options.min_effect,
                                                "time_ratio", "time_verdict")))
+    cycled = cases[cases["cycles_verdict"] != ""]
+    if len(cycled):
+        cycled = cycled.assign(_e=np.abs(np.log(cycled["cycles_ratio"].astype(float)))).sort_values("_e", ascending=False)
+        plots.append(("cycles_change", "change in clock-normalised time (cycles) per case",
+                      lambda p: _interval_plot(cycled, p, "Candidate cycles / baseline cycles (time x SM clock; "
+                                               "above 1: slower)", "cycles ratio, candidate / baseline",
+                                               cmp.options.min_effect, "cycles_ratio", "cycles_verdict")))
     for name, title, draw in plots:
         path = draw(out / f"{name}{PLOT_SUFFIX}")
         if path is not None:
@@ -427,7 +461,8 @@ def text_summary(cmp: compare.Comparison, failing: pd.DataFrame) -> str:
     for rows, note in ((failing, ""), (ambiguous, " (not gated)")):
         for row, case_id in zip(case_rows(rows), rows["case_id"]):
             change = row["speedup_change"] or row["time_change"]
-            tag = row["verdict"] + (f", time {row['time_verdict']}" if row["time_verdict"] else "") + note
+            tag = (row["verdict"] + (f", time {row['time_verdict']}" if row["time_verdict"] else "")
+                   + (f", cycles {row['cycles_verdict']}" if row["cycles_verdict"] else "") + note)
             lines.append(f"  {tag:<28} {row['workload']} {row['precision']} {row['shape']}  {change}  {row['detail']}"
                          .rstrip() + "".join(f"; {d.text}" for d in per_case.get(case_id, ())))
     return "\n".join(lines)

@@ -48,6 +48,14 @@ regression: the report lists it among the cases that need attention. A baseline 
 level: the speedup, a ratio inside one run, is immune to the whole-run shifts that leave an absolute
 time test with few degrees of freedom, and the case's own unchanged time puts the change on the
 baseline (`gate`).
+
+Clock-normalised time (`cycles_verdict`): where both sides recorded the SM clock of a case
+(`sm_clock_mhz_mean`, NVML telemetry; a CPU has none) in every run and the two differ by more than
+`CLOCK_TOLERANCE`, its time is compared again in cycles (each run's time x its own clock), fitted and
+tested as the time is, and `detail` says where the two verdicts differ ("the change is the clock").
+It informs and never gates, and `fail_on` has no `cycles:` prefix: a card's clock is often the
+change's own doing (a kernel that draws more power runs a power-capped card at a lower clock), so a
+slowdown the clock explains is still what the user pays; the gate's `time:` verdicts keep their meaning.
 """
 
 from __future__ import annotations
@@ -82,6 +90,15 @@ TESTED = (stats.REGRESSED, stats.IMPROVED, BASELINE_CHANGED, stats.AMBIGUOUS)
 DECIDED = (stats.REGRESSED, stats.IMPROVED, stats.AMBIGUOUS, stats.UNCHANGED, stats.NOISY)
 MOVED = (stats.REGRESSED, stats.IMPROVED)
 METRICS = ("speedup", "time")
+# The time in clock-normalised units, cycles = time x the run's mean SM clock (`sm_clock_mhz_mean`):
+# where the two sides' clocks differ, whether a time change is the clock's (nvbench-compare confirms a
+# change in cycles where clocks were recorded). A speedup needs none: a ratio of two times in one run,
+# which a clock lower for the whole run slows alike.
+CYCLES = "cycles"
+# Clocks that differ by more than this fraction are compared in cycles too. Data-centre GPUs step their
+# SM clock by 15 MHz (0.76% of an H100's 1980 MHz), so 1% is just over one step of the recorded mean;
+# below it, normalising moves a time change by under 1%, a fifth of the default minimum effect.
+CLOCK_TOLERANCE = 0.01
 # The two kinds of speedup a record may have: from paired rounds (`speedup_paired`: the cases of a
 # setting timed together, docs/timing.md) and the ratio of the two cases' medians.
 PAIRED, MEDIANS = "paired", "ratio of medians"
@@ -258,12 +275,16 @@ class Comparison:
       change's interval at `confidence`), speedup_p (two-sided p-value of no change),
       speedup_verdict; base_time_ms / cand_time_ms (geometric mean over runs of the median time);
       time_ratio (candidate / baseline time: > 1 is slower) with _low/_high, time_p, time_verdict;
-      verdict (the headline verdict), metric ("speedup" where the verdict is about the speedup),
+      base_sm_clock_mhz / cand_sm_clock_mhz (geometric mean over runs of the mean SM clock while
+      timed; NaN unless every run recorded one); cycles_ratio (candidate / baseline cycles, time x
+      clock) with _low/_high, cycles_p, cycles_verdict: only where the clocks differ by more than
+      CLOCK_TOLERANCE and the time is compared (else NaN and ""); verdict (the headline verdict), metric ("speedup" where the verdict is about the speedup),
       detail, base_rel_err / cand_rel_err, effect (|log change|, for sorting), explanation (what
       differs between the sides' runs of the case, one line each; empty for a "same" verdict),
       gate (the case fails `options.fail_on`).
     - spread: test -> `stats.Spread`, the pooled run-to-run spread ("speedup", "speedup (ratio of
-      medians)" where both kinds are compared, "time" only when compared).
+      medians)" where both kinds are compared, "time" only when compared, "cycles" where a case has a
+      cycles verdict).
     - reach: test -> `Reach`, what that test's data can and cannot show.
     - time_compared: both sides ran on the same device model, so absolute times were compared.
     - drift: one `BaselineDrift` per baseline precision whose own time change moved speedups.
@@ -359,6 +380,7 @@ class Measured:
     speedups: dict[str, float] = field(default_factory=dict)  # run_id -> in-run speedup (ratio of medians)
     paired: dict[str, float] = field(default_factory=dict)  # run_id -> in-run speedup from paired rounds
     times: dict[str, float] = field(default_factory=dict)  # run_id -> median time (ms)
+    clocks: dict[str, float] = field(default_factory=dict)  # run_id -> mean SM clock while timed (MHz), where recorded
     speedup_why: str = ""  # why there is no speedup
     emulated: bool = False
     rel_err: float = math.nan
@@ -370,6 +392,13 @@ class Measured:
     @property
     def time_ms(self) -> float:
         return derived.geomean(self.times.values())
+
+    @property
+    def clock_mhz(self) -> float:
+        """Geometric mean over runs of the SM clock; NaN unless every timed run recorded one (a CPU,
+        an older record): a side's cycles are its times scaled by their own runs' clocks."""
+        return derived.geomean(self.clocks.values()) if self.times and self.clocks.keys() >= self.times.keys() \
+            else math.nan
 
     @property
     def all_paired(self) -> bool:
@@ -390,7 +419,7 @@ def speedup_kind(base: Measured, cand: Measured) -> str:
 
 # The columns a comparison reads from the records (a record has some 140).
 USED_COLUMNS = ("run_id", "case_id", "baseline_case_id", "workload", "precision", "baseline", "m", "k", "n", "params",
-                "status", "reason", "time_ms_median", "rel_err", "emulated", "speedup_paired")
+                "status", "reason", "time_ms_median", "rel_err", "emulated", "speedup_paired", "sm_clock_mhz_mean")
 
 
 @dataclass(frozen=True)
@@ -401,22 +430,24 @@ class SideRecords:
     times: dict[tuple[str, str], float]  # (run_id, case_id) -> median time of a measured record
     paired: dict[tuple[str, str], float] = field(default_factory=dict)  # (run_id, case_id) -> speedup_paired
     unusable: dict[tuple[str, str], object] = field(default_factory=dict)  # measured, its median no positive number
+    clocks: dict[tuple[str, str], float] = field(default_factory=dict)  # (run_id, case_id) -> mean SM clock (MHz)
 
     @classmethod
     def of(cls, records: pd.DataFrame) -> "SideRecords":
         rows = records[[c for c in USED_COLUMNS if c in records]].to_dict("records")
         by_case: dict[str, list[dict]] = {}
-        times, paired, unusable = {}, {}, {}
+        times, paired, unusable, clocks = {}, {}, {}, {}
         for r in rows:
             by_case.setdefault(r["case_id"], []).append(r)
             if r["status"] != "ok":
                 continue
-            for value, into in ((r["time_ms_median"], times), (r.get("speedup_paired"), paired)):
+            for value, into in ((r["time_ms_median"], times), (r.get("speedup_paired"), paired),
+                                (r.get("sm_clock_mhz_mean"), clocks)):
                 if _positive(value):
                     into[(r["run_id"], r["case_id"])] = float(value)
             if not _positive(r["time_ms_median"]):
                 unusable[(r["run_id"], r["case_id"])] = r["time_ms_median"]
-        return cls(by_case, times, paired, unusable)
+        return cls(by_case, times, paired, unusable, clocks)
 
 
 def _positive(value) -> bool:
@@ -432,6 +463,7 @@ def measure(rows: list[dict], side: SideRecords) -> Measured:
     m = Measured(emulated=any(not _missing(r.get("emulated")) and bool(r["emulated"]) for r in ok),
                   rel_err=float(np.median(errors)) if errors else math.nan)
     m.times = {r["run_id"]: side.times[(r["run_id"], case_id)] for r in ok if (r["run_id"], case_id) in side.times}
+    m.clocks = {r: side.clocks[(r, case_id)] for r in m.times if (r, case_id) in side.clocks}
     if not isinstance(base_id, str) or not base_id:
         m.speedup_why = "no baseline precision in the scenario"
     elif base_id == case_id:
@@ -560,7 +592,8 @@ def _identity(rows: list[dict]) -> dict:
 
 def _run_values(cases: list[_Case], metric: str, time_ok: bool, kind: str | None = None) -> tuple[dict, dict]:
     """Both sides' per-run log values of a metric (oriented: larger is better), for the cases that
-    have it on both sides (speedups: of the `kind` the case is compared on): {case_id: {run_id: value}}."""
+    have it on both sides (speedups: of the `kind` the case is compared on; cycles: a clock in every
+    run of both sides): {case_id: {run_id: value}}."""
     base, cand = {}, {}
     for c in cases:
         if not c.measured:
@@ -574,6 +607,10 @@ def _run_values(cases: list[_Case], metric: str, time_ok: bool, kind: str | None
             if not time_ok or c.base.emulated or c.cand.emulated:
                 continue
             b, k = c.base.times, c.cand.times
+            if metric == "cycles":  # each run's time scaled by its own clock: cycles, up to a constant
+                if not (math.isfinite(c.base.clock_mhz) and math.isfinite(c.cand.clock_mhz)):
+                    continue
+                b, k = ({r: t * m.clocks[r] for r, t in times.items()} for m, times in ((c.base, b), (c.cand, k)))
             sign = -1.0  # -log time: faster is larger
         if b and k:
             base[c.row["case_id"]] = {r: sign * math.log(v) for r, v in b.items()}
@@ -650,6 +687,50 @@ def _finish(c: _Case, changes: dict[str, dict[str, stats.Change]], spread: dict[
             row["effect"] = abs(math.log(row["time_ratio"]))
         if "time" in notes:
             row["detail"] += f"; time: {notes['time']}"
+
+
+def clocks_differ(base_mhz: float, cand_mhz: float) -> bool:
+    """Both clocks are finite and positive and differ by more than CLOCK_TOLERANCE."""
+    return (all(math.isfinite(x) and x > 0 for x in (base_mhz, cand_mhz))
+            and abs(math.log(cand_mhz / base_mhz)) > math.log1p(CLOCK_TOLERANCE))
+
+
+def _clock_changes(work: list[_Case], changes: dict[str, stats.Change], opts: Options) -> None:
+    """Each case's SM clock per side (NaN where a side's runs did not all record one) and, where the
+    time is compared and the two clocks differ (`clocks_differ`), its change in clock-normalised time
+    (`changes`: the cycles test, fitted as the time is): ratio, interval, p and verdict; a sentence
+    in `detail` where that verdict is not the time's. It informs and never gates (module docstring)."""
+    for c in work:
+        row = c.row
+        row.update(base_sm_clock_mhz=c.base.clock_mhz, cand_sm_clock_mhz=c.cand.clock_mhz, cycles_ratio=math.nan,
+                   cycles_ratio_low=math.nan, cycles_ratio_high=math.nan, cycles_p=math.nan, cycles_verdict="")
+        ch = changes.get(row["case_id"])
+        if ch is None or not row["time_verdict"] or not clocks_differ(c.base.clock_mhz, c.cand.clock_mhz):
+            continue
+        row.update(cycles_ratio=stats.exp(-ch.estimate), cycles_ratio_low=stats.exp(-ch.high),
+                   cycles_ratio_high=stats.exp(-ch.low), cycles_p=ch.p)
+        row["cycles_verdict"] = stats.verdict(ch, opts.min_effect, opts.min_runs)
+        if row["cycles_verdict"] != row["time_verdict"]:
+            row["detail"] = "; ".join(filter(None, (row["detail"], clock_sentence(row))))
+
+
+def clock_sentence(row: dict) -> str:
+    """What a case's time and clock-normalised time verdicts say together, where they differ: "slower
+    by 8.0% in time but unchanged in clock-normalised time (SM clock 1980 -> 1830 MHz): the change is
+    the clock"."""
+    def said(verdict: str, ratio: float) -> str:
+        if verdict == stats.REGRESSED:
+            return f"slower by {ratio - 1:.1%}"
+        return f"faster by {1 - ratio:.1%}" if verdict == stats.IMPROVED else verdict
+
+    time, cycles = row["time_verdict"], row["cycles_verdict"]
+    text = (f"{said(time, row['time_ratio'])} in time but {said(cycles, row['cycles_ratio'])} in clock-normalised "
+            f"time (SM clock {row['base_sm_clock_mhz']:.0f} -> {row['cand_sm_clock_mhz']:.0f} MHz)")
+    if cycles == stats.UNCHANGED and time in MOVED:
+        return text + ": the change is the clock"
+    if time == stats.UNCHANGED and cycles in MOVED:
+        return text + ": the clock change hides it"
+    return text
 
 
 def _reach(metric: str, kind: str | None, cases: pd.DataFrame, spread: stats.Spread,
@@ -779,9 +860,11 @@ def compare(baseline: Side, candidate: Side, options: Options = Options()) -> Co
     for key, (metric, kind) in tests.items():
         spread[key], changes[key] = stats.run_changes(*_run_values(work, metric, time_ok, kind), options.confidence,
                                                       options.noise)
+    cycles_spread, cycles = stats.run_changes(*_run_values(work, "cycles", time_ok), options.confidence, options.noise)
     for c in work:
         _finish(c, changes, spread, options)
     _baseline_changes(work)
+    _clock_changes(work, cycles, options)
     environment = _explain(work, baseline, candidate)
     cases = pd.DataFrame([c.row for c in work])
     cases["priority"] = cases["verdict"].map({v: i for i, v in enumerate(VERDICTS)})
@@ -790,8 +873,11 @@ def compare(baseline: Side, candidate: Side, options: Options = Options()) -> Co
     cases["gate"] = gate(cases, options.fail_on, options.confidence)
     keys = [key for key, (metric, _) in tests.items() if metric != "time" or time_ok]
     reach = {key: _reach(*tests[key], cases, spread[key], changes[key], options) for key in keys}
-    return Comparison(baseline, candidate, options, cases, {key: spread[key] for key in keys}, reach, time_ok,
-                      _drift(cases, options.min_effect), environment, warnings)
+    spreads = {key: spread[key] for key in keys}
+    if cases["cycles_verdict"].ne("").any():
+        spreads[CYCLES] = cycles_spread
+    return Comparison(baseline, candidate, options, cases, spreads, reach, time_ok, _drift(cases, options.min_effect),
+                      environment, warnings)
 
 
 def load_sides(baseline: str, candidate: str, results_dir) -> tuple[Side, Side]:
