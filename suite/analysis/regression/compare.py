@@ -126,6 +126,9 @@ def parse_fail_on(text: str) -> tuple[str, ...]:
 
 def _check_fail_on(names) -> None:
     for name in names:
+        if name.startswith(CYCLES + ":"):
+            raise UserError(f"--fail-on {name!r}: the clock-normalised (cycles) verdict informs and never gates "
+                            f"(docs/comparing.md); gate on {TIME_PREFIX}{name[len(CYCLES) + 1:]} instead")
         bare = name[len(TIME_PREFIX):] if name.startswith(TIME_PREFIX) else name
         if bare not in VERDICTS:
             raise UserError(f"--fail-on {name!r}: unknown verdict; choose from {', '.join(VERDICTS)} "
