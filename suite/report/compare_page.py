@@ -58,7 +58,8 @@ HTML_COLUMNS = [
     ("precision", "precision"), ("speedup_change", "speedup change [interval]"), ("time_change", "time change [interval]"),
     ("cycles_change", "cycles change [interval]"),
     ("base_speedup", "baseline speedup"), ("cand_speedup", "candidate speedup"), ("base_time", "baseline ms"),
-    ("cand_time", "candidate ms"), ("clocks", "SM clock MHz base / cand"), ("runs", "runs base / cand"), ("rel_err", "rel. error base / cand"), ("gate", "gate"),
+    ("cand_time", "candidate ms"), ("clocks", "SM clock MHz base / cand"), ("runs", "runs base / cand"),
+    ("rel_err", "rel. error base / cand"), ("gate", "gate"),
 ]
 NOTE_COLUMNS = (("detail", ""), ("explanation", "what differs: "))
 
@@ -189,7 +190,18 @@ def reach_text(reach, cmp: compare.Comparison) -> str:
     text += f"; the least certain case's {o.confidence:.0%} interval still admits {worst}."
     if reach.compared > reach.tested:
         text += f" {reach.compared - reach.tested} case(s) have too few runs for a verdict."
-    return text
+    return text + (_cycles_text(cmp.cases) if reach.metric == "time" else "")
+
+
+def _cycles_text(cases: pd.DataFrame) -> str:
+    """The time verdicts in clock-normalised time, counted, where the sides' clocks differed ("" where none did)."""
+    cycled = cases["cycles_verdict"][cases["cycles_verdict"] != ""]
+    if cycled.empty:
+        return ""
+    counts = cycled.value_counts()
+    said = ", ".join(f"{counts[v]} {v}" for v in compare.VERDICTS if v in counts)
+    return (f" {len(cycled)} case(s) ran at SM clocks more than {compare.CLOCK_TOLERANCE:.0%} apart; in "
+            f"clock-normalised time (cycles): {said}.")
 
 
 def _gate_text(cmp: compare.Comparison) -> str:

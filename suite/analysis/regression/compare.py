@@ -281,10 +281,10 @@ class Comparison:
       base_sm_clock_mhz / cand_sm_clock_mhz (geometric mean over runs of the mean SM clock while
       timed; NaN unless every run recorded one); cycles_ratio (candidate / baseline cycles, time x
       clock) with _low/_high, cycles_p, cycles_verdict: only where the clocks differ by more than
-      CLOCK_TOLERANCE and the time is compared (else NaN and ""); verdict (the headline verdict), metric ("speedup" where the verdict is about the speedup),
-      detail, base_rel_err / cand_rel_err, effect (|log change|, for sorting), explanation (what
-      differs between the sides' runs of the case, one line each; empty for a "same" verdict),
-      gate (the case fails `options.fail_on`).
+      CLOCK_TOLERANCE and the time is compared (else NaN and ""); verdict (the headline verdict),
+      metric ("speedup" where the verdict is about the speedup), detail, base_rel_err / cand_rel_err,
+      effect (|log change|, for sorting), explanation (what differs between the sides' runs of the
+      case, one line each; empty for a "same" verdict), gate (the case fails `options.fail_on`).
     - spread: test -> `stats.Spread`, the pooled run-to-run spread ("speedup", "speedup (ratio of
       medians)" where both kinds are compared, "time" only when compared, "cycles" where a case has a
       cycles verdict).
@@ -610,7 +610,7 @@ def _run_values(cases: list[_Case], metric: str, time_ok: bool, kind: str | None
             if not time_ok or c.base.emulated or c.cand.emulated:
                 continue
             b, k = c.base.times, c.cand.times
-            if metric == "cycles":  # each run's time scaled by its own clock: cycles, up to a constant
+            if metric == CYCLES:  # each run's time scaled by its own clock: cycles, up to a constant
                 if not (math.isfinite(c.base.clock_mhz) and math.isfinite(c.cand.clock_mhz)):
                     continue
                 b, k = ({r: t * m.clocks[r] for r, t in times.items()} for m, times in ((c.base, b), (c.cand, k)))
@@ -863,7 +863,7 @@ def compare(baseline: Side, candidate: Side, options: Options = Options()) -> Co
     for key, (metric, kind) in tests.items():
         spread[key], changes[key] = stats.run_changes(*_run_values(work, metric, time_ok, kind), options.confidence,
                                                       options.noise)
-    cycles_spread, cycles = stats.run_changes(*_run_values(work, "cycles", time_ok), options.confidence, options.noise)
+    cycles_spread, cycles = stats.run_changes(*_run_values(work, CYCLES, time_ok), options.confidence, options.noise)
     for c in work:
         _finish(c, changes, spread, options)
     _baseline_changes(work)
