@@ -124,6 +124,18 @@ def test_clocks_differ_beyond_the_tolerance_only():
     assert compare.clocks_differ(CLOCK, CLOCK / 1.011)
     for other in (math.nan, 0.0, -CLOCK, math.inf):
         assert not compare.clocks_differ(CLOCK, other) and not compare.clocks_differ(other, CLOCK)
+    assert compare.clocks_differ(1e308, 5e-324)  # a ratio that underflows is still a difference, not an error
+
+
+def test_cycles_out_of_floats_range_are_left_out():
+    """A clock that is a positive number yet puts time x clock beyond float's range (a record
+    written by hand: 5e-324 MHz, the least float, times a case's 0.2 ms is 0) gives that case no
+    cycles, never an error."""
+    base, cand = gpu_runs(1, 1.0, CLOCK, 1), gpu_runs(4, SLOWER, 5e-324, 2)
+    cases = timed(compare.compare(compare.Side("baseline", "b", base), compare.Side("candidate", "c", cand)))
+    assert (cases["time_verdict"] == stats.REGRESSED).all()
+    underflows = cases["cand_time_ms"] < 0.5
+    assert underflows.any() and (cases.loc[underflows, "cycles_verdict"] == "").all()
 
 
 def test_a_change_the_clock_hides_is_named():

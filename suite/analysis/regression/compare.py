@@ -614,6 +614,8 @@ def _run_values(cases: list[_Case], metric: str, time_ok: bool, kind: str | None
                 if not (math.isfinite(c.base.clock_mhz) and math.isfinite(c.cand.clock_mhz)):
                     continue
                 b, k = ({r: t * m.clocks[r] for r, t in times.items()} for m, times in ((c.base, b), (c.cand, k)))
+                if not all(_positive(v) for v in (*b.values(), *k.values())):  # a product out of float's range
+                    continue
             sign = -1.0  # -log time: faster is larger
         if b and k:
             base[c.row["case_id"]] = {r: sign * math.log(v) for r, v in b.items()}
@@ -695,7 +697,7 @@ def _finish(c: _Case, changes: dict[str, dict[str, stats.Change]], spread: dict[
 def clocks_differ(base_mhz: float, cand_mhz: float) -> bool:
     """Both clocks are finite and positive and differ by more than CLOCK_TOLERANCE."""
     return (all(math.isfinite(x) and x > 0 for x in (base_mhz, cand_mhz))
-            and abs(math.log(cand_mhz / base_mhz)) > math.log1p(CLOCK_TOLERANCE))
+            and abs(math.log(cand_mhz) - math.log(base_mhz)) > math.log1p(CLOCK_TOLERANCE))
 
 
 def _clock_changes(work: list[_Case], changes: dict[str, stats.Change], opts: Options) -> None:
