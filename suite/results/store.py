@@ -762,11 +762,14 @@ SCHEMA_MEMO_SIZE = 256
 
 
 def _by_schema(key: tuple, make):
-    if key not in _SCHEMA_MEMO:
+    """The memo's value of `key`, made (`make()`) where it has none (`read_files`' threads may both
+    make one: the same value)."""
+    found = _SCHEMA_MEMO.get(key)
+    if found is None:
         if len(_SCHEMA_MEMO) >= SCHEMA_MEMO_SIZE:
             _SCHEMA_MEMO.clear()
-        _SCHEMA_MEMO[key] = make()
-    return _SCHEMA_MEMO[key]
+        found = _SCHEMA_MEMO[key] = make()
+    return found
 
 
 def _frame(table: pa.Table, lean: bool = False) -> pd.DataFrame:
