@@ -712,7 +712,7 @@ def _empty_columns(parquet: pq.ParquetFile, schema: pa.Schema) -> set[str]:
 def _flat_leaves(meta: pq.FileMetaData, schema: pa.Schema) -> tuple[tuple[int, str], ...]:
     """(leaf position, name) of each flat column of a file of this schema (a list's leaf,
     `samples_ms.list.element`, is not asked); none where a name is there twice (read as it is)."""
-    if meta.num_row_groups == 0 or len(set(schema.names)) < len(schema.names):
+    if len(set(schema.names)) < len(schema.names):
         return ()
     flat = {field.name for field in schema if not pa.types.is_nested(field.type)}
     group = meta.row_group(0)
@@ -876,9 +876,9 @@ def read_files(paths: list, lean: bool = False) -> tuple[list[Part], dict[int, U
 
 
 # Threads `read_files` reads files on: a small file's read is mostly pyarrow's own work (its footer
-# parsed, its columns decoded), done without the GIL, and the Python around it about as long, so a
-# second thread keeps a second core busy and a third finds the GIL taken. Each reads at most
-# READ_AHEAD files ahead of the one being checked.
+# parsed, its columns decoded), done without the GIL, so a second thread keeps a second core busy
+# (the Python around it, and the checks on the main thread, hold the GIL: a third would mostly
+# wait). They read at most READ_AHEAD files ahead of the one being checked.
 READ_THREADS, READ_AHEAD = 2, 8
 
 
