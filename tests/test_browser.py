@@ -120,6 +120,17 @@ def test_compares_verdicts_are_on_screen_at_1400_px(site, browser):
     assert any(t for t in page.evaluate(NAMED_UNDER_MOUSE) if t)
 
 
+def test_each_point_of_a_history_names_its_case_run_and_value(tmp_path, browser):
+    """A history's points are one line's markers a plot (thousands of them cost a tenth of a
+    scatter's), each still naming its case, run and value under the mouse."""
+    out = tmp_path / "history"
+    assert cli.main(["history", "cpu", "--results", str(REFERENCE / COMPARED), "--out", str(out), "--quiet"]) == 0
+    page = open_page(browser, out / "index.html", "history")
+    assert page.locator("svg.plot").count() >= 3
+    named = [t for t in page.evaluate(NAMED_UNDER_MOUSE) if t]
+    assert len(named) >= 10 and all(", run #" in t and t.endswith("x") for t in named), named[:5]  # speedups first
+
+
 def test_training_step_report_reads(site, browser):
     page = open_page(browser, site / "cpu_update" / "index.html", "cpu_update")
     loss = page.locator("figure", has_text="train_step loss").locator("svg.plot")

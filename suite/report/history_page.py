@@ -61,6 +61,9 @@ def labelled_runs(runs: int) -> list[int]:
     return shown
 
 
+POINT_SIZE = math.sqrt(18)  # points across: the area of the scatter's s=18 it replaced
+
+
 def _group_plot(h: history.History, title: str, series: list[history.CaseSeries], path: Path) -> Path:
     """Each case's value per run as points, its segment levels as lines, change points dashed; a time
     is drawn relative to the case's median over runs, so shapes of different cost share an axis."""
@@ -76,7 +79,10 @@ def _group_plot(h: history.History, title: str, series: list[history.CaseSeries]
         scale = 1.0 if metric == history.SPEEDUP else float(np.median(s.values))
         label = s.shape + (f" on {s.device}" if devices else "") + "".join(f"; {_step(cp)}" for cp in s.change_points)
         ax.plot([], [], "o", ms=4, color=color, label=label)
-        points = ax.scatter(s.run_index, np.asarray(s.values) / scale, s=18, color=color, alpha=0.75, zorder=3)
+        # one line's markers, not a scatter: a year of nightlies is thousands of points a plot, and
+        # matplotlib writes a collection's point by point (figures.name names each marker all the same)
+        points, = ax.plot(s.run_index, np.asarray(s.values) / scale, "o", ls="none", ms=POINT_SIZE, color=color,
+                          alpha=0.75, zorder=3)
         unit = UNITS[metric]
         figures.name(points, [f"{s.label}, run #{k} {h.runs[k].run_id}: {fmt(v, '.4g', unit)}"
                               for k, v in zip(s.run_index, s.values)])

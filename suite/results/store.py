@@ -21,8 +21,11 @@ run would use (`_remote_journal`), by the one process that holds the run's lease
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sys
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -532,7 +535,14 @@ def _source(path):
         yield pa.BufferReader(data)
         return
     with files.reader(path) as f:
-        yield f
+        # a small file whole, as one buffer: pyarrow then parses and decodes it without calling back
+        # into Python for each read (so without the GIL: `read_files` reads files on threads)
+        yield pa.BufferReader(f.read()) if os.fstat(f.fileno()).st_size <= WHOLE_FILE else f
+
+
+# The size up to which `_source` reads a local results file whole (a nightly's is 100 KB; a million
+# records are read as a file, as they were).
+WHOLE_FILE = 16 * 2**20
 
 
 def _version(path, meta: dict | None, column=None) -> int:
@@ -685,21 +695,47 @@ def _empty_columns(parquet: pq.ParquetFile, schema: pa.Schema) -> set[str]:
     counts as many nulls as rows): most of a results file's columns belong to other workloads. (A
     list's statistics count an empty list as null too, so lists are never among them.)"""
     meta = parquet.metadata
-    if meta.num_row_groups == 0 or len(set(schema.names)) < len(schema.names):  # a name twice: read as it is
+    if meta.num_row_groups == 0:
         return set()
-    flat = {field.name for field in schema if not pa.types.is_nested(field.type)}
-    filled = set()
+    flat = _by_schema(("flat leaves", validate.layout(schema)), lambda: _flat_leaves(meta, schema))
+    empty = {name for _, name in flat}
     for r in range(meta.num_row_groups):
         group = meta.row_group(r)
-        for j in range(group.num_columns):
-            chunk = group.column(j)
-            name = chunk.path_in_schema
-            if name not in flat:  # a list's leaf (`samples_ms.list.element`): its statistics are not asked
-                continue
-            stats = chunk.statistics
-            if stats is None or not stats.has_null_count or stats.null_count != group.num_rows:
-                filled.add(name)
-    return flat - filled
+        for j, name in flat:
+            if name in empty:
+                stats = group.column(j).statistics
+                if stats is None or not stats.has_null_count or stats.null_count != group.num_rows:
+                    empty.discard(name)
+    return empty
+
+
+def _flat_leaves(meta: pq.FileMetaData, schema: pa.Schema) -> tuple[tuple[int, str], ...]:
+    """(leaf position, name) of each flat column of a file of this schema (a list's leaf,
+    `samples_ms.list.element`, is not asked); none where a name is there twice (read as it is)."""
+    if len(set(schema.names)) < len(schema.names):
+        return ()
+    flat = {field.name for field in schema if not pa.types.is_nested(field.type)}
+    group = meta.row_group(0)
+    leaves = ((j, group.column(j).path_in_schema) for j in range(group.num_columns))
+    return tuple((j, name) for j, name in leaves if name in flat)
+
+
+class _Projection(NamedTuple):
+    """A `lean` read of a schema with these columns empty: the columns read, the table's columns
+    (each the name of one read, or the type of one made as nulls) and schema, the left out's schema."""
+
+    read: list[str]
+    columns: list[tuple[str, pa.DataType | None]]
+    schema: pa.Schema
+    left_out: pa.Schema
+
+
+def _projection(schema: pa.Schema, empty: frozenset) -> _Projection:
+    kept = [f for f in schema if f.name not in empty or f.name in CONTRACT]
+    return _Projection([name for name in schema.names if name not in empty],
+                       [(f.name, f.type if f.name in empty else None) for f in kept],
+                       pa.schema(kept, metadata=schema.metadata),
+                       pa.schema([f for f in schema if f.name in empty and f.name not in CONTRACT]))
 
 
 def _read_projected(parquet: pq.ParquetFile, schema: pa.Schema) -> tuple[pa.Table, pa.Schema]:
@@ -707,15 +743,33 @@ def _read_projected(parquet: pq.ParquetFile, schema: pa.Schema) -> tuple[pa.Tabl
     nulls of their type, not decoded), and the schema of the empty ones left out, whose types are
     still checked (`validate.check_types`). A million records of 226 columns, 200 of them empty,
     read in a tenth of the time of the whole table."""
-    empty = _empty_columns(parquet, schema)
+    empty = frozenset(_empty_columns(parquet, schema))
     if not empty:
         return parquet.read(use_threads=_threaded(parquet)), EMPTY
-    read = parquet.read(columns=[name for name in schema.names if name not in empty], use_threads=_threaded(parquet))
-    kept = [f for f in schema if f.name not in empty or f.name in CONTRACT]
+    metadata = tuple(sorted((schema.metadata or {}).items()))
+    plan = _by_schema(("projection", validate.layout(schema), metadata, empty), lambda: _projection(schema, empty))
+    read = parquet.read(columns=plan.read, use_threads=_threaded(parquet))
     rows = parquet.metadata.num_rows
-    arrays = [pa.nulls(rows, f.type) if f.name in empty else read.column(f.name) for f in kept]
-    left_out = pa.schema([f for f in schema if f.name in empty and f.name not in CONTRACT])
-    return pa.Table.from_arrays(arrays, schema=pa.schema(kept, metadata=schema.metadata)), left_out
+    arrays = [read.column(name) if null is None else pa.nulls(rows, null) for name, null in plan.columns]
+    return pa.Table.from_arrays(arrays, schema=plan.schema), plan.left_out
+
+
+# What a read works out from a file's schema alone, kept for the next file of the same schema (a
+# year of nightlies is a thousand files of one schema, 1 ms each to work it out again), by what it
+# depends on: the schema's `validate.layout`, its metadata, the columns found empty.
+_SCHEMA_MEMO: dict[tuple, object] = {}
+SCHEMA_MEMO_SIZE = 256
+
+
+def _by_schema(key: tuple, make):
+    """The memo's value of `key`, made (`make()`) where it has none (`read_files`' threads may both
+    make one: the same value)."""
+    found = _SCHEMA_MEMO.get(key)
+    if found is None:
+        if len(_SCHEMA_MEMO) >= SCHEMA_MEMO_SIZE:
+            _SCHEMA_MEMO.clear()
+        found = _SCHEMA_MEMO[key] = make()
+    return found
 
 
 def _frame(table: pa.Table, lean: bool = False) -> pd.DataFrame:
@@ -792,9 +846,11 @@ def read_files(paths: list, lean: bool = False) -> tuple[list[Part], dict[int, U
     the rest read. Older files are read one by one (each is checked against its own version, then migrated)."""
     parts, errors, batches = [], {}, {}  # batches: stored schema -> (position, table) of its files
     left_out_types: dict = {}  # what `validate.check_types` found of each schema of left-out columns
-    for i, path in enumerate(paths):
+    for i, (path, read) in enumerate(zip(paths, _read_tables(paths, lean))):
         try:
-            version, table, left_out = _read_table(path, lean)
+            if isinstance(read, UserError):
+                raise read
+            version, table, left_out = read
             if version != SCHEMA_VERSION:
                 parts.append(Part(_records(path, version, table, left_out, lean), np.full(1, i)))
                 continue
@@ -817,6 +873,35 @@ def read_files(paths: list, lean: bool = False) -> tuple[list[Part], dict[int, U
                     except UserError as err:
                         errors[i] = err
     return [p._replace(source=np.resize(p.source, len(p.records))) for p in parts], errors
+
+
+# Threads `read_files` reads files on: a small file's read is mostly pyarrow's own work (its footer
+# parsed, its columns decoded), done without the GIL, so a second thread keeps a second core busy
+# (the Python around it, and the checks on the main thread, hold the GIL: a third would mostly
+# wait). They read at most READ_AHEAD files ahead of the one being checked.
+READ_THREADS, READ_AHEAD = 2, 8
+
+
+def _read_tables(paths: list, lean: bool):
+    """`_read_table(path, lean)` of each path (or the UserError it raised), in order, read on
+    READ_THREADS threads."""
+    def one(path):
+        try:
+            return _read_table(path, lean)
+        except UserError as err:
+            return err
+
+    if len(paths) < 2:
+        yield from map(one, paths)
+        return
+    with ThreadPoolExecutor(READ_THREADS, thread_name_prefix="mpsuite-read") as pool:
+        pending = deque()
+        for path in paths:
+            pending.append(pool.submit(one, path))
+            if len(pending) > READ_AHEAD:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 # Files whose tables are copied into one as they are read: a small file's table held as read costs

@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from suite.analysis.frame import derived
+from suite.analysis.frame import derived, rows as frame_rows
 from suite.analysis.regression import envdiff, stats
 from suite.core.errors import UserError
 
@@ -437,7 +437,7 @@ class SideRecords:
 
     @classmethod
     def of(cls, records: pd.DataFrame) -> "SideRecords":
-        rows = records[[c for c in USED_COLUMNS if c in records]].to_dict("records")
+        rows = frame_rows.records(records[[c for c in USED_COLUMNS if c in records]])
         by_case: dict[str, list[dict]] = {}
         times, paired, unusable, clocks = {}, {}, {}, {}
         for r in rows:

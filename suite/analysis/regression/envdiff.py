@@ -20,7 +20,7 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from suite.analysis.frame import derived
+from suite.analysis.frame import derived, rows as frame_rows
 from suite.results import columns
 
 # Looked at first, in this order, where the records hold them: what usually explains a moved
@@ -179,7 +179,7 @@ class RunFacts:
         records = with_busy_machine(records)
         present = environment_columns(records.columns)
         wanted = [c for c in ("run_id", "case_id", *PER_CASE) if c in records]
-        rows = records[wanted].to_dict("records")
+        rows = frame_rows.records(records[wanted])
         self.env_columns = present
         self.per_case = [c for c in PER_CASE if c in records]
         self.by_run: dict[str, list[dict]] = {}

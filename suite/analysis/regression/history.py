@@ -48,6 +48,7 @@ point lists what differs between the runs before and after it (`suite.analysis.r
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,6 +259,14 @@ def seeded_intervals(n: int, m: int) -> list[tuple[int, int]]:
     starting every max(1, l // 4) runs (the last ending at n): O(n) runs per scale, O(log n) scales.
     Every stretch of a series lies near the middle of an interval about twice its length, so a short
     episode is scanned against a few runs on either side rather than the whole series."""
+    return list(_seeded_intervals(n, m))
+
+
+# Every series of a history of n runs is searched over the same intervals: worked out once (30 ms
+# for a thousand runs, twice a series).
+@functools.lru_cache(maxsize=16)
+def _seeded_intervals(n: int, m: int) -> tuple[tuple[int, int], ...]:
+    """`seeded_intervals`, longest first, kept for the next series of as many runs."""
     out, length = {(0, n)}, float(n)
     while length > 2 * m:
         length /= math.sqrt(2.0)
@@ -266,13 +275,22 @@ def seeded_intervals(n: int, m: int) -> list[tuple[int, int]]:
             step = max(1, l // 4)
             out.update((s, s + l) for s in range(0, n - l + 1, step))
             out.add((n - l, n))
-    return sorted(out, key=lambda se: (se[1] - se[0], se[0]), reverse=True)
+    return tuple(sorted(out, key=lambda se: (se[1] - se[0], se[0]), reverse=True))
 
 
+@functools.lru_cache(maxsize=16)
+def _interval_array(n: int, m: int) -> np.ndarray:
+    """`seeded_intervals(n, m)` as an (intervals, 2) array of (start, end), read-only (shared)."""
+    intervals = np.array(_seeded_intervals(n, m), dtype=int).reshape(-1, 2)
+    intervals.setflags(write=False)
+    return intervals
+
+
+@functools.lru_cache(maxsize=16)
 def search_size(n: int, m: int) -> int:
     """The splits the scan of a series of n runs tests: over every seeded interval, those with m runs
     on each side (the Bonferroni divisor of its level)."""
-    return sum(e - s - 2 * m + 1 for s, e in seeded_intervals(n, m)) if n >= 2 * m else 0
+    return sum(e - s - 2 * m + 1 for s, e in _seeded_intervals(n, m)) if n >= 2 * m else 0
 
 
 def scan_threshold(confidence: float, n: int, m: int) -> float:
@@ -298,7 +316,7 @@ def _scan(y: np.ndarray, sd: float, intervals: np.ndarray, m: int) -> tuple[np.n
 
 def _candidates(y: np.ndarray, sd: float, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every seeded interval of y as arrays (start, end) and its best split with its |z|."""
-    intervals = np.array(seeded_intervals(len(y), m), dtype=int)
+    intervals = _interval_array(len(y), m)
     lengths = intervals[:, 1] - intervals[:, 0]
     z, k = np.zeros(len(intervals)), np.zeros(len(intervals), dtype=int)
     for length in np.unique(lengths):
