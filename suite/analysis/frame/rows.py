@@ -1,7 +1,7 @@
 """A frame's rows as plain dicts, as `DataFrame.to_dict("records")` gives them, at a sixth of its cost:
 pandas boxes each cell on its own (and iterates an Arrow-backed string column value by value), where
-a column's `tolist` converts it at once (a column it would convert otherwise is left to pandas). A history's thousand runs are 18,000 records, turned into
-dicts twice (`compare.SideRecords`, `envdiff.RunFacts`)."""
+a column's `tolist` converts it at once (a column it would convert otherwise is left to pandas).
+A history's thousand runs are 18,000 records, turned into dicts twice (`compare.SideRecords`, `envdiff.RunFacts`)."""
 
 from __future__ import annotations
 
