@@ -137,6 +137,10 @@ def _t_log_pdf(t: float, df: float) -> float:
             - (df + 1) / 2 * math.log1p(t * t / df))
 
 
+# The quantile and the power shift are pure functions of their arguments, and a comparison asks for
+# the same few again and again (each case whose own variance is under the pooled one has the same
+# degrees of freedom; history asks at each split): each costs a root search over a continued fraction.
+@functools.lru_cache(maxsize=65536)
 def t_quantile(alpha: float, df: float) -> float:
     """q > 0 with P(|T| >= q) = alpha: the half-width, in standard errors, of a two-sided interval
     at confidence 1 - alpha. Newton's method on log q (the log tail is nearly linear there),
@@ -502,6 +506,12 @@ def power_change(spread: Spread, kb: int, kc: int, confidence: float = DEFAULT_C
     return expm1(math.log1p(min_effect) + shift * math.sqrt(var))
 
 
+# math.erfc over an array, element by element (numpy has no erfc): the grid's arithmetic in numpy,
+# the same values as a loop over its elements
+_erfc = np.frompyfunc(math.erfc, 1, 1)
+
+
+@functools.lru_cache(maxsize=65536)
 def t_power_shift(q: float, df: float, power: float = DEFAULT_POWER) -> float:
     """The noncentrality nc (in standard errors) at which a t statistic with df degrees of freedom
     exceeds q with probability `power`: P((Z + nc) / sqrt(V) >= q) = power, Z standard normal and
@@ -521,7 +531,7 @@ def t_power_shift(q: float, df: float, power: float = DEFAULT_POWER) -> float:
     lo, hi = z, q + z + 10.0 * (1.0 + q)
     for _ in range(45):  # the bracket to about 1e-12 of its width
         nc = (lo + hi) / 2.0
-        achieved = float(np.dot(weight, [0.5 * math.erfc((r - nc) / math.sqrt(2.0)) for r in root]))
+        achieved = float(np.dot(weight, 0.5 * _erfc((root - nc) / math.sqrt(2.0)).astype(float)))
         lo, hi = (nc, hi) if achieved < power else (lo, nc)
     return (lo + hi) / 2.0
 
