@@ -88,13 +88,14 @@ def _wide(values) -> bool:
 
 
 # Beyond this many points in one series, points that land in one cell of a grid over the series'
-# range (GRID cells across, GRID_ROWS up: the figures are about 8.5 x 4.6 in, so a cell is about as
-# tall as it is wide, ~2.3 pt of the axes, under half a marker) are drawn once, as the cell's first
-# point: a million markers take seconds to draw and megabytes of SVG, and show nothing their
-# distinct positions do not.
+# range are drawn once, as the cell's first point: a million markers take seconds to draw and
+# megabytes of SVG, and show nothing their distinct positions do not. The figures' axes are about
+# 470 x 260 pt (8.5 x 4.6 in less labels and legend), so a cell of GRID x GRID_ROWS is ~2.7 pt
+# square, a marker's radius (30 pt^2: 5.5 pt across): markers closer than that overlap by more than
+# half, and read as one.
 MAX_POINTS = 2000
-GRID = 200
-GRID_ROWS = 110
+GRID = 170
+GRID_ROWS = 95
 
 
 def _distinct(x, y, log_x: bool, log_y: bool) -> np.ndarray:
