@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis.frame.derived import is_emulated, paired_speedups
-from suite.analysis.frame.derived import rows as rows_where
 from suite.analysis.frame.labels import sort_key, with_labels
 from suite.report import figures, palette
 from suite.scenario import registry
@@ -178,7 +177,7 @@ def _size(categories: dict | None) -> tuple[float, float]:
     return (max(8.0, 0.5 * len(categories) + 4) if categories else 8.5), 4.6
 
 
-# What the speed plots read of a record: taken first, so a million rows' grouping moves a few columns.
+# What the speed plots read of a record: a column no record fills is added, all null.
 SPEED_COLUMNS = ["workload", "precision", "variant", "shape", "baseline", "m", "k", "n", "params", "tflops",
                  "peak_tflops", "speedup", "rel_err", "time_ms_median", "time_ms_p10", "time_ms_p90",
                  "speedup_paired", "speedup_medians", "speedup_paired_low", "speedup_paired_high", "speedup_paired_level"]
@@ -188,8 +187,14 @@ def _speed_rows(df: pd.DataFrame, workload: str) -> pd.DataFrame:
     """The workload's rows whose timing is real device speed (not failed, skipped or emulated)."""
     df = with_labels(df)
     speed = (df["workload"] == workload) & (df["status"] == "ok") & ~is_emulated(df)
-    # a column no record fills is all null; the rest not copied (nor the rows, where all are kept)
-    return rows_where(df, speed).reindex(columns=SPEED_COLUMNS)
+    return _kept(df.assign(**{c: np.nan for c in SPEED_COLUMNS if c not in df}), speed)
+
+
+def _kept(rows: pd.DataFrame, keep) -> pd.DataFrame:
+    """The rows where `keep` is true, with SPEED_COLUMNS only: the frame itself where every row is
+    kept (a filter copies the columns it keeps, a million rows' of each)."""
+    keep = np.asarray(keep, dtype=bool)
+    return rows if keep.all() else rows.loc[keep, SPEED_COLUMNS]
 
 
 def _spread(rows: pd.DataFrame, value: pd.Series) -> np.ndarray:
@@ -307,7 +312,7 @@ def _lines(ax, rows: pd.DataFrame, x: pd.Series, families: pd.Series, column: st
 
 def throughput(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     rows = _speed_rows(df, workload)
-    rows = rows_where(rows, rows["tflops"].notna())
+    rows = _kept(rows, rows["tflops"].notna())
     if rows["variant"].nunique() < 2:  # one precision alone: nothing to set it against
         return None
     x, xlabel, cats, families = _x(rows)
@@ -329,7 +334,7 @@ def throughput(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
 
 def speedup(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     rows = _speed_rows(df, workload)
-    rows = rows_where(rows, rows["speedup"].notna() & (rows["precision"] != rows["baseline"]))
+    rows = _kept(rows, rows["speedup"].notna() & (rows["precision"] != rows["baseline"]))
     if rows.empty:  # each series is set against the baseline's 1x line: one is enough
         return None
     x, xlabel, cats, families = _x(rows)
@@ -357,7 +362,7 @@ def tradeoff(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     """Speed against accuracy, one point per case (the baseline precision at 1x), the Pareto front
     drawn: what each precision costs and buys. Only where two or more precisions were timed."""
     rows = _speed_rows(df, workload)
-    rows = rows_where(rows, rows["speedup"].notna() & rows["rel_err"].notna() & (rows["rel_err"] > 0))
+    rows = _kept(rows, rows["speedup"].notna() & rows["rel_err"].notna() & (rows["rel_err"] > 0))
     if rows["variant"].nunique() < 2:
         return None
     fig, axes = figures.new(8.5, 4.6)
