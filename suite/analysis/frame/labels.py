@@ -90,9 +90,10 @@ def _names(combos: pd.DataFrame) -> tuple[list[str], list[str]]:
     return variant, shape_words
 
 
-def _codes(columns: dict[str, pd.Series]) -> tuple[np.ndarray, pd.DataFrame]:
+def combinations(columns: dict[str, pd.Series]) -> tuple[np.ndarray, pd.DataFrame]:
     """One integer per row for its combination of the columns' values, and the distinct
-    combinations (each column factorised alone, then combined as integers: nothing built per row)."""
+    combinations in order of first appearance, as objects (each column factorised alone, then
+    combined as integers: nothing built per row; `drop_duplicates` hashes every row's values)."""
     combined, values = None, {}
     for name, column in columns.items():
         codes, uniques = pd.factorize(column, use_na_sentinel=False)
@@ -113,7 +114,7 @@ def with_labels(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return df.assign(variant=pd.Series(dtype=object), shape=pd.Series(dtype=object))
     missing = pd.Series(None, index=df.index, dtype=object)
-    codes, combos = _codes({name: df[name] if name in df else missing
+    codes, combos = combinations({name: df[name] if name in df else missing
                             for name in ("workload", "precision", "params", "m", "k", "n")})
     variant, words = _names(combos)
     shaped = combos[["m", "k", "n"]].notna().all(axis=1) & combos[["m", "k", "n"]].ne(None).all(axis=1)
