@@ -91,7 +91,8 @@ def test_category_axes_sort_numbers_by_value():
 def test_a_dense_series_draws_one_point_per_cell_a_sparse_one_every_point():
     rng = np.random.default_rng(0)
     x, y = rng.uniform(1, 2, 100_000), rng.uniform(1, 2, 100_000)
-    assert list(plots._distinct(x[:plots.MAX_POINTS], y[:plots.MAX_POINTS], False, False)) == list(range(plots.MAX_POINTS))
+    few = plots.MAX_POINTS
+    assert list(plots._distinct(x[:few], y[:few], False, False)) == list(range(few))
     kept = plots._distinct(x, y, False, False)
     assert len(kept) <= (plots.GRID + 1) * (plots.GRID_ROWS + 1) and kept[0] == 0 and (np.diff(kept) > 0).all()
     cells = {(int((a - 1) * plots.GRID), int((b - 1) * plots.GRID_ROWS)) for a, b in zip(x[kept], y[kept])}
