@@ -221,6 +221,17 @@ def test_capped_cases_and_stalls_are_counted():
     assert "stalls: 10% of samples over 2x the median" in rows[2]["status"]
 
 
+def test_stall_shares_count_each_records_own_samples_beside_empty_and_missing_lists():
+    # the samples of every record lie in one array: a record with none (an empty list, a null)
+    # between two others, or last, takes none of theirs
+    lists = [[1.0, 3.0, 1.0, 1.0, 1.0], None, [], [5.0, 1.0, 1.0, 1.0, 1.0, 9.0], [1.0, 1.0, 1.0, 1.0, 2.5], []]
+    df = pd.DataFrame({"status": ["ok"] * 6, "time_ms_median": [1.0, 1.0, 1.0, 2.0, 1.0, 1.0], "samples_ms": lists})
+    shares = derived.stalls(df).tolist()
+    assert shares[0] == pytest.approx(0.2) and shares[3] == pytest.approx(2 / 6) and shares[4] == pytest.approx(0.2)
+    assert all(math.isnan(shares[i]) for i in (1, 2, 5))
+    assert derived.stalls(df.iloc[[1, 2, 5]]).isna().all()
+
+
 def test_settings_timed_one_case_after_another_are_counted_with_why():
     df = cpu_run("avx2")
     note = "one bf16 call takes 60x one fp32 call (more than 100x: a slow path)"

@@ -88,6 +88,23 @@ def test_category_axes_sort_numbers_by_value():
     assert list(plots._categories(df)) == sorted(names, key=sort_key)
 
 
+def test_a_dense_series_draws_one_point_per_cell_a_sparse_one_every_point():
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(1, 2, 100_000), rng.uniform(1, 2, 100_000)
+    few = plots.MAX_POINTS
+    assert list(plots._distinct(x[:few], y[:few], False, False)) == list(range(few))
+    kept = plots._distinct(x, y, False, False)
+    assert len(kept) <= (plots.GRID + 1) * (plots.GRID_ROWS + 1) and kept[0] == 0 and (np.diff(kept) > 0).all()
+    cells = {(int((a - 1) * plots.GRID), int((b - 1) * plots.GRID_ROWS)) for a, b in zip(x[kept], y[kept])}
+    assert len(cells) >= 0.99 * len(kept)  # (rounding at the range's ends aside) one point per cell
+
+
+def test_series_are_found_as_groupby_finds_them():
+    codes = np.array([2, 0, 2, -1, 1, 0, 2])
+    assert [(c, list(at)) for c, at in plots._groups(codes)] == [(2, [0, 2, 6]), (0, [1, 5]), (1, [4])]
+    assert plots._groups(np.array([], dtype=np.int64)) == []
+
+
 def test_a_precision_keeps_its_colour_and_marker_whichever_plot_holds_it():
     alone = pd.DataFrame({"precision": ["bf16"], "variant": ["bf16"]})
     beside = pd.DataFrame({"precision": ["fp32", "bf16", "fp16"], "variant": ["fp32", "bf16", "fp16"]})

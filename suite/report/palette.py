@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from suite.analysis.frame.labels import combinations
 from suite.scenario import registry
 
 # Twenty colours, by registry place: matplotlib's tab10 without its grey (fp32 blue, bf16 green,
@@ -70,7 +71,7 @@ def precision_style(precision) -> Style:
 def styles(df: pd.DataFrame) -> dict[str, Style]:
     """variant -> its style, for the frame's (precision, variant) pairs: a precision's variants in
     name order, the one named by the bare precision first (so it keeps the solid line)."""
-    pairs = df[["precision", "variant"]].drop_duplicates()
+    pairs = combinations({"precision": df["precision"], "variant": df["variant"]})[1]
     out = {}
     for precision, g in pairs.groupby("precision", sort=False):
         base = precision_style(precision)

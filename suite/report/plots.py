@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from suite.analysis.frame.derived import is_emulated, paired_speedups
-from suite.analysis.frame.labels import sort_key, with_labels
+from suite.analysis.frame.labels import combinations, sort_key, with_labels
 from suite.report import figures, palette
 from suite.scenario import registry
 
@@ -50,7 +50,7 @@ def _x(df: pd.DataFrame) -> tuple[pd.Series, str, dict | None, pd.Series]:
     one for all on a category axis)."""
     if df["m"].notna().all():
         size, families = _sizes(df), _families(df)
-        by_line = size.groupby([df["variant"], families])
+        by_line = size.groupby(combinations({"variant": df["variant"], "family": families})[0])
         if ((by_line.max() / by_line.min()) >= LINE_SPAN).any():
             return size, "problem size (M*K*N)^(1/3)", None, families
     cats = _categories(df)
@@ -86,26 +86,30 @@ def _wide(values) -> bool:
     return bool(len(v)) and v.max() / v.min() > 10
 
 
-# Beyond this many points in one series, points that land in one cell of a GRID x GRID grid over
-# the series' range (a few pixels of the figures' axes, under a marker) are drawn once: a million
-# markers take seconds to draw and megabytes of SVG, and show nothing their distinct positions do not.
+# Beyond this many points in one series, points that land in one cell of a grid over the series'
+# range are drawn once, as the cell's first point: a million markers take seconds to draw and
+# megabytes of SVG, and show nothing their distinct positions do not. The figures' axes are about
+# 470 x 260 pt (8.5 x 4.6 in less labels and legend), so a cell of GRID x GRID_ROWS is ~2.7 pt
+# square, a marker's radius (30 pt^2: 5.5 pt across): markers closer than that overlap by more than
+# half, and read as one.
 MAX_POINTS = 2000
-GRID = 200
+GRID = 170
+GRID_ROWS = 95
 
 
 def _distinct(x, y, log_x: bool, log_y: bool) -> np.ndarray:
     """Positions (into x and y) of the points to draw: all of them up to MAX_POINTS, else the first
-    point of each cell of a GRID x GRID grid over the series' range (log where the axis is)."""
+    point of each cell of the GRID x GRID_ROWS grid over the series' range (log where the axis is)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if len(x) <= MAX_POINTS:
         return np.arange(len(x))
 
-    def cell(v, log):
+    def cell(v, log, cells):
         v = np.log10(np.where(v > 0, v, np.nan)) if log else v
         lo, hi = np.nanmin(v), np.nanmax(v)
-        return np.nan_to_num(np.floor((v - lo) / ((hi - lo) or 1.0) * GRID), nan=-1).astype(np.int64)
+        return np.nan_to_num(np.floor((v - lo) / ((hi - lo) or 1.0) * cells), nan=-1).astype(np.int64)
 
-    return np.sort(np.unique(cell(x, log_x) * (GRID + 2) + cell(y, log_y), return_index=True)[1])
+    return np.sort(np.unique(cell(x, log_x, GRID) * (GRID_ROWS + 2) + cell(y, log_y, GRID_ROWS), return_index=True)[1])
 
 
 def _legend(ax, fontsize: float = 8) -> None:
@@ -173,7 +177,7 @@ def _size(categories: dict | None) -> tuple[float, float]:
     return (max(8.0, 0.5 * len(categories) + 4) if categories else 8.5), 4.6
 
 
-# What the speed plots read of a record: taken first, so a million rows' grouping moves a few columns.
+# What the speed plots read of a record: a column no record fills is added, all null.
 SPEED_COLUMNS = ["workload", "precision", "variant", "shape", "baseline", "m", "k", "n", "params", "tflops",
                  "peak_tflops", "speedup", "rel_err", "time_ms_median", "time_ms_p10", "time_ms_p90",
                  "speedup_paired", "speedup_medians", "speedup_paired_low", "speedup_paired_high", "speedup_paired_level"]
@@ -183,7 +187,18 @@ def _speed_rows(df: pd.DataFrame, workload: str) -> pd.DataFrame:
     """The workload's rows whose timing is real device speed (not failed, skipped or emulated)."""
     df = with_labels(df)
     speed = (df["workload"] == workload) & (df["status"] == "ok") & ~is_emulated(df)
-    return df.reindex(columns=SPEED_COLUMNS)[speed]  # a column no record fills is all null; the rest not copied
+    return _kept(df.assign(**{c: np.nan for c in SPEED_COLUMNS if c not in df}), speed)
+
+
+def _kept(rows: pd.DataFrame, keep, columns: list[str] = SPEED_COLUMNS) -> pd.DataFrame:
+    """The rows where `keep` is true, with `columns` only: the frame itself where every row is kept
+    (a filter copies the columns it keeps, a million rows' of each)."""
+    keep = np.asarray(keep, dtype=bool)
+    return rows if keep.all() else rows[columns][keep]  # (3x faster than .loc[keep, columns])
+
+
+# What the speedup plot reads of the speed rows (its filter copies these).
+SPEEDUP_COLUMNS = [c for c in SPEED_COLUMNS if c not in ("workload", "params", "tflops", "peak_tflops", "rel_err")]
 
 
 def _spread(rows: pd.DataFrame, value: pd.Series) -> np.ndarray:
@@ -233,14 +248,16 @@ def _names(g: pd.DataFrame, what: str, column: str, fmt: str) -> list[str]:
     return [f"{v} {s}: {what} {val:{fmt}}" for v, s, val in zip(g["variant"], g["shape"], g[column].astype(float))]
 
 
-def _along(g: pd.DataFrame, x: pd.Series, column: str):
-    """A line's points in x order with their error bars and names: each case's own (`error_bars`), or,
-    where several cases share a size (parameter variants), their median with the p10-p90 across them."""
-    if x.nunique() == len(g):
-        order = np.argsort(x.to_numpy())
-        g = g.iloc[order]
-        return x.to_numpy()[order], g[column].to_numpy(float), error_bars(g, column), g
-    by = g[column].astype(float).groupby(x.to_numpy())
+def _along(rows: pd.DataFrame, at: np.ndarray, x: np.ndarray, column: str):
+    """A line's points (the rows at positions `at`, x their positions on the axis) in x order with
+    their error bars and names: each case's own (`error_bars`), or, where several cases share a size
+    (parameter variants), their median with the p10-p90 across them (only the plotted column read)."""
+    xs = x[at]
+    if pd.Series(xs).nunique() == len(at):
+        order = np.argsort(xs)
+        g = rows.iloc[at[order]]
+        return xs[order], g[column].to_numpy(float), error_bars(g, column), g
+    by = pd.Series(rows[column].to_numpy(float)[at]).groupby(xs)
     mid, low, high = by.median(), by.quantile(0.1), by.quantile(0.9)
     return mid.index.to_numpy(), mid.to_numpy(), np.vstack([mid - low, high - mid]), None
 
@@ -254,38 +271,52 @@ def _series(ax, xs, ys, yerr, names, style, dash) -> None:
     _points(ax, xs, ys, names, style)
 
 
+def _groups(codes: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(code, positions) of each group of `codes` (a code < 0 is no group), in order of first
+    appearance, positions ascending: what `groupby(sort=False)` iterates, without copying a frame
+    of a million rows per level (only the rows a series names are taken)."""
+    order = np.argsort(codes, kind="stable")
+    order = order[codes[order] >= 0]
+    starts = np.flatnonzero(np.diff(codes[order])) + 1
+    return sorted(((int(codes[p[0]]), p) for p in np.split(order, starts) if len(p)), key=lambda cp: cp[1][0])
+
+
 def _lines(ax, rows: pd.DataFrame, x: pd.Series, families: pd.Series, column: str, cats, log_y: bool,
            what: str, fmt: str) -> None:
     """One line per variant and shape family in the variant's style, error bars from the stored
     quantiles. Shapes that form no line (one point in their family, or categories) are points,
     dodged within their category; one legend entry per variant."""
     styles = palette.styles(rows)
-    counts = rows.groupby([rows["variant"], families]).size()
-    lined = set() if cats is not None else {f for (_, f), n in counts.items() if n > 1}
-    offsets = _dodge(list(dict.fromkeys(rows["variant"])))
-    for variant, by_variant in rows.groupby("variant", sort=False):
+    variant_codes, variants = pd.factorize(rows["variant"])
+    family_codes = pd.factorize(families)[0]
+    x_at, y_at = x.to_numpy(float), rows[column].to_numpy(float)
+    by_variant = [(variants[v], [(f, at[p]) for f, p in _groups(family_codes[at])]) for v, at in _groups(variant_codes)]
+    lined = set() if cats is not None else {f for _, fs in by_variant for f, at in fs if len(at) > 1}
+    offsets = _dodge(list(variants))
+    for variant, by_family in by_variant:
         style = styles[variant]
         _entry(ax, variant, style, line=bool(lined))
         points = []
-        for family, g in by_variant.groupby(families[by_variant.index], sort=False):
-            if cats is not None or family not in lined or len(g) == 1:
-                points.append(g)
+        for family, at in by_family:
+            if cats is not None or family not in lined or len(at) == 1:
+                points.append(at)
                 continue
-            xs, ys, yerr, named = _along(g, x[g.index], column)
+            xs, ys, yerr, named = _along(rows, at, x_at, column)
             names = _names(named, what, column, fmt) if named is not None else \
                 [f"{variant} at size {v:.0f}: median {what} {y:{fmt}}" for v, y in zip(xs, ys)]
             _series(ax, xs, ys, yerr, names, style, style.dash)
         if points:
-            g = pd.concat(points)
-            g = g.iloc[_distinct(x[g.index], g[column], cats is None, log_y)]
-            xs = x[g.index] + (offsets[variant] if cats is not None else 0.0)
+            at = np.concatenate(points)
+            at = at[_distinct(x_at[at], y_at[at], cats is None, log_y)]
+            g = rows.iloc[at]
+            xs = x_at[at] + (offsets[variant] if cats is not None else 0.0)
             _series(ax, xs, g[column], None if len(g) > MAX_BARS else error_bars(g, column),
                     _names(g, what, column, fmt), style, None)
 
 
 def throughput(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     rows = _speed_rows(df, workload)
-    rows = rows[rows["tflops"].notna()]
+    rows = _kept(rows, rows["tflops"].notna())
     if rows["variant"].nunique() < 2:  # one precision alone: nothing to set it against
         return None
     x, xlabel, cats, families = _x(rows)
@@ -293,8 +324,8 @@ def throughput(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     ax = axes[0, 0]
     log_y = _wide(pd.concat([rows["tflops"], rows["peak_tflops"].dropna()]))
     _lines(ax, rows, x, families, "tflops", cats, log_y, "TFLOP/s", ".4g")
-    for precision, g in rows.groupby("precision", sort=False):
-        peak = g["peak_tflops"].dropna()
+    for precision, peak in rows.groupby("precision", sort=False)["peak_tflops"]:
+        peak = peak.dropna()
         if len(peak):
             ax.axhline(float(peak.iloc[0]), color=palette.precision_style(precision).colour, ls=(0, (1, 3)), lw=1,
                        label=f"{precision} vendor peak")
@@ -307,7 +338,7 @@ def throughput(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
 
 def speedup(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     rows = _speed_rows(df, workload)
-    rows = rows[rows["speedup"].notna() & (rows["precision"] != rows["baseline"])]
+    rows = _kept(rows, rows["speedup"].notna() & (rows["precision"] != rows["baseline"]), SPEEDUP_COLUMNS)
     if rows.empty:  # each series is set against the baseline's 1x line: one is enough
         return None
     x, xlabel, cats, families = _x(rows)
@@ -335,7 +366,7 @@ def tradeoff(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     """Speed against accuracy, one point per case (the baseline precision at 1x), the Pareto front
     drawn: what each precision costs and buys. Only where two or more precisions were timed."""
     rows = _speed_rows(df, workload)
-    rows = rows[rows["speedup"].notna() & rows["rel_err"].notna() & (rows["rel_err"] > 0)]
+    rows = _kept(rows, rows["speedup"].notna() & rows["rel_err"].notna() & (rows["rel_err"] > 0))
     if rows["variant"].nunique() < 2:
         return None
     fig, axes = figures.new(8.5, 4.6)
@@ -343,8 +374,9 @@ def tradeoff(df: pd.DataFrame, workload: str, path: Path) -> Path | None:
     errors, speedups = rows["rel_err"].to_numpy(float), rows["speedup"].to_numpy(float)
     log_y = _wide([speedups.min(), speedups.max(), 1.0])
     styles = palette.styles(rows)
-    for variant, g in rows.groupby("variant", sort=False):
-        g = g.iloc[_distinct(g["rel_err"], g["speedup"], True, log_y)]
+    variant_codes, variants = pd.factorize(rows["variant"])
+    for code, at in _groups(variant_codes):
+        variant, g = variants[code], rows.iloc[at[_distinct(errors[at], speedups[at], True, log_y)]]
         _entry(ax, variant, styles[variant], line=False)
         _points(ax, g["rel_err"], g["speedup"],
                 [f"{variant} {s}: rel. error {e:.3g}, speedup {v:.3g}x"

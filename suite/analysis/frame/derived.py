@@ -296,8 +296,11 @@ def stalls(df: pd.DataFrame) -> pd.Series:
     samples = list_column(df["samples_ms"])
     lengths = pc.fill_null(pc.list_value_length(samples), 0).to_numpy()
     values = pc.list_flatten(samples).to_numpy(zero_copy_only=False).astype(float, copy=False)
-    parent = pc.list_parent_indices(samples).to_numpy()
-    over = np.bincount(parent, weights=values > STALL_FACTOR * median[parent], minlength=len(df))
+    # each record's samples lie together, in order: its count of stalls is a sum over its own run
+    above = values > np.repeat(STALL_FACTOR * median, lengths)
+    filled, over = lengths > 0, np.zeros(len(df), dtype=np.int64)
+    if filled.any():  # (reduceat sums up to the next start: empty runs left out, it reaches the right one)
+        over[filled] = np.add.reduceat(above, (np.cumsum(lengths) - lengths)[filled], dtype=np.int64)
     share = np.divide(over, lengths, out=np.zeros(len(df)), where=lengths > 0)
     flagged = ok & (lengths >= MIN_STALL_SAMPLES) & (share >= STALL_SHARE)
     return pd.Series(np.where(flagged, share, math.nan), index=df.index)

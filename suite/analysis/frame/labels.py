@@ -90,9 +90,10 @@ def _names(combos: pd.DataFrame) -> tuple[list[str], list[str]]:
     return variant, shape_words
 
 
-def _codes(columns: dict[str, pd.Series]) -> tuple[np.ndarray, pd.DataFrame]:
+def combinations(columns: dict[str, pd.Series]) -> tuple[np.ndarray, pd.DataFrame]:
     """One integer per row for its combination of the columns' values, and the distinct
-    combinations (each column factorised alone, then combined as integers: nothing built per row)."""
+    combinations in order of first appearance, as objects (each column factorised alone, then
+    combined as integers: nothing built per row; `drop_duplicates` hashes every row's values)."""
     combined, values = None, {}
     for name, column in columns.items():
         codes, uniques = pd.factorize(column, use_na_sentinel=False)
@@ -113,17 +114,24 @@ def with_labels(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return df.assign(variant=pd.Series(dtype=object), shape=pd.Series(dtype=object))
     missing = pd.Series(None, index=df.index, dtype=object)
-    codes, combos = _codes({name: df[name] if name in df else missing
-                            for name in ("workload", "precision", "params", "m", "k", "n")})
+    column = {name: df[name] if name in df else missing for name in ("workload", "precision", "params", "m", "k", "n")}
+    # named per distinct (workload, precision, params) and per distinct M, K, N: a million records
+    # hold a few thousand of the one and a few dozen of the other
+    codes, combos = combinations({name: column[name] for name in ("workload", "precision", "params")})
     variant, words = _names(combos)
-    shaped = combos[["m", "k", "n"]].notna().all(axis=1) & combos[["m", "k", "n"]].ne(None).all(axis=1)
-    named: dict = {}  # each distinct shape written once
-    dims = [named.setdefault((m, k, n), f"{int(m)}x{int(k)}x{int(n)}") if s else ""
-            for m, k, n, s in zip(combos["m"], combos["k"], combos["n"], shaped)]
-    shape = [f"{d} {w}".strip() or str(workload) for d, w, workload in zip(dims, words, combos["workload"])]
+    sizes, dims = combinations({name: column[name] for name in ("m", "k", "n")})
+    shaped = dims.notna().all(axis=1) & dims.ne(None).all(axis=1)
+    dims = [f"{int(m)}x{int(k)}x{int(n)}" if s else "" for m, k, n, s in zip(dims["m"], dims["k"], dims["n"], shaped)]
+    # a shape's name: its dims, its words and (where both are empty) its workload's name
+    word_codes, word_texts = pd.factorize(pd.Series(words, dtype=object))
+    workload_codes, workloads = pd.factorize(combos["workload"], use_na_sentinel=False)
+    shapes, parts = combinations({"dims": pd.Series(sizes), "words": pd.Series(word_codes[codes]),
+                                  "workload": pd.Series(workload_codes[codes])})
+    shape = [f"{dims[d]} {word_texts[w]}".strip() or str(workloads[k])
+             for d, w, k in zip(parts["dims"], parts["words"], parts["workload"])]
     # object columns: taken from the few distinct names without converting a million strings
     df["variant"] = pd.Series(np.asarray(variant, dtype=object)[codes], index=df.index, dtype=object)
-    df["shape"] = pd.Series(np.asarray(shape, dtype=object)[codes], index=df.index, dtype=object)
+    df["shape"] = pd.Series(np.asarray(shape, dtype=object)[shapes], index=df.index, dtype=object)
     return df
 
 

@@ -138,8 +138,8 @@ def _ratio(speedup: float, baseline: str) -> str:
 def largest_setting_answers(df: pd.DataFrame) -> list[str]:
     """Per workload of the newest run: at its largest setting, each precision against the baseline
     (fastest first) with its error; emulated ones as numerics only; the ones not measured and why."""
-    newest = with_settings(df[df["run_id"] == df["run_id"].max()])
-    newest["size"] = case_sizes(newest)
+    newest = with_settings(derived.rows(df, df["run_id"] == df["run_id"].max()))  # (no copy of a run read alone)
+    newest = newest.assign(size=case_sizes(newest))
     lines = []
     for workload, rows in newest.groupby("workload", sort=False):
         biggest = rows.groupby("setting_key", sort=False)["size"].max().idxmax()
