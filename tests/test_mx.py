@@ -29,7 +29,13 @@ from suite.workloads.gemm.workload import GEMM
 from suite.workloads.linear.workload import LINEAR
 from suite.workloads.outlier.workload import OUTLIER
 
-pytest.importorskip("torchao.prototype.mx_formats")
+
+@pytest.fixture(autouse=True, scope="module")
+def _mx_formats():
+    # at the first test, not at import: importing torchao costs each xdist worker 1.7 s of CPU when it
+    # collects (both collect every file), though one runs this file
+    pytest.importorskip("torchao.prototype.mx_formats")
+
 
 CPU = torch.device("cpu")
 BF16_ROUNDOFF = 2.0 ** -8  # bf16 keeps 8 significant bits: its relative rounding error is below this
