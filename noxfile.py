@@ -276,7 +276,6 @@ def bench(session: nox.Session) -> None:
     session.run("pytest", "benchmarks", "--benchmark-enable", *session.posargs)
 
 
-# Most tests wait on a process of their own (a run, torchrun, Ray, a pty), so one worker per CPU
 # The GPU dry run (`run SCENARIO --dry-run GPU`, suite/measure/dryrun): each GPU scenario of
 # scenarios/ and the GPU it is written for. The torch it needs is its own pin (a test compares).
 GPU_DRYRUN = {
@@ -313,6 +312,7 @@ def gpu_dryrun(session: nox.Session) -> None:
         session.error(f"the dry run failed cases of {', '.join(failed)}")
 
 
+# Most tests wait on a process of their own (a run, torchrun, Ray, a pty), so one worker per CPU
 # (pytest-xdist) halves the suite's time on 2 cores; a file's tests stay on one worker, sharing its
 # fixtures. More than 4 workers would each import torch and record the shared runs for little gain.
 PYTEST_WORKERS = ("-n", "logical", "--maxprocesses", "4", "--dist", "loadfile")
