@@ -110,3 +110,11 @@ def test_report_renders_a_fleet_and_keeps_each_devices_newest_run(recorded, tmp_
         device_page = (out / folder / "report.md").read_text()
         assert device_page.startswith("# mpsuite report: cmp") and (out / folder / "speedup_gemm.svg").exists()
         assert f"]({folder}/report.md)" in page
+
+
+def test_device_labels_of_a_categorical_device_name_name_a_device_without_one():
+    """A lean read's device names are categorical (`store.as_categories`): a record without one is
+    still labelled by its device type, not refused as a value outside the categories."""
+    df = store.as_categories(pd.DataFrame({"device": ["cuda", "cpu"], "device_name": ["NVIDIA H100", None]}),
+                             store.RUN_CONSTANT)
+    assert fleet.device_labels(df).tolist() == ["NVIDIA H100", "cpu" + fleet.NOT_AVAILABLE]

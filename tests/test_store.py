@@ -296,3 +296,20 @@ def test_a_version_5_file_calls_te_mxfp8_and_te_nvfp4_by_their_old_names(tmp_pat
     assert df["case_id"].iloc[0] != plan.case_hash("gemm", "mxfp8", 64, 64, 64, {"quantize": "inline"})
     assert df["case_id"].iloc[2] == "c" and df["baseline_case_id"].iloc[0] == plan.case_hash("gemm", "bf16", 64, 64, 64, {})
     assert store.renamed(5) == {"mxfp8": "te_mxfp8", "nvfp4": "te_nvfp4"}
+
+
+def test_a_lean_read_gives_run_constant_strings_as_ordered_categoricals(tmp_path):
+    """A report's read keeps run-constant strings as codes (`store.RUN_CONSTANT`), ordered as their
+    strings order: the newest run is the largest run id, a sort orders runs as text; other string
+    columns, and a whole read, stay strings."""
+    later = "20260102T120000Z-abcdef"
+    store.write_run([rec("a", run_id=later, status="skipped", reason="no fp8")], tmp_path / f"{later}.parquet")
+    store.write_run([rec("a"), rec("b")], tmp_path / f"{RUN}.parquet")
+    lean, whole = store.read([tmp_path], lean=True), store.read([tmp_path])
+    for name in ("run_id", "status", "workload"):
+        assert isinstance(lean[name].dtype, pd.CategoricalDtype) and lean[name].cat.ordered
+        assert not isinstance(whole[name].dtype, pd.CategoricalDtype)
+        assert lean[name].tolist() == whole[name].tolist()
+    assert lean["run_id"].max() == later and lean.groupby("case_id")["run_id"].max().tolist() == [later, RUN]
+    assert lean.sort_values("run_id", kind="stable")["run_id"].tolist() == sorted(whole["run_id"])
+    assert not isinstance(lean["case_id"].dtype, pd.CategoricalDtype) and lean["reason"].fillna("").tolist() == ["", "", "no fp8"]

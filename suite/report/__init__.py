@@ -198,6 +198,13 @@ def _pick_rows(df: pd.DataFrame) -> list[dict]:
                          "not_timed": [", ".join(names) for names in loose["not_timed"]]}).to_dict("records")
 
 
+def _status_counts(status: pd.Series) -> dict:
+    """How many records hold each status, in the order the statuses first appear (a categorical
+    `status`, as a `lean` read gives, counts in its categories' order, and zero for an unheld one)."""
+    counts = status.value_counts(sort=False)
+    return counts.reindex(pd.unique(status.dropna())).to_dict()
+
+
 def build_view(df: pd.DataFrame) -> dict:
     """Everything the templates show, as strings, from the records of one or more runs."""
     df = derived.prepare(df)
@@ -215,7 +222,7 @@ def build_view(df: pd.DataFrame) -> dict:
         "runs": sorted(df["run_id"].unique()),
         "started_at": first.get("started_at"),
         "env": [(c, first.get(c)) for c in columns.with_libraries(ENV_COLUMNS) if c in df and pd.notna(first.get(c))],
-        "counts": df["status"].value_counts(sort=False).to_dict(),
+        "counts": _status_counts(df["status"]),
         "summary": summary_rows,
         "summary_columns": filled(summary.SUMMARY_COLUMNS, summary_rows, keep=("workload", "precision")),
         "picks": picks,

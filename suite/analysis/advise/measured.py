@@ -67,7 +67,7 @@ def candidates(df: pd.DataFrame, baseline: str = BASELINE) -> pd.DataFrame:
         return df.assign(kind=pd.Series(dtype=object), quantize=pd.Series(dtype=object), experts=pd.Series(dtype=int))
     df = derived.with_speedups(df).copy()
     params = [_params(text) for text in df["params"]]
-    df["kind"] = df["workload"].map(kinds)
+    df["kind"] = df["workload"].astype(str).map(kinds)
     df["quantize"] = [(p or {}).get("quantize", "pre") for p in params]
     df["experts"] = [_experts(kind, int(m), p) for kind, m, p in zip(df["kind"], df["m"], params)]
     return df

@@ -25,7 +25,8 @@ def device_labels(df: pd.DataFrame) -> pd.Series:
     kind = df["device"].astype(str) if "device" in df else pd.Series("unknown", index=df.index)
     if "device_name" not in df:
         return kind + NOT_AVAILABLE
-    return df["device_name"].where(df["device_name"].notna(), kind + NOT_AVAILABLE).astype(str)
+    names = df["device_name"].astype(str)  # (a categorical takes no value outside its categories)
+    return names.where(df["device_name"].notna(), kind + NOT_AVAILABLE)
 
 
 def devices(df: pd.DataFrame) -> list[str]:

@@ -92,7 +92,7 @@ def new_statuses(records: pd.DataFrame, runs: list[str], new_runs: int) -> list[
     """Cases a newest run failed or skipped that the latest earlier run holding them did not."""
     newest, rank = set(runs[-new_runs:]), {r: i for i, r in enumerate(runs)}
     held = records[records["run_id"].isin(rank)]
-    ordered = held.assign(_rank=held["run_id"].map(rank)).sort_values("_rank", kind="stable")
+    ordered = held.assign(_rank=held["run_id"].astype(str).map(rank)).sort_values("_rank", kind="stable")
     in_newest = ordered["run_id"].isin(newest)
     # each case's row in the latest earlier run and in the latest newest run holding it: one pass
     # over the rows, not a sort per case (a nightly's history holds thousands of cases)
