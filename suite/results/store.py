@@ -979,9 +979,10 @@ def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, lean
 
 # Columns a run holds one value of (and a results folder a handful): a `lean` read makes each a
 # categorical, so that each of the report's groupings, joins and comparisons on them works on a
-# code per row, not a string (10^6 records: 0.3-0.9 s less CPU of 9.5 s, 50 MB less peak memory in `report`).
-# `precision` and `baseline` stay strings: they are compared with each other row by row, which two
-# categoricals of different categories refuse.
+# code per row, not a string (10^6 records: 0.3-0.9 s less CPU of 9.5 s, 50 MB less peak memory in
+# `report`). `precision` and `baseline` stay strings: they are compared with each other row by row,
+# which two categoricals of different categories refuse. Code on a lean frame writes no new value
+# into these columns, maps them with `.astype(str)` first, and drops value_counts' zero counts.
 RUN_CONSTANT = ("run_id", "scenario", "workload", "status", "device", "device_name", "torch_version")
 
 
