@@ -298,6 +298,7 @@ def test_a_version_5_file_calls_te_mxfp8_and_te_nvfp4_by_their_old_names(tmp_pat
     assert store.renamed(5) == {"mxfp8": "te_mxfp8", "nvfp4": "te_nvfp4"}
 
 
+@pytest.mark.skipif(not store.CATEGORICALS, reason="pandas 2: a lean read keeps run-constant strings as strings")
 def test_a_lean_read_gives_run_constant_strings_as_ordered_categoricals(tmp_path):
     """A report's read keeps run-constant strings as codes (`store.RUN_CONSTANT`), ordered as their
     strings order: the newest run is the largest run id, a sort orders runs as text; other string

@@ -986,9 +986,16 @@ def read(paths: Iterable[str | Path], unfinished: bool = False, warn=_warn, lean
 RUN_CONSTANT = ("run_id", "scenario", "workload", "status", "device", "device_name", "torch_version")
 
 
+# pandas 2 groups by every category of a categorical key, held or not, unless each groupby asks for
+# observed=True (pandas 3's default): there the run-constant columns stay strings.
+CATEGORICALS = int(pd.__version__.split(".")[0]) >= 3
+
+
 def as_categories(df: pd.DataFrame, names: Iterable[str]) -> pd.DataFrame:
     """`df` with each of the string columns `names` it holds as an ordered categorical of its sorted
-    values: sorting, min and max order it as they order the strings."""
+    values: sorting, min and max order it as they order the strings (`df` as it is under pandas 2)."""
+    if not CATEGORICALS:
+        return df
     for name in names:
         if name in df and pd.api.types.is_string_dtype(df[name].dtype):
             values = df[name].astype("category")
