@@ -120,11 +120,17 @@ def _renamed(df: pd.DataFrame, version: int = 5) -> pd.DataFrame:
 
 def _timestamps(df: pd.DataFrame) -> pd.DataFrame:
     """Schema 3 -> 4: timestamp columns held ISO 8601 text; now timestamps in UTC (text without an
-    offset was written as UTC). Text that is no time becomes null rather than costing the file."""
+    offset was written as UTC). Text that is no time becomes null rather than costing the file.
+    Each distinct text is parsed alone: pandas 2 parsing a column of ISO 8601 text gives an offset-less
+    text the offset of an earlier one (09:30 after 10:00+01:00 read as 08:30 UTC); a version 3 file
+    holds one text per case, so this is cheap."""
     df = df.copy()
     for column in TIMESTAMP_COLUMNS:
         if column in df:
-            df[column] = pd.to_datetime(df[column], utc=True, format="ISO8601", errors="coerce")
+            text = df[column]
+            when = {value: pd.to_datetime(value, utc=True, format="ISO8601", errors="coerce")
+                    for value in text.dropna().unique()}
+            df[column] = pd.to_datetime(text.map(when), utc=True)
     return df
 
 
