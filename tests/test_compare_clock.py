@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from suite.analysis.regression import compare, stats
+from suite.analysis.regression import compare, envdiff, stats
 from suite.core.errors import UserError
 from suite.report import compare_page
 from suite.results import store
@@ -119,12 +119,29 @@ def test_a_clock_in_some_runs_only_is_no_clock():
     assert cases["cand_sm_clock_mhz"].isna().all() and (cases["cycles_verdict"] == "").all()
 
 
+def test_a_mean_sm_clock_that_differs_is_what_differs_between_the_sides():
+    """The measured clock is a fact that explains a moved time: each case whose sides' mean SM clocks
+    differ beyond the tolerance names it in its explanation, and the pages' "what differs" counts
+    them; within the tolerance, or where one side has none, nothing is said (the tests above)."""
+    result = compared(CLOCK / SLOWER)
+    assert result.environment.summary() == ["mean SM clock (MHz) changed in 18 case(s)"]
+    explained = timed(result).query("verdict == 'n/a'")["explanation"]  # fp32's: its time regressed
+    assert len(explained) == 6
+    for explanation in explained:
+        assert len(explanation) == 1 and re.fullmatch(r"mean SM clock \(MHz\) changed: 19\d\d -> 18\d\d",
+                                                      explanation[0]), explanation
+    md, html, text = pages(result)
+    assert "What differs between the sides' runs: mean SM clock (MHz) changed in 18 case(s)." in md
+    assert "what differs: mean SM clock (MHz) changed in 18 case(s)" in text
+    assert compared(CLOCK * 1.005).environment.summary() == []
+
+
 def test_clocks_differ_beyond_the_tolerance_only():
-    assert not compare.clocks_differ(CLOCK, CLOCK * 1.009) and compare.clocks_differ(CLOCK, CLOCK * 1.011)
-    assert compare.clocks_differ(CLOCK, CLOCK / 1.011)
+    assert not envdiff.clocks_differ(CLOCK, CLOCK * 1.009) and envdiff.clocks_differ(CLOCK, CLOCK * 1.011)
+    assert envdiff.clocks_differ(CLOCK, CLOCK / 1.011)
     for other in (math.nan, 0.0, -CLOCK, math.inf):
-        assert not compare.clocks_differ(CLOCK, other) and not compare.clocks_differ(other, CLOCK)
-    assert compare.clocks_differ(1e308, 5e-324)  # a ratio that underflows is still a difference, not an error
+        assert not envdiff.clocks_differ(CLOCK, other) and not envdiff.clocks_differ(other, CLOCK)
+    assert envdiff.clocks_differ(1e308, 5e-324)  # a ratio that underflows is still a difference, not an error
 
 
 def test_cycles_out_of_floats_range_are_left_out():

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from suite.analysis.regression import compare, stats
+from suite.analysis.regression import compare, envdiff, stats
 from suite.core import names
 from suite.core.text import fmt
 from suite.report import figures
@@ -117,7 +117,7 @@ def case_rows(cases: pd.DataFrame) -> list[dict]:
 
 def _cycles_cells(c) -> dict:
     """A case's clock-normalised time: its cells, empty where it has no cycles verdict (the clocks
-    are missing on a side, or equal: `compare.clocks_differ`)."""
+    are missing on a side, or equal: `envdiff.clocks_differ`)."""
     if not c.get("cycles_verdict"):
         return {"clocks": "", "cycles_change": "", "cycles_verdict": ""}
     return {"clocks": f"{fmt(c['base_sm_clock_mhz'], '.0f')} / {fmt(c['cand_sm_clock_mhz'], '.0f')}",
@@ -200,7 +200,7 @@ def _cycles_text(cases: pd.DataFrame) -> str:
         return ""
     counts = cycled.value_counts()
     said = ", ".join(f"{counts[v]} {v}" for v in compare.VERDICTS if v in counts)
-    return (f" {len(cycled)} case(s) ran at SM clocks more than {compare.CLOCK_TOLERANCE:.0%} apart; in "
+    return (f" {len(cycled)} case(s) ran at SM clocks more than {envdiff.CLOCK_TOLERANCE:.0%} apart; in "
             f"clock-normalised time (cycles): {said}.")
 
 
@@ -222,7 +222,7 @@ def headline_lines(cmp: compare.Comparison) -> list[str]:
 # The method's words on clock-normalised time, where a comparison has some (a CPU's never does).
 _CYCLES_METHOD = (
     " Where both sides recorded a case's SM clock (the mean while it was timed) in every run and the two differ "
-    f"by more than {compare.CLOCK_TOLERANCE:.0%}, its time is compared again in clock-normalised time (cycles: "
+    f"by more than {envdiff.CLOCK_TOLERANCE:.0%}, its time is compared again in clock-normalised time (cycles: "
     "each run's time x its own clock), the same way (cycles verdict); the detail says where the two verdicts "
     "differ. It informs and never gates: a lower clock may be the change's own doing (a power-capped card "
     "clocks down under a hungrier kernel). Speedups need no normalisation: both times of one are taken in the "

@@ -51,7 +51,7 @@ baseline (`gate`).
 
 Clock-normalised time (`cycles_verdict`): where both sides recorded the SM clock of a case
 (`sm_clock_mhz_mean`, NVML telemetry; a CPU has none) in every run and the two differ by more than
-`CLOCK_TOLERANCE`, its time is compared again in cycles (each run's time x its own clock), fitted and
+`envdiff.CLOCK_TOLERANCE`, its time is compared again in cycles (each run's time x its own clock), fitted and
 tested as the time is, and `detail` says where the two verdicts differ ("the change is the clock").
 It informs and never gates, and `fail_on` has no `cycles:` prefix: a card's clock is often the
 change's own doing (a kernel that draws more power runs a power-capped card at a lower clock), so a
@@ -95,10 +95,6 @@ METRICS = ("speedup", "time")
 # change in cycles where clocks were recorded). A speedup needs none: a ratio of two times in one run,
 # which a clock lower for the whole run slows alike.
 CYCLES = "cycles"
-# Clocks that differ by more than this fraction are compared in cycles too. Data-centre GPUs step their
-# SM clock by 15 MHz (0.76% of an H100's 1980 MHz), so 1% is just over one step of the recorded mean;
-# below it, normalising moves a time change by under 1%, a fifth of the default minimum effect.
-CLOCK_TOLERANCE = 0.01
 # The two kinds of speedup a record may have: from paired rounds (`speedup_paired`: the cases of a
 # setting timed together, docs/timing.md) and the ratio of the two cases' medians.
 PAIRED, MEDIANS = "paired", "ratio of medians"
@@ -281,7 +277,7 @@ class Comparison:
       base_sm_clock_mhz / cand_sm_clock_mhz (geometric mean over runs of the mean SM clock while
       timed; NaN unless every run recorded one); cycles_ratio (candidate / baseline cycles, time x
       clock) with _low/_high, cycles_p, cycles_verdict: only where the clocks differ by more than
-      CLOCK_TOLERANCE and the time is compared (else NaN and ""); verdict (the headline verdict),
+      envdiff.CLOCK_TOLERANCE and the time is compared (else NaN and ""); verdict (the headline verdict),
       metric ("speedup" where the verdict is about the speedup), detail, base_rel_err / cand_rel_err,
       effect (|log change|, for sorting), explanation (what differs between the sides' runs of the
       case, one line each; empty for a "same" verdict), gate (the case fails `options.fail_on`).
@@ -694,15 +690,9 @@ def _finish(c: _Case, changes: dict[str, dict[str, stats.Change]], spread: dict[
             row["detail"] += f"; time: {notes['time']}"
 
 
-def clocks_differ(base_mhz: float, cand_mhz: float) -> bool:
-    """Both clocks are finite and positive and differ by more than CLOCK_TOLERANCE."""
-    return (all(math.isfinite(x) and x > 0 for x in (base_mhz, cand_mhz))
-            and abs(math.log(cand_mhz) - math.log(base_mhz)) > math.log1p(CLOCK_TOLERANCE))
-
-
 def _clock_changes(work: list[_Case], changes: dict[str, stats.Change], opts: Options) -> None:
     """Each case's SM clock per side (NaN where a side's runs did not all record one) and, where the
-    time is compared and the two clocks differ (`clocks_differ`), its change in clock-normalised time
+    time is compared and the two clocks differ (`envdiff.clocks_differ`), its change in clock-normalised time
     (`changes`: the cycles test, fitted as the time is): ratio, interval, p and verdict; a sentence
     in `detail` where that verdict is not the time's. It informs and never gates (module docstring)."""
     for c in work:
@@ -710,7 +700,7 @@ def _clock_changes(work: list[_Case], changes: dict[str, stats.Change], opts: Op
         row.update(base_sm_clock_mhz=c.base.clock_mhz, cand_sm_clock_mhz=c.cand.clock_mhz, cycles_ratio=math.nan,
                    cycles_ratio_low=math.nan, cycles_ratio_high=math.nan, cycles_p=math.nan, cycles_verdict="")
         ch = changes.get(row["case_id"])
-        if ch is None or not row["time_verdict"] or not clocks_differ(c.base.clock_mhz, c.cand.clock_mhz):
+        if ch is None or not row["time_verdict"] or not envdiff.clocks_differ(c.base.clock_mhz, c.cand.clock_mhz):
             continue
         row.update(cycles_ratio=stats.exp(-ch.estimate), cycles_ratio_low=stats.exp(-ch.high),
                    cycles_ratio_high=stats.exp(-ch.low), cycles_p=ch.p)

@@ -4,7 +4,8 @@
 column the records hold (the results schema's "machine" group, `suite.results.columns`, the
 versions of the libraries the precision and workload folders declare, and the board facts NVML
 records: maximum SM clock and power limit) is compared over whole runs, and the
-per-case columns (`PER_CASE`: the `kernel` a case ran, the matmul flags in force) case by case.
+per-case columns (`PER_CASE`: the `kernel` a case ran, the matmul flags in force) case by case, and
+the measured ones (`MEASURED`: the mean SM clock while a case was timed) case by case beyond a tolerance.
 A column joins as soon as records hold it: a column a later schema adds to the machine group, or a
 per-case `kernel` (the GEMM implementation that ran, `suite.measure.kernels`), needs no change here. `compare` and `history` attach the
 same differences to every verdict that is not "same"; `python -m suite env-diff A B` prints them.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -40,11 +42,21 @@ NOT_ENVIRONMENT = frozenset({"label", "seed", "isolate_log", "worker_replaced"})
 # derived (yes/no: whether other work left the case's threads short of CPUs, `derived.contended`):
 # a busy machine can change a speedup itself (docs/timing.md), so it is a fact that explains one.
 PER_CASE = ("kernel", "matmul_flags", "busy_machine")
+# Facts measured while a case was timed (NVML telemetry; a CPU records none): they move a little from
+# run to run, so each side's value is the geometric mean of the case's records and the two differ only
+# beyond CLOCK_TOLERANCE (`clocks_differ`, the test compare's clock-normalised time makes too).
+MEASURED = ("sm_clock_mhz_mean",)
+# Clocks that differ by more than this fraction differ (and compare's cases are compared in cycles
+# too). Data-centre GPUs step their SM clock by 15 MHz (0.76% of an H100's 1980 MHz), so 1% is just
+# over one step of the recorded mean; below it, normalising moves a time change by under 1%, a fifth
+# of the default minimum effect.
+CLOCK_TOLERANCE = 0.01
 TITLES = {
     "torch_version": "torch", "cuda_version": "CUDA", "cublas_version": "cuBLAS", "cudnn_version": "cuDNN",
     "driver_version": "driver",
     "triton_version": "triton", "python_version": "Python", "numpy_version": "numpy", "device_name": "device",
     "compute_capability": "compute capability", "sm_clock_max_mhz": "max SM clock (MHz)",
+    "sm_clock_mhz_mean": "mean SM clock (MHz)",
     "power_limit_w": "power limit (W)", "cpu_isa": "CPU ISA", "cpu_isa_env": "ISA override",
     "cpu_threads": "threads", "threads_setting": "threads setting", "env_threads": "OMP_NUM_THREADS",
     "code_hash": "suite code hash", "scenario_hash": "scenario hash", "git_sha": "git commit",
@@ -132,6 +144,31 @@ def compare_columns(base_rows: list[Mapping], cand_rows: list[Mapping], names: I
     return tuple(out)
 
 
+def clocks_differ(base_mhz: float, cand_mhz: float) -> bool:
+    """Both clocks are finite and positive and differ by more than CLOCK_TOLERANCE."""
+    return (all(math.isfinite(x) and x > 0 for x in (base_mhz, cand_mhz))
+            and abs(math.log(cand_mhz) - math.log(base_mhz)) > math.log1p(CLOCK_TOLERANCE))
+
+
+def compare_measured(base_rows: list[Mapping], cand_rows: list[Mapping], names: Iterable[str]) -> tuple[Difference, ...]:
+    """A per-case Difference for every measured column of `names` whose values both sides recorded and
+    whose geometric means differ (`clocks_differ`), each shown in whole units."""
+    out = []
+    for column in names:
+        b, c = (_geomean(rows, column) for rows in (base_rows, cand_rows))
+        if clocks_differ(b, c):
+            out.append(Difference(column, (f"{b:.0f}",), (f"{c:.0f}",), per_case=True))
+    return tuple(out)
+
+
+def _geomean(rows: list[Mapping], column: str) -> float:
+    """Of a column's positive finite numbers over these rows (NaN where none has one), in plain Python:
+    a comparison asks it of every case on both sides (about 5 us for three runs, `derived.geomean` 100)."""
+    found = [math.log(v) for v in (r.get(column) for r in rows)
+             if isinstance(v, numbers.Real) and math.isfinite(v) and v > 0]
+    return math.exp(sum(found) / len(found)) if found else math.nan
+
+
 @dataclass(frozen=True)
 class CaseDifferences:
     """The per-case facts that differ for one case (e.g. the kernel that ran)."""
@@ -178,10 +215,11 @@ class RunFacts:
     def __init__(self, records: pd.DataFrame):
         records = with_busy_machine(records)
         present = environment_columns(records.columns)
-        wanted = [c for c in ("run_id", "case_id", *PER_CASE) if c in records]
+        wanted = [c for c in ("run_id", "case_id", *PER_CASE, *MEASURED) if c in records]
         rows = frame_rows.records(records[wanted])
         self.env_columns = present
         self.per_case = [c for c in PER_CASE if c in records]
+        self.measured = [c for c in MEASURED if c in records]
         self.by_run: dict[str, list[dict]] = {}
         self.by_case: dict[str, list[dict]] = {}
         for r in rows:
@@ -243,11 +281,12 @@ def between(base: RunFacts, cand: RunFacts, base_runs: Iterable[str], cand_runs:
 def case_between(base: RunFacts, cand: RunFacts, base_runs: Iterable[str], cand_runs: Iterable[str],
                  case_id: str) -> tuple[Difference, ...]:
     """The per-case columns (the kernel that ran, ...) whose values differ for one case between
-    its records in these runs of each side."""
+    its records in these runs of each side, then the measured ones (the mean SM clock)."""
     base_runs, cand_runs = set(base_runs), set(cand_runs)
     b = [r for r in base.by_case.get(case_id, []) if r["run_id"] in base_runs]
     c = [r for r in cand.by_case.get(case_id, []) if r["run_id"] in cand_runs]
-    return compare_columns(b, c, dict.fromkeys([*base.per_case, *cand.per_case]), per_case=True)
+    return (*compare_columns(b, c, dict.fromkeys([*base.per_case, *cand.per_case]), per_case=True),
+            *compare_measured(b, c, dict.fromkeys([*base.measured, *cand.measured])))
 
 
 def diff(base: pd.DataFrame, cand: pd.DataFrame, labels: Mapping[str, str] | None = None) -> EnvDiff:
