@@ -75,7 +75,7 @@ def test_a_slowdown_the_clock_explains_is_unchanged_in_cycles_and_said_so():
     md, html, text = pages(result)
     assert "| cycles verdict |" in md and "SM clock MHz base / cand" in md and "clock-normalised time (cycles" in md
     assert "<th>cycles verdict</th>" in html and "the change is the clock" in html
-    assert "n/a, time regressed, cycles unchanged gemm fp32" in text
+    assert re.search(r"^  n/a, time regressed, cycles unchanged +gemm fp32", text, re.M)
     assert "cycles: run-to-run sd" in md  # the cycles test's own spread, beside the others'
     assert "18 case(s) ran at SM clocks more than 1% apart; in clock-normalised time (cycles): 18 unchanged." in md
 
@@ -134,6 +134,19 @@ def test_a_mean_sm_clock_that_differs_is_what_differs_between_the_sides():
     assert "What differs between the sides' runs: mean SM clock (MHz) changed in 18 case(s)." in md
     assert "what differs: mean SM clock (MHz) changed in 18 case(s)" in text
     assert compared(CLOCK * 1.005).environment.summary() == []
+
+
+def test_the_terminal_keeps_its_columns_whatever_the_tags_and_says_a_clock_once():
+    """A cycles verdict makes tags longer than the verdict column's 28 characters ("unchanged, time
+    regressed, cycles unchanged"): the column widens for every line, and so do the case's name and change."""
+    text = pages(compared(CLOCK / SLOWER))[2]
+    listed = [line for line in text.splitlines() if line.startswith("  ")]
+    assert len(listed) == 18 and any(line.startswith("  unchanged, time regressed, cycles unchanged ") for line in listed)
+    assert len({line.index(" gemm ") for line in listed}) == 1  # the names start in one column
+    assert len({line.index("%]  ") for line in listed}) == 1  # the changes end in one
+    assert all(line.count("SM clock") == 1 for line in listed)  # the detail's clocks, not the difference's again
+    higher = [line for line in pages(compared(CLOCK * SLOWER))[2].splitlines() if line.startswith("  ")]
+    assert all(re.search(r"; mean SM clock \(MHz\) changed: 19\d\d -> 2\d\d\d$", line) for line in higher)  # no sentence
 
 
 def test_clocks_differ_beyond_the_tolerance_only():

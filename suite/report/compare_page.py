@@ -470,11 +470,31 @@ def text_summary(cmp: compare.Comparison, failing: pd.DataFrame) -> str:
     # the failing cases, then the ambiguous ones that pass: a change of a size the data cannot place
     ambiguous = cmp.cases[(cmp.cases["verdict"].eq(stats.AMBIGUOUS) | cmp.cases["time_verdict"].eq(stats.AMBIGUOUS))
                           & ~cmp.cases["case_id"].isin(failing["case_id"])]
-    for rows, note in ((failing, ""), (ambiguous, " (not gated)")):
-        for row, case_id in zip(case_rows(rows), rows["case_id"]):
-            change = row["speedup_change"] or row["time_change"]
-            tag = (row["verdict"] + (f", time {row['time_verdict']}" if row["time_verdict"] else "")
-                   + (f", cycles {row['cycles_verdict']}" if row["cycles_verdict"] else "") + note)
-            lines.append(f"  {tag:<28} {row['workload']} {row['precision']} {row['shape']}  {change}  {row['detail']}"
-                         .rstrip() + "".join(f"; {d.text}" for d in per_case.get(case_id, ())))
+    listed = [(_tag(row, note), row, case_id) for rows, note in ((failing, ""), (ambiguous, " (not gated)"))
+              for row, case_id in zip(case_rows(rows), rows["case_id"])]
+    cells = [(tag, f"{row['workload']} {row['precision']} {row['shape']}", row["speedup_change"] or row["time_change"])
+             for tag, row, _ in listed]
+    # each column as wide as its widest cell (the verdicts' at least TAG_WIDTH): a long tag ("unchanged,
+    # time regressed, cycles unchanged") or shape moves every line alike
+    tag_w, name_w, change_w = (max([least, *(len(c[i]) for c in cells)]) for i, least in enumerate((TAG_WIDTH, 0, 0)))
+    for (tag, name, change), (_, row, case_id) in zip(cells, listed):
+        lines.append(f"  {tag:<{tag_w}} {name:<{name_w}}  {change:<{change_w}}  {row['detail']}".rstrip()
+                     + "".join(f"; {d.text}" for d in _unsaid(row, per_case.get(case_id, ()))))
     return "\n".join(lines)
+
+
+# The terminal's verdict column is at least this wide.
+TAG_WIDTH = 28
+
+
+def _tag(row: dict, note: str) -> str:
+    """A listed case's verdicts on the terminal: "regressed", "n/a, time regressed, cycles unchanged"."""
+    return (row["verdict"] + (f", time {row['time_verdict']}" if row["time_verdict"] else "")
+            + (f", cycles {row['cycles_verdict']}" if row["cycles_verdict"] else "") + note)
+
+
+def _unsaid(row: dict, differences) -> list:
+    """A case's own differences its terminal line adds, less a measured clock its detail already
+    names (where the cycles verdict is not the time's: `compare.clock_sentence`)."""
+    named = bool(row["cycles_verdict"]) and row["cycles_verdict"] != row["time_verdict"]
+    return [d for d in differences if not (named and d.column in envdiff.MEASURED)]
