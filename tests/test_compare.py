@@ -570,3 +570,37 @@ def test_the_json_schema_names_every_verdict():
     for column in ("speedup_verdict", "time_verdict"):
         assert set(case[column]["enum"]) == {*compare.DECIDED, compare.INSUFFICIENT_RUNS, "", None}
     assert compare.parse_fail_on("ambiguous,time:ambiguous") == ("ambiguous", "time:ambiguous")
+
+
+def test_an_ambiguous_case_reads_as_ambiguous_in_every_view_never_as_a_pass_or_a_regression(capsys, tmp_path):
+    """issue #38: the committed paired_stability runs at 1 thread against the burst runs at 2: bf16
+    256x768x3072 and fp16 256^3 moved, by an amount whose interval straddles the 5% minimum effect.
+    The terminal, report.md, index.html and the JSON (checked against its schema) each call them
+    ambiguous and the default gate passes over them; a gate that names ambiguous fails on them alone."""
+    folder = REFERENCE / "paired_stability"
+    selectors = [f"{folder / part}/cpu,runs=all" for part in ("hog_threads1", "bursts")]
+    doc = cli_json(capsys, ["compare", *selectors, "--out", str(tmp_path / "out"), "--json", "--quiet"])
+    ambiguous = {c["case_id"]: c for c in doc["cases"] if c["verdict"] == "ambiguous"}
+    assert doc["counts"]["ambiguous"] == len(ambiguous) == 2 and not set(ambiguous) & set(doc["failing"])
+    assert "regressed" not in doc["counts"] and "2 ambiguous" in doc["headline"][1]
+    labels = []
+    for case in ambiguous.values():
+        low, high = case["speedup_ratio_low"], case["speedup_ratio_high"]
+        assert case["speedup_verdict"] == "ambiguous" and not case["gate"]
+        assert (high < 1 or low > 1) and (low < 1.05 < high or low < 1 / 1.05 < high)  # a change, straddling 5%
+        labels.append(f"{case['workload']} {case['precision']} {case['shape']}")
+    assert cli.main(["compare", *selectors, "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    terminal = capsys.readouterr().out
+    for label in labels:
+        (line,) = [ln for ln in terminal.splitlines() if ln.rstrip().endswith(label) or f" {label} " in ln]
+        assert line.lstrip().startswith("ambiguous") and "(not gated)" in line and "regressed" not in line
+    report = (tmp_path / "out" / "report.md").read_text()
+    html = (tmp_path / "out" / "index.html").read_text()
+    for case in ambiguous.values():
+        assert f"| ambiguous | {case['workload']} | {case['shape']} | {case['precision']} |" in report
+        assert (f'<tr class="ambiguous"><td>ambiguous</td><td>{case["time_verdict"]}</td><td>{case["workload"]}</td>'
+                f'<td>{case["shape"]}</td><td>{case["precision"]}</td>') in html
+    assert "2 ambiguous (a change whose interval straddles ±5%: neither a pass nor a regression)" in report
+    strict = cli_json(capsys, ["compare", *selectors, "--out", str(tmp_path / "strict"), "--json", "--quiet",
+                               "--fail-on", "ambiguous"], status=1)
+    assert strict["failing"] and set(strict["failing"]) <= set(ambiguous)  # named, it gates (family-wise)

@@ -3,6 +3,8 @@ columns; failures and skips never stop a run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -275,3 +277,37 @@ def test_a_compiled_setting_resets_dynamo_once_and_compiles_each_member_once(mon
     assert len(resets) == 1  # before the setting's cases are prepared; none per case, none on release
     assert len(compiles) == 2  # one forward graph per member: none recompiled after the other's preparation
     real_reset()
+
+
+# FLOP/s of an EPYC's two cores in fp32 and (AVX512-BF16, native) bf16; fp16 has no native kernel
+# there (no AVX512-FP16): one call takes seconds, whatever the shape (issue #38: 2 s).
+EPYC_FP32_FLOPS, EPYC_BF16_FLOPS, EPYC_FP16_CALL_MS = 1e11, 2e11, 2_000.0
+
+
+def test_the_cpu_scenarios_own_settings_pair_bf16_with_fp32_where_fp16_is_the_slow_path():
+    """issue #38: scenarios/cpu.toml as planned (its stop rule: 0.5 s budget, 5 s case cap; tf32
+    skipped on a CPU), each setting run through the executors' units and `run_setting` with an EPYC's
+    call times (bf16 native, fp16 2 s a call: 4 of 6 settings had gone sequential for every
+    precision). Each setting's GEMM is computed at 64^3 (the virtual clock gives the real shape's
+    time): fp16 is timed alone in every setting, bf16 stays paired with fp32 and keeps its speedup."""
+    import dataclasses
+
+    from suite.measure.executors import base
+    from suite.scenario import spec
+
+    scenario = spec.load(Path(__file__).resolve().parent.parent / "scenarios" / "cpu.toml")
+    units = base.units(plan.expand(scenario))
+    assert len(units) == 6 and all(u.cases[0].timing.case_cap_s == 5.0 for u in units)
+    for unit in units:
+        flop = 2 * unit.cases[0].m * unit.cases[0].k * unit.cases[0].n
+        clock = by_dtype({torch.float32: flop / EPYC_FP32_FLOPS * 1e3, torch.bfloat16: flop / EPYC_BF16_FLOPS * 1e3,
+                          torch.float16: EPYC_FP16_CALL_MS})
+        small = [dataclasses.replace(c, m=64, k=64, n=64) for c in unit.cases]
+        out = {r["precision"]: r for r in inprocess.run_setting(small, CPU, clock, META)}
+        shape = f"{unit.cases[0].m}x{unit.cases[0].k}x{unit.cases[0].n}"
+        assert out["tf32"]["status"] == "skipped", shape
+        assert [out[p]["pairing"] for p in ("fp32", "bf16", "fp16")] == ["paired", "paired", "alone"], shape
+        assert out["bf16"]["speedup_paired"] == pytest.approx(2.0) and out["bf16"]["paired_rounds"] >= 5, shape
+        # set aside on its first call, which the check times: 2 s calls cannot fit a warm-up and 5 samples in 5 s
+        assert "too slow for the case cap (5 s)" in out["fp16"]["pairing_note"], shape
+        assert out["fp16"].get("speedup_paired") is None and out["fp16"]["stop_reason"] == "cap", shape

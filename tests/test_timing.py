@@ -85,8 +85,10 @@ def covered(draw, true: float, n: int, rng) -> tuple[float, float, float]:
 def test_the_median_interval_covers_what_its_level_says(name):
     """Issue #38: McGill's 1.57 IQR / sqrt(n) covered 88% at n = 30 and 68-72% at n = 3-5 while
     called 95%. The order statistics cover their stated level within 2 points at every n, the
-    range of 3 or 5 values included, and so does the record's ± around the median from 6 values on
-    (with 3 to 5 it is the range's half-width around the middle value: 1 to 4 points short)."""
+    range of 3 or 5 values included, and so does the record's ± around the median from 6 values on;
+    with 3 to 5 it is the range's half-width around the middle value, short of the stored level by
+    up to 5 points (3 values under the long tail: 70.6% against 75%), as the column and
+    docs/timing.md say (they said "at least" before)."""
     draw, true = SAMPLE_DISTRIBUTIONS[name]
     rng = np.random.default_rng(38)
     for n in (3, 5, 6, 10, 30, 200):
@@ -94,6 +96,8 @@ def test_the_median_interval_covers_what_its_level_says(name):
         assert abs(interval - level) <= 0.02, (n, interval, level)
         if n >= 6:
             assert abs(plus_minus - level) <= 0.02, (n, plus_minus, level)
+        else:
+            assert level - 0.05 <= plus_minus < level, (n, plus_minus, level)
         assert level >= 0.95 or n <= 5
 
 

@@ -71,9 +71,11 @@ def rel_ci_of_batches(medians: list[float]) -> float | None:
 
 def rel_ci_level(n_samples: int, n_batches: int) -> float | None:
     """What a record's `rel_ci` (the larger of the samples' and the batch medians' half-widths)
-    covers at least, whether the samples are independent (the samples' interval's level then holds)
-    or the level drifts between batches (the batches' then does): the lower of the two levels, the
-    batches' counted from MIN_BATCHES of them. None where rel_ci is inf (fewer than two samples)."""
+    covers, whether the samples are independent (the samples' interval's level then holds) or the
+    level drifts between batches (the batches' then does): the lower of the two levels, the
+    batches' counted from MIN_BATCHES of them; within 2 points from 6 values on, while with 3 to 5
+    (their range) the ± around the middle value covers up to 5 points less (docs/timing.md). None
+    where rel_ci is inf (fewer than two samples)."""
     if n_samples < 2:
         return None
     levels = [median_level(n_samples)] + ([median_level(n_batches)] if n_batches >= MIN_BATCHES else [])

@@ -56,7 +56,9 @@ and gamma functions (continued fraction and series, as in Abramowitz and Stegun 
 so that no SciPy is needed.
 
 `suite.analysis.regression.history` applies the same test to the runs before and after each candidate change
-point (`Fit` and `Fit.change`), so that history and compare cannot disagree on the same runs.
+point (`Fit` and `Fit.change`), so that every change point history reports is a change compare
+calls between the same runs; the converse needs history's search to see the change first
+(docs/comparing.md).
 """
 
 from __future__ import annotations
