@@ -367,8 +367,8 @@ EAGER_PRECISION = {
             toy_cast_in_call: bool = Field(False, description="cast A and B inside the timed call")
 
 
-        PRECISIONS = {"toy_eager": PrecisionRecord("suite.precisions.toy_eager.recipes:TOY_EAGER", ToyEagerParams, "fp8",
-                                                   description="eager casts", scaling="toy_eager_cast")}
+        PRECISIONS = {"toy_eager": PrecisionRecord("suite.precisions.toy_eager.recipes:TOY_EAGER", ToyEagerParams,
+                                                   "fp8", description="eager casts", scaling="toy_eager_cast")}
         HOOKS = Hooks(scalings={"toy_eager_cast": "suite.precisions.toy_eager.casts:TOY_EAGER_CAST"})
     ''',
     "casts.py": '''
@@ -377,7 +377,8 @@ EAGER_PRECISION = {
         TOY_EAGER_CAST = Casts(
             fused=lambda model, role, e, s, first, width: [model.Kernel("cast", f"{role} fused", (first + 1) * e)],
             eager=lambda model, role, e, s, width: [model.Kernel("cast", f"{role} eager", (s + 1) * e)],
-            layer=lambda model, tensors, width: [model.Kernel("cast", f"{r} layer", (s + 1) * e) for r, e, s in tensors],
+            layer=lambda model, tensors, width: [model.Kernel("cast", f"{r} layer", (s + 1) * e)
+                                                 for r, e, s in tensors],
             inline=lambda opts: opts.toy_cast_in_call)
     ''',
 }
@@ -405,7 +406,8 @@ def test_a_new_eager_scaling_kind_is_its_folder_alone(eager_folder):
     from suite.analysis.roofline import model
 
     def casts(workload, params):
-        return [(k.label, k.bytes) for k in model.case_kernels(workload, "toy_eager", 64, 32, 16, params) if k.what == "cast"]
+        kernels = model.case_kernels(workload, "toy_eager", 64, 32, 16, params)
+        return [(k.label, k.bytes) for k in kernels if k.what == "cast"]
 
     assert casts("gemm", {}) == []
     assert casts("gemm", {"toy_cast_in_call": True}) == [("A eager", 3 * 64 * 32), ("B eager", 3 * 16 * 32)]
