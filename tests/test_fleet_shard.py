@@ -67,6 +67,23 @@ def test_a_compiled_case_is_estimated_with_its_compile():
     assert not any(shard.compiles(c) for c in plan.expand(spec.resolve("cpu_update")))
 
 
+def test_a_folders_own_compiling_parameter_counts_whatever_its_name():
+    """A parameter is a compile by its folder's mark (`COMPILES`), not by its name: a precision's
+    `toy_jit` counts on any workload's cases once they share one parameter model; an unmarked bool does not."""
+    from pydantic import Field
+
+    from suite.scenario.params import COMPILES, Params, case_model, compiles
+    from suite.workloads.linear import CompileParams
+
+    class ToyJit(Params):
+        toy_jit: bool = Field(False, json_schema_extra=COMPILES)
+        toy_flag: bool = False
+
+    merged = case_model(CompileParams, ToyJit)
+    assert compiles(merged.of({"toy_jit": True})) and compiles(merged.of({"compile": True}))
+    assert not compiles(merged.of({"toy_flag": True})) and not compiles(merged.of({}))
+
+
 @pytest.mark.parametrize(("text", "environ", "expected"), [
     ("2/8", {}, (2, 8)),
     ("auto", {"SLURM_ARRAY_TASK_ID": "5", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "8"}, (4, 8)),

@@ -78,6 +78,19 @@ def test_the_stages_are_the_folders_of_suite():
     assert not [p.name for p in analysis.glob("*.py") if p.name != "__init__.py"]  # every module in a subpackage
 
 
+def test_each_analysis_subpackage_names_its_modules():
+    """The analysis package's docstring names each subpackage, and each subpackage's docstring each
+    of its modules (as `name`): where a concern's code lives is read there, not guessed."""
+    analysis = SUITE / "analysis"
+    package = ast.get_docstring(ast.parse((analysis / "__init__.py").read_text())) or ""
+    unnamed = [f"analysis: {sub}" for sub in ANALYSIS if f"`{sub}`" not in package]
+    for sub in ANALYSIS:
+        doc = ast.get_docstring(ast.parse((analysis / sub / "__init__.py").read_text())) or ""
+        unnamed += [f"{sub}: {p.stem}" for p in sorted((analysis / sub).glob("*.py"))
+                    if p.name != "__init__.py" and f"`{p.stem}`" not in doc]
+    assert not unnamed, unnamed
+
+
 def test_no_stage_imports_a_later_one():
     later = [f"{MODULES[module].relative_to(SUITE.parent)}:{line} imports {target}"
              for module, found in GRAPH.items() for target, line, _ in found if stage(target) > stage(module)]

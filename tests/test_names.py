@@ -5,7 +5,8 @@ Nor what a folder declares: a column a workload records, a column a folder's `de
 what it is against, its bound and that bound's flag), a scaling kind a recipe declares
 (`test_no_stage_spells_a_declared_column_or_scaling`), nor a backing library (`Library`:
 `test_no_stage_spells_a_declared_library`). What only one folder means is that folder's (its hooks:
-`suite.scenario.declare.Hooks`), and the stages iterate over the declarations.
+`suite.scenario.declare.Hooks`), and the stages iterate over the declarations: none imports a
+folder's module (`test_no_stage_imports_a_folder`).
 
 Code names one in two ways, both found here in every module of `suite/` but the folders of
 `suite/precisions/` and `suite/workloads/`: a string that is a name (`"linear"`, a dict keyed by
@@ -184,6 +185,75 @@ row = dict(toy_version=None)
 '''
     found = library_violations(planted, columns, names)
     assert sorted({int(f.split(":")[0]) for f in found}) == [3, 4, 5, 6, 7, 8, 9, 11], found
+
+
+# --- folders: a generic stage reaches a folder through the registry, never by its module path ----
+
+# Where a generic module still imports a folder's module, each with why; anything else fails.
+STILL_IMPORTED = {
+    # advise's published anchors (torchtitan's 70B tokens/s, TE's GEMM guide) have no hook of their own:
+    # the roofline model's are `Hooks.anchors`, the step estimate's are read from the folders' modules
+    "suite/analysis/advise/published.py": {"suite.precisions.fp8.anchors", "suite.precisions.te.anchors"},
+    # the dry run lets the NVFP4 recipe ask for mslk where it is missing (its fake needs none)
+    "suite/measure/dryrun/child.py": {"suite.precisions.mx.recipes"},
+}
+
+
+def _is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def folder_imports(source: str, folders: set[str]) -> set[str]:
+    """The folders' modules `source` imports, or names as a "module:attribute" target, in code."""
+    tree, found = ast.parse(source), set()
+    docs = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:  # `from package import module` imports the module
+            found |= {f"{node.module}.{alias.name}" if _is_module(f"{node.module}.{alias.name}") else node.module
+                      for alias in node.names}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            found.add(node.value.split(":")[0])
+    return {name for name in found if any(name == f or name.startswith(f + ".") for f in folders)}
+
+
+def test_no_stage_imports_a_folder():
+    """A generic module takes what it needs of a precision or a workload from its declaration
+    (`suite.scenario.registry`), so adding or removing a folder changes no stage."""
+    folders = {f"{package.replace('/', '.')}.{path.parent.name}" for package in PLUGIN_PACKAGES
+               for path in (ROOT / package).glob("*/__init__.py")}
+    assert {"suite.precisions.fp8", "suite.workloads.train_step"} <= folders
+    found = {}
+    for path in generic_modules():
+        rel = path.relative_to(ROOT).as_posix()
+        extra = folder_imports(path.read_text(), folders) - STILL_IMPORTED.get(rel, set())
+        if extra:
+            found[rel] = sorted(extra)
+    assert not found, found
+    stale = {rel: sorted(names - folder_imports((ROOT / rel).read_text(), folders))
+             for rel, names in STILL_IMPORTED.items()}
+    assert not any(stale.values()), f"no longer imported there: take them off STILL_IMPORTED: {stale}"
+
+
+def test_the_import_check_finds_what_it_looks_for():
+    planted = '''
+"""A docstring may say suite.precisions.toy.recipes."""
+from suite.precisions.toy import anchors
+import suite.workloads.toy_step.workload
+from suite.precisions import base, toy
+target = "suite.precisions.toy.recipes:TOY"
+from suite.precisions.base import Precision
+'''
+    # (the toy folders are not on disk: `from suite.precisions.toy import anchors` counts as the folder)
+    assert folder_imports(planted, {"suite.precisions.toy", "suite.workloads.toy_step"}) == {
+        "suite.precisions.toy", "suite.workloads.toy_step.workload", "suite.precisions.toy.recipes"}
+    real = "from suite.precisions.fp8 import anchors\nfrom suite.precisions.te.anchors import TE_GUIDE\n"
+    assert folder_imports(real, {"suite.precisions.fp8", "suite.precisions.te"}) == {
+        "suite.precisions.fp8.anchors", "suite.precisions.te.anchors"}
+
+
 # Where a generic stage still spells what a folder declares, each with why; anything else fails.
 STILL_SPELLED = {
     # a launched rank's CUDA allocator high-water mark, the record's max over ranks (GPU only)
@@ -196,8 +266,6 @@ STILL_SPELLED = {
     "suite/cli/advise.py": ({"model"}, "advise's MODEL argument"),
     # GPT-2's Hugging Face config.json fields, read by advise's architecture (not a column read)
     "suite/models/architecture.py": ({"n_head", "n_layer"}, "config.json fields"),
-    # advise's --loss-budget (nats) judges a recipe by the largest loss gap its training steps measured:
-    # model-level advice on a training step, which should take train_step's declared `LOSS_GAP` metric
 }
 
 

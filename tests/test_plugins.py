@@ -347,3 +347,68 @@ def assert_the_toy_library_travels(path, out, capsys) -> None:
     assert f"<th>packaging (toy)</th><td>0.1</td><td>{installed}</td>" in page
     assert cli.main(["repro", str(path)]) == 0
     assert f"pip install 'packaging=={installed}'" in capsys.readouterr().out.splitlines()
+
+
+# A scaling kind cast eagerly (no library kernels, `fused_casts` False), whose own parameter, not
+# fp8's `quantize`, says when a GEMM case casts inside the timed call (`Casts.inline`).
+EAGER_PRECISION = {
+    "__init__.py": '''
+        """A toy FP8 recipe whose casts the roofline model counts as eager PyTorch runs them."""
+
+        from pydantic import Field
+
+        from suite.scenario.declare import Hooks, PrecisionRecord
+        from suite.scenario.params import Params
+
+
+        class ToyEagerParams(Params):
+            """`toy_eager`: where its GEMM cases cast."""
+
+            toy_cast_in_call: bool = Field(False, description="cast A and B inside the timed call")
+
+
+        PRECISIONS = {"toy_eager": PrecisionRecord("suite.precisions.toy_eager.recipes:TOY_EAGER", ToyEagerParams,
+                                                   "fp8", description="eager casts", scaling="toy_eager_cast")}
+        HOOKS = Hooks(scalings={"toy_eager_cast": "suite.precisions.toy_eager.casts:TOY_EAGER_CAST"})
+    ''',
+    "casts.py": '''
+        from suite.scenario.declare import Casts
+
+        TOY_EAGER_CAST = Casts(
+            fused=lambda model, role, e, s, first, width: [model.Kernel("cast", f"{role} fused", (first + 1) * e)],
+            eager=lambda model, role, e, s, width: [model.Kernel("cast", f"{role} eager", (s + 1) * e)],
+            layer=lambda model, tensors, width: [model.Kernel("cast", f"{r} layer", (s + 1) * e)
+                                                 for r, e, s in tensors],
+            inline=lambda opts: opts.toy_cast_in_call)
+    ''',
+}
+
+
+@pytest.fixture
+def eager_folder(tmp_path):
+    write_folder(tmp_path / "precisions" / "toy_eager", EAGER_PRECISION)
+    path = list(suite.precisions.__path__)
+    try:
+        suite.precisions.__path__.append(str(tmp_path / "precisions"))
+        registry.discover()
+        yield
+    finally:
+        suite.precisions.__path__[:] = path
+        for name in [m for m in sys.modules if m.startswith("suite.precisions.toy_")]:
+            del sys.modules[name]
+        registry.discover()
+
+
+def test_a_new_eager_scaling_kind_is_its_folder_alone(eager_folder):
+    """The model counts a folder's eager scaling kind from its declaration only: no cast where its
+    GEMM cases cast before the timing, its `eager` casts where its own parameter says the call casts,
+    its `layer` casts in an eager Linear step."""
+    from suite.analysis.roofline import model
+
+    def casts(workload, params):
+        kernels = model.case_kernels(workload, "toy_eager", 64, 32, 16, params)
+        return [(k.label, k.bytes) for k in kernels if k.what == "cast"]
+
+    assert casts("gemm", {}) == []
+    assert casts("gemm", {"toy_cast_in_call": True}) == [("A eager", 3 * 64 * 32), ("B eager", 3 * 16 * 32)]
+    assert [label for label, _ in casts("linear", {})] == ["input layer", "weight layer", "grad_output layer"]

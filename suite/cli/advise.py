@@ -25,9 +25,10 @@ ARGUMENTS = [
     arg("--ac", default="none", metavar="none|full", help="activation checkpointing, torchtitan's modes: full reruns "
         "each transformer block's forward in the backward (its fprop GEMMs, attention, elementwise work and TP/EP "
         "forward collectives once more); default none"),
-    arg("--recipes", metavar="R,...", help="the recipes to advise on, comma-separated (default: torchao's fp8_tensorwise, "
-        "fp8_rowwise, fp8_rowwise_gw_hp, mxfp8, nvfp4 and Transformer Engine's te_delayed, te_current, te_block, "
-        "te_mxfp8, te_nvfp4); bf16 is the baseline"),
+    # the default is what the folders declare (`answer.default_recipes`), so the help names none
+    arg("--recipes", metavar="R,...", help="the recipes to advise on, comma-separated (default: every recipe with a "
+        "scaling kind whose casts the roofline model counts, as the precision folders declare them, e.g. torchao's "
+        "FP8 and block-scaled recipes and Transformer Engine's); bf16 is the baseline"),
     arg("--loss-budget", type=arguments.nats, metavar="NATS", help="the largest loss gap to its reference (the fp32 "
         "twin) a recipe may show in the suite's measured training steps (needs measured results; without them the advice says it has no "
         "accuracy evidence)"),

@@ -30,9 +30,10 @@ from suite.scenario.plan import Case
 NOMINAL_FLOPS = {"cuda": 1e14, "cpu": 1e11}
 # A case whose shape lives in its params (a model's training step) counts as this many FLOPs.
 UNSHAPED_WORK = 1e12
-# A torch.compile'd case (params `compile`, or a torchao optimizer's `compile_step`) also pays its
-# compiling first call, outside the case cap: a prior of tens of seconds for one layer's or a small
-# model's step under inductor, to be read against the records' compile_s once a GPU has run them.
+# A torch.compile'd case (a parameter its folder marks `suite.scenario.params.COMPILES`: a layer's or a
+# model's `compile`, a torchao optimizer's `compile_step`) also pays its compiling first call, outside
+# the case cap: a prior of tens of seconds for one layer's or a small model's step under inductor, to
+# be read against the records' compile_s once a GPU has run them.
 COMPILE_S = 30.0
 
 
@@ -136,11 +137,11 @@ def estimated_s(case: Case) -> float:
 
 
 def compiles(case: Case) -> bool:
-    """Does the case torch.compile something (its model, or a torchao optimizer's step)?"""
-    from suite.scenario import registry
+    """Does the case torch.compile something (its model, or a torchao optimizer's step): a parameter
+    its folder marks `COMPILES` set?"""
+    from suite.scenario import params, registry
 
-    values = registry.params_model(case.workload, case.precision).of(case.params)
-    return bool(getattr(values, "compile", False) or getattr(values, "compile_step", False))
+    return params.compiles(registry.params_model(case.workload, case.precision).of(case.params))
 
 
 def _setting_keys(cases: list[Case]) -> list[str]:

@@ -172,6 +172,9 @@ class Casts:
       that read; `width` bytes per element cast to);
     - `eager(model, role, elements, source, width)`: one eager cast of an operand (a GEMM's inline
       quantization); None where its recipes cast with their library's kernels only;
+    - `inline(opts)`: whether a GEMM case of the case's parameters `opts` casts its operands inside
+      the timed call (each then counts its `eager` casts), as the folder's parameters say it; None:
+      never (its operands are cast before the timing);
     - `layer(model, tensors, width)`: an eager Linear training step's casts and layout copies, from
       its (role, elements, source) tensors; None as `eager`;
     - `output(model, opts, m, n)`: kernels a GEMM adds after its own for the case's parameters
@@ -184,6 +187,7 @@ class Casts:
     layer: Callable | None = None
     output: Callable | None = None
     grouped_fused: bool = False
+    inline: Callable | None = None
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,18 @@ class NoParams(Params):
     """A workload or precision without parameters."""
 
 
+# Marks a bool parameter that, true, makes the case torch.compile something (its model, its step, an
+# optimizer's step): `Field(..., json_schema_extra=COMPILES)`. The first call then pays the compile,
+# which the fleet's cost prior adds (`suite.fleet.shard.compiles`) whatever the folder named it.
+COMPILES = {"compiles": True}
+
+
+def compiles(values: Params) -> bool:
+    """Whether any parameter its folder marks `COMPILES` is true in these values."""
+    return any(getattr(values, name) for name, info in type(values).model_fields.items()
+               if (info.json_schema_extra or {}).get("compiles"))
+
+
 # --- the parameters of one case ----------------------------------------------------------------
 
 

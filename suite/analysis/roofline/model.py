@@ -220,7 +220,8 @@ def gemm_case(precision: str, m: int, k: int, n: int, params: dict, groups: int 
         width = OPERAND_BYTES[fmt]
         return kernels + fused_cast("input", m * k, 2, scaling, False, width) + \
             fused_cast("weight", groups * n * k, 2, scaling, False, width)
-    if opts.quantize == "inline":  # A and the weight B^T, each cast from bf16 in the timed call
+    # A and the weight B^T, each cast from bf16 in the timed call, where the case's parameters say so
+    if kind.inline is not None and kind.inline(opts):
         for role, elements in (("A", m * k), ("B", groups * n * k)):
             kernels += kind.eager(_THIS, role, elements, 2, OPERAND_BYTES[fmt])
     return kernels

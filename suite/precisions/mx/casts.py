@@ -4,6 +4,7 @@ handed the model (`suite.analysis.roofline.model`). Transformer Engine's MXFP8 a
 
 from __future__ import annotations
 
+from suite.precisions.fp8.casts import quantized_inline
 from suite.scenario.declare import Casts
 
 
@@ -24,4 +25,4 @@ def _layer(model, tensors, width: float) -> list:
 
 
 # a grouped call casts with torchao's own kernels (its MoE path's triton and CUDA casts)
-MICROSCALED = Casts(_fused, _eager, _layer, grouped_fused=True)
+MICROSCALED = Casts(_fused, _eager, _layer, grouped_fused=True, inline=quantized_inline)

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from suite.precisions.fp8 import TORCHAO
 from suite.scenario.declare import Hooks, PrecisionRecord
-from suite.scenario.params import NoParams, Params
+from suite.scenario.params import COMPILES, NoParams, Params
 
 
 class TorchaoOptimParams(Params):
@@ -17,7 +17,7 @@ class TorchaoOptimParams(Params):
     compile_step: bool = Field(
         True, description="torch.compile the step, as torchao does; false: the same step function run eagerly "
                           "(torch.compiler.set_stance('force_eager')): the same update, eager speed, no inductor "
-                          "compile (minutes on a small CPU) and no C++ compiler needed")
+                          "compile (minutes on a small CPU) and no C++ compiler needed", json_schema_extra=COMPILES)
 
 
 class LowBitParams(TorchaoOptimParams):

@@ -7,14 +7,15 @@ from typing import Annotated
 from pydantic import Field
 
 from suite.scenario.declare import WorkloadRecord, columns
-from suite.scenario.params import Params
+from suite.scenario.params import COMPILES, Params
 from suite.workloads.train_step import MFU_COLUMNS
 
 
 class CompileParams(Params):
     """Layer workloads (`linear`, `ln_linear`)."""
 
-    compile: bool = Field(False, description="torch.compile the step; its first call's time is compile_s")
+    compile: bool = Field(False, description="torch.compile the step; its first call's time is compile_s",
+                          json_schema_extra=COMPILES)
     compile_backend: Annotated[str, Field(min_length=1)] = Field("inductor", description="torch.compile backend")
 
 

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from suite.scenario.declare import Hooks, Metric, Plot, WorkloadRecord, columns
-from suite.scenario.params import NonNegativeFloat, NonNegativeInt, Params, PositiveFloat, PositiveInt
+from suite.scenario.params import COMPILES, NonNegativeFloat, NonNegativeInt, Params, PositiveFloat, PositiveInt
 
 class TrainStepParams(Params):
     """`train_step`: one optimizer step of a model on a synthetic corpus. Model-config fields
@@ -27,7 +27,7 @@ class TrainStepParams(Params):
     warmup_steps: NonNegativeInt = Field(0, description="cosine: steps of linear warm-up from 0 to lr")
     final_lr: NonNegativeFloat = Field(0.0, description="cosine: the learning rate of the last step")
     data_vocab: NonNegativeInt = Field(0, description="the corpus's vocabulary (0: the model's)")
-    compile: bool = Field(False, description="torch.compile the model")
+    compile: bool = Field(False, description="torch.compile the model", json_schema_extra=COMPILES)
     # model-config overrides (suite/models/gpt2.py GPT2Config, suite/models/llama.py LlamaConfig)
     n_layer: PositiveInt | None = Field(None, description="transformer blocks")
     n_head: PositiveInt | None = Field(None, description="attention heads")
